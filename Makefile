@@ -1,0 +1,106 @@
+# hearth's build. Plain GNU make: one binary, a handful of component
+# libraries, no generated build system to install or learn (CMake was
+# rejected: it adds a tool and a configure step for a tree this small).
+#
+#   make              development build in build/ (-O2 -g, warnings are errors)
+#   make SAN=1        ASan + UBSan build in build-san/
+#   make test         build, then run the whole suite (tests/run.sh)
+#   make fuzz         libFuzzer targets (clang) in build-fuzz/
+#
+# Each component in src/ is a static library compiled against an "include
+# view": build/inc/<component>/ holds links to only the components it may
+# depend on, so a forbidden #include (say, engine including net) fails to build.
+
+CC ?= cc
+SAN ?= 0
+ifeq ($(SAN),1)
+BUILD ?= build-san
+SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+OPT = -O1 -g
+else
+BUILD ?= build
+SANFLAGS =
+OPT = -O2 -g
+endif
+
+WARN = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wvla -Wno-format-truncation
+CFLAGS_BASE = -std=c17 -D_GNU_SOURCE $(OPT) $(WARN) -pthread -MMD -MP -fno-strict-aliasing $(SANFLAGS) $(EXTRA_CFLAGS)
+LDLIBS = -lcjson -lutf8proc -lpcre2-8 -lm -lpthread -ldl
+LDFLAGS = -pthread $(SANFLAGS) $(EXTRA_LDFLAGS)
+
+# Per-ISA kernel files are compiled for their ISA and only called after
+# hearth_cpu() says the CPU has it.
+ISA_avx2 = -mavx2 -mfma -mf16c
+ISA_avx512 = -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16
+
+COMPONENTS = base net text engine models api cli
+DEPS_base = base
+DEPS_net = base net
+DEPS_text = base text
+DEPS_engine = base engine
+DEPS_models = base engine text models
+DEPS_api = base net text engine models api
+DEPS_cli = base net text engine models api cli
+# Tests may reach every component (a unit test may even include a .c).
+DEPS_tests = $(COMPONENTS)
+
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+
+srcs_of = $(shell find src/$(1) -name '*.c' 2>/dev/null | sort)
+objs_of = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(call srcs_of,$(1)))
+LIBS = $(foreach c,$(filter-out cli,$(COMPONENTS)),$(BUILD)/lib$(c).a)
+# Link order: dependents before their dependencies.
+LINK_LIBS = $(BUILD)/libapi.a $(BUILD)/libmodels.a $(BUILD)/libengine.a $(BUILD)/libtext.a $(BUILD)/libnet.a $(BUILD)/libbase.a
+
+.PHONY: all test fuzz clean
+.SECONDARY:
+all: $(BUILD)/hearth $(BUILD)/tests.stamp
+
+# include views
+$(BUILD)/inc/%.stamp:
+	@mkdir -p $(BUILD)/inc/$*
+	@for d in $(DEPS_$*); do ln -sfn $(CURDIR)/src/$$d $(BUILD)/inc/$*/$$d; done
+	@touch $@
+
+define component_rules
+$(BUILD)/obj/$(1)/%.o: src/$(1)/%.c $(BUILD)/inc/$(1).stamp
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS_BASE) $$(if $$(findstring _avx512,$$*),$$(ISA_avx512),$$(if $$(findstring _avx2,$$*),$$(ISA_avx2))) -I$(BUILD)/inc/$(1) -DHEARTH_VERSION='"$(VERSION)"' -c $$< -o $$@
+$(BUILD)/lib$(1).a: $(call objs_of,$(1))
+	@mkdir -p $$(dir $$@)
+	@rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(foreach c,$(COMPONENTS),$(eval $(call component_rules,$(c))))
+
+$(BUILD)/hearth: $(call objs_of,cli) $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(call objs_of,cli) $(LINK_LIBS) $(LDLIBS)
+
+# unit tests: tests/unit/<component>/test_*.c, one binary each
+TEST_SRCS = $(shell find tests/unit -name 'test_*.c' | sort)
+TEST_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+$(BUILD)/tests/%: tests/unit/%.c tests/harness.h $(LIBS) $(BUILD)/inc/tests.stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -I$(BUILD)/inc/tests -Itests -Isrc -o $@ $< $(LINK_LIBS) $(LDFLAGS) $(LDLIBS)
+$(BUILD)/tests.stamp: $(TEST_BINS)
+	@touch $@
+
+test: all
+	BUILD=$(BUILD) tests/run.sh
+
+# libFuzzer targets: tests/fuzz/fuzz_*.c, built with clang against the sources directly
+FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BUILD = build-fuzz
+FUZZ_LIB_SRCS = $(foreach c,base net text engine models api,$(call srcs_of,$(c)))
+fuzz:
+	@mkdir -p $(FUZZ_BUILD)/inc/tests
+	@for d in $(COMPONENTS); do ln -sfn $(CURDIR)/src/$$d $(FUZZ_BUILD)/inc/tests/$$d; done
+	@for f in $(FUZZ_SRCS); do n=$$(basename $$f .c); \
+	  echo "clang $$n"; \
+	  clang -std=c17 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -I$(FUZZ_BUILD)/inc/tests -Isrc \
+	    $(ISA_avx512) -DHEARTH_VERSION='"fuzz"' -o $(FUZZ_BUILD)/$$n $$f $(FUZZ_LIB_SRCS) $(LDLIBS) || exit 1; done
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

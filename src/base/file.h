@@ -1,0 +1,26 @@
+/* file.h: read-only file mappings and whole-file reads.
+ *
+ * Model weights are mmapped and owned by the model; tensors are views into
+ * the mapping, so a mapping lives as long as the model that opened it. */
+#ifndef HEARTH_BASE_FILE_H
+#define HEARTH_BASE_FILE_H
+
+#include "err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hearth_mmap {
+    const uint8_t *data; /* NULL for an empty file */
+    size_t size;
+} hearth_mmap;
+
+/* Maps path read-only. On failure returns a negative status and names the path in err. */
+int hearth_mmap_open(hearth_mmap *m, const char *path, hearth_err *err);
+/* Unmaps; safe on a zeroed or already-closed mapping. */
+void hearth_mmap_close(hearth_mmap *m);
+
+/* Reads a whole file (at most max bytes) into a malloc'd, NUL-terminated buffer. */
+int hearth_file_read(const char *path, size_t max, char **out, size_t *out_len, hearth_err *err);
+
+#endif

@@ -1,0 +1,36 @@
+/* main.c: hearth's entry point; dispatches to a subcommand. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: hearth <command> [options]\n\n"
+               "commands:\n"
+               "  serve    serve models over HTTP\n"
+               "  doctor   print what this binary was built for and what it found, as JSON\n"
+               "\nRun `hearth <command> --help` for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("hearth %s\n", HEARTH_VERSION);
+        return 0;
+    }
+    if (strcmp(cmd, "doctor") == 0)
+        return hearth_cmd_doctor(argc - 1, argv + 1);
+    fprintf(stderr, "hearth: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,79 @@
+/* http_parse.h: an incremental, zero-copy HTTP/1.1 request parser and a
+ * chunked-body decoder.
+ *
+ * The parser is re-run over the whole buffered head each time more bytes
+ * arrive (heads are small and bounded, so this is cheaper than keeping
+ * state). Parsed fields point into the caller's buffer. It never reads
+ * past buf[len-1] (tested with inputs placed against a guard page). */
+#ifndef HEARTH_NET_HTTP_PARSE_H
+#define HEARTH_NET_HTTP_PARSE_H
+
+#include "base/buf.h"
+#include "base/err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HEARTH_HTTP_MAX_HEADERS_CAP 256 /* storage bound; the configured limit is lower */
+
+typedef struct hearth_http_header {
+    const char *name;
+    size_t name_len;
+    const char *value;  /* leading and trailing whitespace trimmed */
+    size_t value_len;
+} hearth_http_header;
+
+typedef struct hearth_http_limits {
+    size_t max_request_line;  /* bytes, including CRLF; default 8 KiB -> 431 */
+    size_t max_header_bytes;  /* the whole head; default 64 KiB -> 431 */
+    size_t max_headers;       /* fields; default 100 -> 431; <= HEARTH_HTTP_MAX_HEADERS_CAP */
+} hearth_http_limits;
+
+typedef struct hearth_http_request {
+    const char *method;
+    size_t method_len;
+    const char *target;       /* request-target as sent: path and query */
+    size_t target_len;
+    int minor_version;        /* HTTP/1.x: 0 or 1 */
+    hearth_http_header headers[HEARTH_HTTP_MAX_HEADERS_CAP];
+    size_t n_headers;
+    /* derived from the headers */
+    int64_t content_length;   /* -1 when absent */
+    bool chunked;             /* Transfer-Encoding: chunked */
+    bool keep_alive;          /* HTTP/1.1 unless "Connection: close"; 1.0 only with keep-alive */
+    bool expect_continue;     /* Expect: 100-continue */
+} hearth_http_request;
+
+void hearth_http_limits_default(hearth_http_limits *lim);
+
+/* Parses the request head in buf[0..len).
+ * Returns the length of the head (through the blank line) when complete;
+ * HEARTH_EAGAIN when more bytes are needed (and no limit is yet exceeded);
+ * otherwise a negative status, with *http_status set to the answer the server
+ * should send and close after (400 malformed or conflicting framing, 431 a
+ * limit, 501 an unsupported Transfer-Encoding, 505 a version other than
+ * 1.0/1.1) and err->msg saying what was wrong. */
+long hearth_http_parse_request(const char *buf, size_t len, const hearth_http_limits *lim,
+                               hearth_http_request *req, int *http_status, hearth_err *err);
+
+/* Case-insensitive lookup; NULL when absent. */
+const hearth_http_header *hearth_http_find_header(const hearth_http_request *req, const char *name);
+
+/* Chunked transfer coding decoder state (caller-owned). */
+typedef struct hearth_http_chunked {
+    int state;
+    uint64_t remaining;    /* bytes left in the current chunk */
+    size_t line_bytes;     /* bytes of the current size/trailer line, bounded */
+} hearth_http_chunked;
+
+void hearth_http_chunked_init(hearth_http_chunked *c);
+/* Consumes encoded bytes from buf[0..len), appending the decoded body to out
+ * (whose max is the body limit). Returns the number of bytes consumed (all of
+ * len unless the body ended inside it) and sets *done once the last chunk and
+ * trailers are read. Negative on error with *http_status 400 (malformed) or
+ * 413 (out's limit reached). */
+long hearth_http_chunked_decode(hearth_http_chunked *c, const char *buf, size_t len, hearth_buf *out,
+                                bool *done, int *http_status, hearth_err *err);
+
+#endif

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# tests/run.sh: runs the whole suite against the binaries in $BUILD (default
+# build/) and ends with "N passed, N failed".
+#
+# Every test prints TAP-style lines, "ok - name" or "not ok - name": the unit
+# binaries through tests/harness.h, the Python suites (integration, api)
+# through tests/lib/hearth_test.py. A suite that crashes or exits non-zero
+# without saying "not ok" is counted as one failure under its own name, so
+# a crash can never read as a pass.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export HEARTH_BIN=${HEARTH_BIN:-$PWD/$BUILD/hearth}
+export HEARTH_BUILD=$PWD/$BUILD
+export HEARTH_SHARED=${HEARTH_SHARED:-$(cd .. && pwd)/shared}
+export PYTHONDONTWRITEBYTECODE=1
+# LeakSanitizer is on by default with ASan; make leaks fail the run.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+FILTER=${1:-}
+
+passed=0
+failed=0
+failed_names=()
+logdir=$(mktemp -d)
+
+run_suite() {
+    local name=$1; shift
+    [ -n "$FILTER" ] && [[ "$name" != *"$FILTER"* ]] && return
+    local out="$logdir/$(echo "$name" | tr '/' '_').log"
+    local start=$(date +%s)
+    "$@" >"$out" 2>&1
+    local rc=$?
+    local p f
+    p=$(grep -c '^ok - ' "$out")
+    f=$(grep -c '^not ok - ' "$out")
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+        echo "not ok - $name (exit status $rc)" >>"$out"
+    fi
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+        echo "not ok - $name (ran no test case)" >>"$out"
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    printf '%-48s %4d passed %3d failed  %3ds\n' "$name" "$p" "$f" $(( $(date +%s) - start ))
+    if [ "$f" -ne 0 ]; then
+        failed_names+=("$name")
+        sed 's/^/    /' "$out" | grep -v '^    ok - ' | tail -60
+    fi
+}
+
+for bin in $(find "$BUILD/tests" -type f -perm -u+x -name 'test_*' | sort); do
+    run_suite "unit/${bin#$BUILD/tests/}" "$bin"
+done
+for py in $(find tests/integration tests/api -name 'test_*.py' 2>/dev/null | sort); do
+    run_suite "${py#tests/}" /usr/bin/python3 "$py"
+done
+for js in $(find tests/api -name 'test_*.mjs' 2>/dev/null | sort); do
+    run_suite "${js#tests/}" node "$js"
+done
+
+rm -rf "$logdir"
+[ ${#failed_names[@]} -gt 0 ] && printf 'failed suites: %s\n' "${failed_names[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,65 @@
+/* Unit tests for src/base: bounded buffers, errors, cpu detection. */
+#include "harness.h"
+
+#include "base/buf.h"
+#include "base/cpu.h"
+#include "base/err.h"
+#include "base/file.h"
+
+static void buf_grows_and_stops_at_max(void)
+{
+    hearth_buf b;
+    hearth_buf_init(&b, 10);
+    CHECK_EQ_INT(hearth_buf_appends(&b, "hello"), HEARTH_OK);
+    CHECK_EQ_INT(hearth_buf_appends(&b, "world"), HEARTH_OK);
+    CHECK_EQ_INT(b.len, 10);
+    CHECK_EQ_STR(b.data, "helloworld");
+    CHECK_EQ_INT(hearth_buf_appends(&b, "!"), HEARTH_ELIMIT);
+    CHECK_EQ_INT(b.len, 10);
+    hearth_buf_consume(&b, 5);
+    CHECK_EQ_STR(b.data, "world");
+    CHECK_EQ_INT(hearth_buf_printf(&b, "%d", 12345), HEARTH_OK);
+    CHECK_EQ_STR(b.data, "world12345");
+    CHECK_EQ_INT(hearth_buf_printf(&b, "x"), HEARTH_ELIMIT);
+    hearth_buf_deinit(&b);
+}
+
+static void err_messages_name_things(void)
+{
+    hearth_err e = {0};
+    CHECK_EQ_INT(hearth_err_set(&e, HEARTH_EINVAL, "tensor '%s': %d dims > 4", "a", 5), HEARTH_EINVAL);
+    hearth_err_prefix(&e, "gguf %s", "x.gguf");
+    CHECK_EQ_STR(e.msg, "gguf x.gguf: tensor 'a': 5 dims > 4");
+    CHECK_EQ_INT(hearth_err_set(NULL, HEARTH_EIO, "ignored"), HEARTH_EIO);
+}
+
+static void file_errors_name_the_path(void)
+{
+    hearth_err e = {0};
+    hearth_mmap m;
+    CHECK(hearth_mmap_open(&m, "/nonexistent/x.bin", &e) == HEARTH_EIO);
+    CHECK(strstr(e.msg, "/nonexistent/x.bin") != NULL);
+    hearth_mmap_close(&m);
+}
+
+static void cpu_detects_something(void)
+{
+    const hearth_cpu_info *c = hearth_cpu();
+    CHECK(c->logical_cores >= 1);
+    CHECK(c->physical_cores >= 1 && c->physical_cores <= c->logical_cores);
+    char s[256];
+    hearth_cpu_features_string(c, s, sizeof s);
+#if defined(__x86_64__)
+    CHECK(c->sse42); /* every x86-64 this runs on has it */
+#endif
+    CHECK(hearth_mem_total() > 0);
+}
+
+int main(void)
+{
+    RUN(buf_grows_and_stops_at_max);
+    RUN(err_messages_name_things);
+    RUN(file_errors_name_the_path);
+    RUN(cpu_detects_something);
+    TEST_EXIT();
+}
