@@ -111,3 +111,35 @@ void hearth_vocab_deinit(hearth_vocab *v)
     free(v->hash_slots);
     memset(v, 0, sizeof *v);
 }
+
+void hearth_ids_init(hearth_ids *ids, size_t max)
+{
+    ids->v = NULL;
+    ids->n = ids->cap = 0;
+    ids->max = max;
+}
+
+void hearth_ids_deinit(hearth_ids *ids)
+{
+    free(ids->v);
+    ids->v = NULL;
+    ids->n = ids->cap = 0;
+}
+
+int hearth_ids_push(hearth_ids *ids, int32_t id)
+{
+    if (ids->n >= ids->max)
+        return HEARTH_ELIMIT;
+    if (ids->n == ids->cap) {
+        size_t cap = ids->cap ? ids->cap * 2 : 64;
+        if (cap > ids->max)
+            cap = ids->max;
+        int32_t *p = realloc(ids->v, cap * sizeof *p);
+        if (!p)
+            return HEARTH_ENOMEM;
+        ids->v = p;
+        ids->cap = cap;
+    }
+    ids->v[ids->n++] = id;
+    return HEARTH_OK;
+}

@@ -55,4 +55,15 @@ int32_t hearth_vocab_find(const hearth_vocab *v, const char *s, size_t n);
 /* Frees everything; safe on a zeroed or half-built vocab. */
 void hearth_vocab_deinit(hearth_vocab *v);
 
+/* A growable list of token ids with a hard maximum (the tokenizers' output). */
+typedef struct hearth_ids {
+    int32_t *v;
+    size_t n, cap, max;
+} hearth_ids;
+
+void hearth_ids_init(hearth_ids *ids, size_t max);
+void hearth_ids_deinit(hearth_ids *ids);
+/* HEARTH_ELIMIT past max, HEARTH_ENOMEM when allocation fails. */
+int hearth_ids_push(hearth_ids *ids, int32_t id);
+
 #endif
