@@ -53,7 +53,9 @@ void hearth_http_limits_default(hearth_http_limits *lim);
  * otherwise a negative status, with *http_status set to the answer the server
  * should send and close after (400 malformed or conflicting framing, 431 a
  * limit, 501 an unsupported Transfer-Encoding, 505 a version other than
- * 1.0/1.1) and err->msg saying what was wrong. */
+ * 1.0/1.1, 417 an HTTP/1.1 Expect other than 100-continue) and err->msg saying
+ * what was wrong. A proper prefix of any input gives HEARTH_EAGAIN or the
+ * same error as the whole input; lim NULL means the defaults. */
 long hearth_http_parse_request(const char *buf, size_t len, const hearth_http_limits *lim,
                                hearth_http_request *req, int *http_status, hearth_err *err);
 
@@ -71,8 +73,9 @@ void hearth_http_chunked_init(hearth_http_chunked *c);
 /* Consumes encoded bytes from buf[0..len), appending the decoded body to out
  * (whose max is the body limit). Returns the number of bytes consumed (all of
  * len unless the body ended inside it) and sets *done once the last chunk and
- * trailers are read. Negative on error with *http_status 400 (malformed) or
- * 413 (out's limit reached). */
+ * trailers are read. Negative on error with *http_status 400 (malformed),
+ * 413 (out's limit reached: refused at the size line of the chunk that would
+ * pass it) or 500 (out of memory); after an error every call fails. */
 long hearth_http_chunked_decode(hearth_http_chunked *c, const char *buf, size_t len, hearth_buf *out,
                                 bool *done, int *http_status, hearth_err *err);
 
