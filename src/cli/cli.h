@@ -4,5 +4,7 @@
 #define HEARTH_CLI_H
 
 int hearth_cmd_doctor(int argc, char **argv);
+/* full_argv is the process's whole argv, for re-exec with --spawn. */
+int hearth_cmd_serve(int argc, char **argv, char **full_argv);
 
 #endif

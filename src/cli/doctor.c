@@ -1,11 +1,106 @@
-/* doctor.c: placeholder until the server lands; prints CPU facts. */
+/* doctor.c: `hearth doctor`: what this binary was built for and what it
+ * finds on this machine, as JSON, so a bug report can carry it whole. */
 #include "cli.h"
+
 #include "base/cpu.h"
+#include "net/loop.h"
+#include "net/server.h"
+
+#include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+static cJSON *build_info(void)
+{
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "compiler", __VERSION__);
+#if defined(__SANITIZE_ADDRESS__)
+    cJSON_AddBoolToObject(b, "sanitizers", 1);
+#else
+    cJSON_AddBoolToObject(b, "sanitizers", 0);
+#endif
+#if defined(__OPTIMIZE__)
+    cJSON_AddBoolToObject(b, "optimized", 1);
+#else
+    cJSON_AddBoolToObject(b, "optimized", 0);
+#endif
+    cJSON *isa = cJSON_AddArrayToObject(b, "kernel_isas_compiled");
+    cJSON_AddItemToArray(isa, cJSON_CreateString("scalar"));
+#if defined(__x86_64__)
+    cJSON_AddItemToArray(isa, cJSON_CreateString("avx2"));
+    cJSON_AddItemToArray(isa, cJSON_CreateString("avx512"));
+#endif
+    cJSON_AddBoolToObject(b, "cuda", 0);
+    return b;
+}
+
+static cJSON *cpu_info(void)
+{
+    const hearth_cpu_info *c = hearth_cpu();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", c->model);
+    cJSON_AddNumberToObject(o, "physical_cores", c->physical_cores);
+    cJSON_AddNumberToObject(o, "logical_cores", c->logical_cores);
+    char feats[512];
+    hearth_cpu_features_string(c, feats, sizeof feats);
+    cJSON *f = cJSON_AddArrayToObject(o, "features");
+    for (char *tok = strtok(feats, " "); tok; tok = strtok(NULL, " "))
+        cJSON_AddItemToArray(f, cJSON_CreateString(tok));
+    const char *kernels = c->avx512f ? "avx512" : c->avx2 && c->fma ? "avx2" : "scalar";
+    cJSON_AddStringToObject(o, "kernels_selected", kernels);
+    return o;
+}
+
+static cJSON *limits_info(void)
+{
+    hearth_server_config cfg;
+    hearth_server_config_default(&cfg);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "max_request_line_bytes", (double)cfg.limits.max_request_line);
+    cJSON_AddNumberToObject(o, "max_header_bytes", (double)cfg.limits.max_header_bytes);
+    cJSON_AddNumberToObject(o, "max_header_fields", (double)cfg.limits.max_headers);
+    cJSON_AddNumberToObject(o, "max_body_bytes", (double)cfg.max_body);
+    cJSON_AddNumberToObject(o, "header_timeout_ms", (double)cfg.header_timeout_ms);
+    cJSON_AddNumberToObject(o, "idle_timeout_ms", (double)cfg.idle_timeout_ms);
+    cJSON_AddNumberToObject(o, "drain_timeout_ms", (double)cfg.drain_timeout_ms);
+    cJSON_AddNumberToObject(o, "max_connections_per_thread", cfg.max_connections);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        cJSON_AddNumberToObject(o, "open_files_soft", rl.rlim_cur == RLIM_INFINITY ? -1 : (double)rl.rlim_cur);
+        cJSON_AddNumberToObject(o, "open_files_hard", rl.rlim_max == RLIM_INFINITY ? -1 : (double)rl.rlim_max);
+    }
+    return o;
+}
+
 int hearth_cmd_doctor(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    const hearth_cpu_info *c = hearth_cpu();
-    printf("{\"cpu\":\"%s\"}\n", c->model);
-    return 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: hearth doctor\n\nPrints, as JSON: version and build, CPU model and the ISA features the kernels\n"
+                   "use, cores, memory, GPUs, the event poller, and the default limits.\n");
+            return 0;
+        }
+        fprintf(stderr, "hearth doctor: unknown option '%s'\n", argv[i]);
+        return 2;
+    }
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "version", HEARTH_VERSION);
+    cJSON_AddItemToObject(doc, "build", build_info());
+    cJSON_AddItemToObject(doc, "cpu", cpu_info());
+    cJSON *mem = cJSON_AddObjectToObject(doc, "memory");
+    cJSON_AddNumberToObject(mem, "total_bytes", (double)hearth_mem_total());
+    cJSON_AddItemToObject(doc, "gpus", cJSON_CreateArray()); /* a CUDA build lists its devices here */
+    cJSON_AddStringToObject(doc, "poller", hearth_loop_default_poller_name());
+    cJSON_AddItemToObject(doc, "limits", limits_info());
+    char *text = cJSON_Print(doc);
+    int rc = 1;
+    if (text) {
+        printf("%s\n", text);
+        rc = 0;
+    }
+    free(text);
+    cJSON_Delete(doc);
+    return rc;
 }

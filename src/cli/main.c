@@ -28,6 +28,8 @@ int main(int argc, char **argv)
         printf("hearth %s\n", HEARTH_VERSION);
         return 0;
     }
+    if (strcmp(cmd, "serve") == 0)
+        return hearth_cmd_serve(argc - 1, argv + 1, argv);
     if (strcmp(cmd, "doctor") == 0)
         return hearth_cmd_doctor(argc - 1, argv + 1);
     fprintf(stderr, "hearth: unknown command '%s'\n", cmd);

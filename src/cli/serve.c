@@ -1,0 +1,101 @@
+/* serve.c: `hearth serve`: flags (each with its environment variable), the
+ * server, and the routes of every API family. */
+#include "cli.h"
+#include "opts.h"
+
+#include "api/api.h"
+#include "api/debug.h"
+#include "base/log.h"
+#include "net/server.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+static int on_process_start(hearth_server *s, void *ctx)
+{
+    hearth_api *api = ctx;
+    /* models load here, in each serving process, never in the supervisor */
+    atomic_store(&api->ready, 1);
+    return 0;
+}
+
+int hearth_cmd_serve(int argc, char **argv, char **full_argv)
+{
+    hearth_server_config cfg;
+    hearth_server_config_default(&cfg);
+    const char *log_level = "info";
+    const char *poller = "auto";
+    bool debug_routes = false;
+    size_t request_line = cfg.limits.max_request_line, header_bytes = cfg.limits.max_header_bytes;
+    int max_headers = (int)cfg.limits.max_headers;
+    const opt opts[] = {
+        {"host", 0, OPT_STR, &cfg.host, "ADDR", "address to listen on (127.0.0.1; 0.0.0.0 or :: for every interface)"},
+        {"port", 'p', OPT_INT, &cfg.port, "N", "TCP port (8080; 0 picks a free one)"},
+        {"threads", 't', OPT_INT, &cfg.threads, "N", "I/O threads per process, each with its own event loop (1)"},
+        {"workers", 'w', OPT_INT, &cfg.workers, "N", "worker processes under a supervisor that respawns them (0: one process)"},
+        {"spawn", 0, OPT_BOOL, &cfg.spawn, NULL, "start workers by fork+exec instead of fork (for runtimes that cannot survive fork)"},
+        {"reuse-port", 0, OPT_BOOL, &cfg.reuse_port, NULL, "let other processes listen on the same port (SO_REUSEPORT)"},
+        {"poller", 0, OPT_STR, &poller, "auto|epoll|poll", "event notification API (auto)"},
+        {"log-level", 0, OPT_STR, &log_level, "LEVEL", "debug, info, warn, error or off (info)"},
+        {"max-body", 0, OPT_SIZE, &cfg.max_body, "BYTES", "largest request body, e.g. 16M (16M) -> 413"},
+        {"max-request-line", 0, OPT_SIZE, &request_line, "BYTES", "longest request line (8K) -> 431"},
+        {"max-header-bytes", 0, OPT_SIZE, &header_bytes, "BYTES", "largest request head (64K) -> 431"},
+        {"max-headers", 0, OPT_INT, &max_headers, "N", "most header fields in a request (100) -> 431"},
+        {"header-timeout", 0, OPT_U64, &cfg.header_timeout_ms, "MS", "time allowed to send a request (10000) -> 408"},
+        {"idle-timeout", 0, OPT_U64, &cfg.idle_timeout_ms, "MS", "idle keep-alive connections close after this (60000)"},
+        {"drain-timeout", 0, OPT_U64, &cfg.drain_timeout_ms, "MS", "on SIGTERM, longest wait for in-flight requests (10000)"},
+        {"max-connections", 0, OPT_INT, &cfg.max_connections, "N", "open connections per I/O thread (65536)"},
+        {"debug-routes", 0, OPT_BOOL, &debug_routes, NULL, "add /debug/* test endpoints (echo, delayed and streamed replies)"},
+    };
+    int rc = opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, "hearth serve [options]",
+                        "Serves models over HTTP: /health, /metrics, /v1/models and the APIs of the loaded models.");
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    int level = hearth_log_parse_level(log_level);
+    if (level < 0) {
+        fprintf(stderr, "hearth serve: --log-level '%s' is not one of debug, info, warn, error, off\n", log_level);
+        return 2;
+    }
+    hearth_log_set_level((enum hearth_log_level)level);
+    if (!strcmp(poller, "epoll"))
+        cfg.poller = HEARTH_POLLER_EPOLL;
+    else if (!strcmp(poller, "poll"))
+        cfg.poller = HEARTH_POLLER_POLL;
+    else if (strcmp(poller, "auto") != 0) {
+        fprintf(stderr, "hearth serve: --poller '%s' is not one of auto, epoll, poll\n", poller);
+        return 2;
+    }
+    if (max_headers < 1 || max_headers > HEARTH_HTTP_MAX_HEADERS_CAP) {
+        fprintf(stderr, "hearth serve: --max-headers %d is out of range (1..%d)\n", max_headers, HEARTH_HTTP_MAX_HEADERS_CAP);
+        return 2;
+    }
+    if (request_line < 16 || header_bytes < request_line) {
+        fprintf(stderr, "hearth serve: --max-request-line must be >= 16 and <= --max-header-bytes\n");
+        return 2;
+    }
+    cfg.limits.max_request_line = request_line;
+    cfg.limits.max_header_bytes = header_bytes;
+    cfg.limits.max_headers = (size_t)max_headers;
+    cfg.argv = full_argv;
+
+    hearth_err err = {0};
+    hearth_server *s = hearth_server_new(&cfg, &err);
+    if (!s) {
+        fprintf(stderr, "hearth serve: %s\n", err.msg);
+        return 2;
+    }
+    static hearth_api api; /* lives as long as the process: handlers hold it */
+    rc = hearth_api_register_system(&api, s);
+    if (!rc && debug_routes)
+        rc = hearth_api_register_debug(s);
+    if (rc) {
+        fprintf(stderr, "hearth serve: cannot register routes\n");
+        hearth_server_free(s);
+        return 1;
+    }
+    hearth_server_on_process_init(s, on_process_start, &api);
+    rc = hearth_server_run(s);
+    hearth_server_free(s);
+    return rc;
+}

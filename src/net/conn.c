@@ -1,0 +1,560 @@
+/* conn.c: one HTTP/1.1 connection's state machine, on its loop thread.
+ *
+ * Bytes are read into c->in; complete requests are parsed, routed and
+ * answered in order, their responses appended to c->out, which is written
+ * once per batch, so a pipelined burst costs one read and one write. A
+ * deferred request parks the connection: further pipelined bytes stay
+ * buffered (bounded; reading pauses when the buffer is full) until the
+ * reply arrives, because HTTP/1.1 responses must keep request order.
+ *
+ * The head is parsed into the loop's scratch request (a request struct
+ * holds 256 header slots, far more than an idle connection should cost), so
+ * it is re-parsed from c->in when the body completes; heads are small and the
+ * parser is fast, and this keeps an idle keep-alive connection near 300 bytes
+ * of user memory: no buffers are held while nothing is pending.
+ *
+ * Rejected: a read buffer per connection allocated up front (10,000 idle
+ * connections would cost 40+ MiB), and a parser with saved state (more code
+ * for a case, partial heads, that re-parsing handles well). */
+#include "server_int.h"
+
+#include "base/clock.h"
+#include "base/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define READ_CHUNK 16384
+#define OUT_MAX ((size_t)256 << 20)  /* a client that does not read gets cut off past this */
+#define PIPELINE_MAX ((size_t)1 << 20) /* buffered bytes while a deferred request waits */
+
+static void conn_io_cb(hearth_loop *loop, int fd, unsigned events, void *arg);
+static void conn_timer_cb(hearth_loop *loop, void *arg);
+
+static size_t in_max(const hearth_server *s)
+{
+    return s->cfg.limits.max_header_bytes + s->cfg.max_body + 65536;
+}
+
+static void set_timer(hearth_conn *c, enum timer_mode mode)
+{
+    hearth_loop *loop = c->io->loop;
+    if (mode == TIMER_NONE) {
+        hearth_loop_timer_stop(loop, &c->timer);
+    } else if (mode != c->timer_mode || !hearth_timer_armed(&c->timer)) {
+        const hearth_server_config *cfg = &c->io->s->cfg;
+        uint64_t ms = mode == TIMER_IDLE ? cfg->idle_timeout_ms : mode == TIMER_HEADER ? cfg->header_timeout_ms : 2000;
+        hearth_loop_timer_start(loop, &c->timer, ms);
+    }
+    c->timer_mode = (uint8_t)mode;
+}
+
+/* Re-registers only on change: the common case (respond, flush in full) costs no syscall. */
+static void update_events(hearth_conn *c)
+{
+    unsigned ev = 0;
+    if (!c->read_paused)
+        ev |= HEARTH_EV_READ;
+    if (c->out.len > 0)
+        ev |= HEARTH_EV_WRITE;
+    if (ev != c->events) {
+        hearth_loop_mod_fd(c->io->loop, c->fd, ev);
+        c->events = (uint8_t)ev;
+    }
+}
+
+int hearth_conn_open(hearth_io *io, int fd)
+{
+    hearth_server *s = io->s;
+    uint32_t id;
+    if (io->n_free > 0) {
+        id = io->free_ids[--io->n_free];
+    } else {
+        if (io->conns_cap >= (uint32_t)s->cfg.max_connections)
+            return HEARTH_ELIMIT;
+        uint32_t cap = io->conns_cap ? io->conns_cap * 2 : 256;
+        hearth_conn **conns = realloc(io->conns, cap * sizeof *conns);
+        if (!conns)
+            return HEARTH_ENOMEM;
+        uint32_t *free_ids = realloc(io->free_ids, cap * sizeof *free_ids);
+        if (!free_ids) {
+            io->conns = conns;
+            return HEARTH_ENOMEM;
+        }
+        io->conns = conns;
+        io->free_ids = free_ids;
+        for (uint32_t i = io->conns_cap; i < cap; i++)
+            conns[i] = NULL;
+        /* hand out low ids first */
+        for (uint32_t i = cap; i > io->conns_cap + 1; i--)
+            free_ids[io->n_free++] = i - 1;
+        id = io->conns_cap;
+        io->conns_cap = cap;
+    }
+    hearth_conn *c = calloc(1, sizeof *c);
+    if (!c) {
+        io->free_ids[io->n_free++] = id;
+        return HEARTH_ENOMEM;
+    }
+    static _Atomic uint32_t gen_counter = 1;
+    c->io = io;
+    c->fd = fd;
+    c->id = id;
+    c->gen = atomic_fetch_add(&gen_counter, 1);
+    c->state = CONN_HEAD;
+    c->events = HEARTH_EV_READ;
+    c->route = HEARTH_MAX_ROUTES;
+    hearth_buf_init(&c->in, in_max(s));
+    hearth_buf_init(&c->out, OUT_MAX);
+    hearth_buf_init(&c->body, s->cfg.max_body);
+    hearth_timer_init(&c->timer, conn_timer_cb, c);
+    if (hearth_loop_add_fd(io->loop, fd, HEARTH_EV_READ, conn_io_cb, c) != 0) {
+        free(c);
+        io->free_ids[io->n_free++] = id;
+        return HEARTH_EIO;
+    }
+    io->conns[id] = c;
+    io->open++;
+    set_timer(c, TIMER_IDLE);
+    return HEARTH_OK;
+}
+
+void hearth_conn_close(hearth_conn *c)
+{
+    hearth_io *io = c->io;
+    if ((c->state == CONN_DEFERRED || c->state == CONN_STREAMING) && c->release) {
+        hearth_release_cb cb = c->release;
+        c->release = NULL;
+        cb(c->release_arg, true);
+    }
+    if (c->state == CONN_DEFERRED || c->state == CONN_STREAMING) {
+        /* a request that never got its answer: count it as 499-like "other" */
+        atomic_fetch_sub(&io->s->shared->slot[io->gslot].inflight, 1);
+        HLOG_INFO("%s closed by client before the response ended", c->log_line);
+    }
+    hearth_loop_timer_stop(io->loop, &c->timer);
+    hearth_loop_del_fd(io->loop, c->fd);
+    close(c->fd);
+    io->conns[c->id] = NULL;
+    io->free_ids[io->n_free++] = c->id;
+    io->open--;
+    atomic_fetch_sub(&io->s->shared->slot[io->gslot].conns, 1);
+    hearth_buf_deinit(&c->in);
+    hearth_buf_deinit(&c->out);
+    hearth_buf_deinit(&c->body);
+    free(c);
+    if (io->draining)
+        hearth_io_maybe_stop(io);
+}
+
+/* Writes as much of c->out as the socket takes. Returns false when c was closed. */
+static bool flush(hearth_conn *c)
+{
+    while (c->out.len > 0) {
+        ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
+        if (n > 0) {
+            hearth_buf_consume(&c->out, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        hearth_conn_close(c); /* EPIPE, ECONNRESET: the client is gone */
+        return false;
+    }
+    if (c->out.len == 0) {
+        hearth_buf_reset(&c->out, 0);
+        if (c->state == CONN_CLOSING && !c->lingering) {
+            /* Lingering close: half-close, then read and discard until the client
+             * closes (or a short timer), because closing with unread input makes
+             * the kernel send a RST that can destroy the response in flight. */
+            shutdown(c->fd, SHUT_WR);
+            c->lingering = true;
+            c->read_paused = false;
+            set_timer(c, TIMER_LINGER);
+        }
+    }
+    update_events(c);
+    return true;
+}
+
+void hearth_conn_flush(hearth_conn *c) { flush(c); }
+
+/* Called when draining: idle connections close now, busy ones after their response. */
+void hearth_conn_drain(hearth_conn *c)
+{
+    c->keep_alive = false;
+    if (c->state == CONN_HEAD && c->in.len == 0 && c->out.len == 0)
+        hearth_conn_close(c);
+}
+
+static void log_and_count(hearth_conn *c)
+{
+    hearth_io *io = c->io;
+    uint64_t ns = hearth_now_ns() - c->start_ns;
+    hearth_stats_request(io->s, io->gslot, c->route, c->status, ns);
+    HLOG_INFO("%s %d %zu %.3fms", c->log_line, c->status, c->resp_bytes, (double)ns / 1e6);
+}
+
+void hearth_conn_request_done(hearth_conn *c)
+{
+    atomic_fetch_sub(&c->io->s->shared->slot[c->io->gslot].inflight, 1);
+    log_and_count(c);
+}
+
+/* Drops the finished request's bytes from c->in and gets ready for the next. */
+void hearth_conn_request_complete(hearth_conn *c)
+{
+    hearth_conn_request_done(c);
+    size_t used = c->head_len + (c->chunked ? 0 : c->body_len);
+    hearth_buf_consume(&c->in, used);
+    if (c->in.len == 0)
+        hearth_buf_reset(&c->in, 0);
+    hearth_buf_reset(&c->body, 0);
+    c->head_len = c->body_len = 0;
+    c->chunked = false;
+    c->sent_continue = c->got_body_bytes = false;
+    if (c->release) {
+        hearth_release_cb cb = c->release;
+        c->release = NULL;
+        cb(c->release_arg, false);
+    }
+    if (c->keep_alive) {
+        c->state = CONN_HEAD;
+        c->read_paused = false;
+    } else {
+        c->state = CONN_CLOSING;
+        c->read_paused = true;
+        set_timer(c, TIMER_IDLE);
+    }
+}
+
+void hearth_conn_respond(hearth_conn *c, const hearth_response *res)
+{
+    hearth_io *io = c->io;
+    if (io->draining)
+        c->keep_alive = false;
+    hearth_http_head h = {
+        .status = res->status,
+        .minor_version = c->http10 ? 0 : 1,
+        .content_type = res->content_type,
+        .headers = res->headers,
+        .date = hearth_http_date_now(&io->date),
+        .keep_alive = c->keep_alive,
+        .content_length = res->body_len,
+    };
+    size_t before = c->out.len;
+    int rc = hearth_http_head_format(&c->out, &h);
+    if (!rc && !c->is_head && res->body_len)
+        rc = hearth_buf_append(&c->out, res->body, res->body_len);
+    if (rc) {
+        c->keep_alive = false; /* could not queue: the client is far behind */
+        c->out.len = before;
+    }
+    c->status = res->status;
+    c->resp_bytes = c->out.len - before;
+}
+
+/* Sends an error for a request the server itself rejects, then closes. */
+static void reject(hearth_conn *c, int status, const char *type, const char *msg)
+{
+    hearth_buf body;
+    hearth_buf_init(&body, 4096);
+    hearth_format_error(&body, status, type, msg);
+    c->keep_alive = false;
+    hearth_response res = {status, "application/json", NULL, body.data, body.len};
+    hearth_conn_respond(c, &res);
+    hearth_buf_deinit(&body);
+    if (!c->log_line[0])
+        snprintf(c->log_line, sizeof c->log_line, "- -");
+    atomic_fetch_add(&c->io->s->shared->slot[c->io->gslot].inflight, 1);
+    hearth_conn_request_done(c);
+    c->state = CONN_CLOSING;
+    c->read_paused = true;
+    set_timer(c, TIMER_IDLE); /* bounds how long a client that never reads can hold us */
+}
+
+static int find_route(hearth_server *s, const char *path, size_t path_len, const char *method, size_t method_len,
+                      bool *path_known)
+{
+    *path_known = false;
+    bool head = method_len == 4 && memcmp(method, "HEAD", 4) == 0;
+    for (int i = 0; i < s->n_routes; i++) {
+        const hearth_route *r = &s->routes[i];
+        if (strlen(r->path) != path_len || memcmp(r->path, path, path_len) != 0)
+            continue;
+        *path_known = true;
+        size_t ml = strlen(r->method);
+        if ((ml == method_len && memcmp(r->method, method, ml) == 0) || (head && strcmp(r->method, "GET") == 0))
+            return i;
+    }
+    return -1;
+}
+
+static void allow_header(hearth_server *s, const char *path, size_t path_len, char *out, size_t n)
+{
+    size_t used = (size_t)snprintf(out, n, "Allow: ");
+    bool first = true;
+    for (int i = 0; i < s->n_routes && used < n; i++) {
+        const hearth_route *r = &s->routes[i];
+        if (strlen(r->path) != path_len || memcmp(r->path, path, path_len) != 0)
+            continue;
+        used += (size_t)snprintf(out + used, n - used, "%s%s%s", first ? "" : ", ", r->method,
+                                 strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
+        first = false;
+    }
+    if (used < n)
+        snprintf(out + used, n - used, "\r\n");
+}
+
+/* The head and body are complete: route and run the handler. */
+static void dispatch(hearth_conn *c)
+{
+    hearth_io *io = c->io;
+    hearth_server *s = io->s;
+    hearth_http_request *http = &io->scratch;
+    int status = 0;
+    long rc = hearth_http_parse_request(c->in.data, c->head_len, &s->cfg.limits, http, &status, NULL);
+    if (rc != (long)c->head_len) { /* cannot happen: the same bytes parsed before */
+        reject(c, 500, "server_error", "request head changed while buffered");
+        return;
+    }
+    const char *target = http->target;
+    size_t tlen = http->target_len;
+    const char *q = memchr(target, '?', tlen);
+    hearth_request req = {
+        .c = c,
+        .http = http,
+        .path = target,
+        .path_len = q ? (size_t)(q - target) : tlen,
+        .query = q ? q + 1 : target + tlen,
+        .query_len = q ? tlen - (size_t)(q - target) - 1 : 0,
+    };
+    if (c->chunked) {
+        req.body = c->body.data ? c->body.data : "";
+        req.body_len = c->body.len;
+    } else {
+        req.body = c->in.data + c->head_len;
+        req.body_len = c->body_len;
+    }
+    c->is_head = http->method_len == 4 && memcmp(http->method, "HEAD", 4) == 0;
+    c->keep_alive = http->keep_alive && !io->draining;
+    c->http10 = http->minor_version == 0;
+    snprintf(c->log_line, sizeof c->log_line, "%.*s %.*s", (int)http->method_len, http->method,
+             (int)(req.path_len > 64 ? 64 : req.path_len), req.path);
+    atomic_fetch_add(&s->shared->slot[io->gslot].inflight, 1);
+
+    bool path_known;
+    int ri = find_route(s, req.path, req.path_len, http->method, http->method_len, &path_known);
+    c->route = ri >= 0 ? ri : HEARTH_MAX_ROUTES;
+    if (ri < 0) {
+        if (path_known) {
+            char allow[256];
+            allow_header(s, req.path, req.path_len, allow, sizeof allow);
+            hearth_buf body;
+            hearth_buf_init(&body, 4096);
+            char msg[160];
+            snprintf(msg, sizeof msg, "method %.*s is not allowed on this path", (int)(http->method_len > 16 ? 16 : http->method_len),
+                     http->method);
+            hearth_format_error(&body, 405, "invalid_request_error", msg);
+            hearth_response res = {405, "application/json", allow, body.data, body.len};
+            hearth_conn_respond(c, &res);
+            hearth_buf_deinit(&body);
+        } else {
+            hearth_respond_error(&req, 404, "not_found_error", "no route for %.*s", (int)(req.path_len > 128 ? 128 : req.path_len),
+                                 req.path);
+        }
+    } else {
+        s->routes[ri].handler(&req, s->routes[ri].ctx);
+        if (!req.done) {
+            HLOG_ERROR("handler for %s returned without responding", c->log_line);
+            hearth_respond_error(&req, 500, "server_error", "the handler did not respond");
+        }
+    }
+    if (c->state == CONN_DEFERRED)
+        return;
+    hearth_conn_request_complete(c);
+}
+
+/* Reads the body bytes present; returns true when the body is complete. */
+static bool body_ready(hearth_conn *c)
+{
+    if (!c->chunked)
+        return c->in.len - c->head_len >= c->body_len;
+    size_t avail = c->in.len - c->head_len;
+    if (avail == 0)
+        return false;
+    bool done = false;
+    int status = 0;
+    hearth_err err = {0};
+    long n = hearth_http_chunked_decode(&c->chunk, c->in.data + c->head_len, avail, &c->body, &done, &status, &err);
+    if (n < 0) {
+        reject(c, status ? status : 400, status == 413 ? "request_too_large" : "invalid_request_error", err.msg);
+        return false;
+    }
+    /* drop the encoded bytes just decoded, keeping the head in front and pipelined bytes after */
+    memmove(c->in.data + c->head_len, c->in.data + c->head_len + n, avail - (size_t)n);
+    c->in.len -= (size_t)n;
+    c->in.data[c->in.len] = 0;
+    return done;
+}
+
+void hearth_conn_process(hearth_conn *c)
+{
+    hearth_io *io = c->io;
+    hearth_server *s = io->s;
+    for (;;) {
+        if (c->state == CONN_HEAD) {
+            if (c->in.len == 0) {
+                set_timer(c, io->draining ? TIMER_NONE : TIMER_IDLE);
+                if (io->draining && c->out.len == 0) {
+                    hearth_conn_close(c);
+                    return;
+                }
+                break;
+            }
+            int status = 0;
+            hearth_err err = {0};
+            long rc = hearth_http_parse_request(c->in.data, c->in.len, &s->cfg.limits, &io->scratch, &status, &err);
+            if (rc == HEARTH_EAGAIN) {
+                set_timer(c, TIMER_HEADER);
+                break;
+            }
+            if (rc < 0) {
+                snprintf(c->log_line, sizeof c->log_line, "(malformed request)");
+                reject(c, status ? status : 400, status == 431 ? "request_too_large" : "invalid_request_error", err.msg);
+                break;
+            }
+            const hearth_http_request *http = &io->scratch;
+            snprintf(c->log_line, sizeof c->log_line, "%.*s %.*s", (int)(http->method_len > 16 ? 16 : http->method_len),
+                     http->method, (int)(http->target_len > 64 ? 64 : http->target_len), http->target);
+            c->start_ns = hearth_now_ns();
+            c->head_len = (size_t)rc;
+            c->chunked = http->chunked;
+            c->body_len = http->content_length > 0 ? (size_t)http->content_length : 0;
+            c->http10 = http->minor_version == 0;
+            c->keep_alive = http->keep_alive;
+            if (!c->chunked && http->content_length > (int64_t)s->cfg.max_body) {
+                char msg[128];
+                snprintf(msg, sizeof msg, "request body of %lld bytes is over the limit of %zu bytes",
+                         (long long)http->content_length, s->cfg.max_body);
+                reject(c, 413, "request_too_large", msg);
+                break;
+            }
+            if (c->chunked)
+                hearth_http_chunked_init(&c->chunk);
+            bool has_body = c->chunked || c->body_len > 0;
+            if (has_body && http->expect_continue && c->in.len == c->head_len && !c->sent_continue) {
+                hearth_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+                c->sent_continue = true;
+            }
+            c->state = CONN_BODY;
+        }
+        if (c->state == CONN_BODY) {
+            if (!body_ready(c)) {
+                if (c->state == CONN_BODY)
+                    set_timer(c, TIMER_HEADER);
+                break;
+            }
+            set_timer(c, TIMER_NONE);
+            dispatch(c);
+            continue;
+        }
+        break; /* DEFERRED, STREAMING, CLOSING: wait */
+    }
+    if (c->state == CONN_DEFERRED || c->state == CONN_STREAMING) {
+        /* keep reading to notice a disconnect, but bound what a pipelining client can park */
+        if (c->in.len > PIPELINE_MAX && !c->read_paused)
+            c->read_paused = true;
+    }
+    flush(c);
+}
+
+static void on_readable(hearth_conn *c)
+{
+    for (int round = 0; round < 4; round++) {
+        if (hearth_buf_reserve(&c->in, READ_CHUNK) != 0) {
+            /* the buffer is at its ceiling: the parser will answer 413/431, or a
+             * parked connection simply stops reading */
+            size_t room = c->in.max - c->in.len;
+            if (room == 0 || hearth_buf_reserve(&c->in, room) != 0) {
+                c->read_paused = true;
+                break;
+            }
+        }
+        size_t room = c->in.cap - c->in.len - 1;
+        ssize_t n = recv(c->fd, c->in.data + c->in.len, room, 0);
+        if (n > 0) {
+            c->in.len += (size_t)n;
+            c->in.data[c->in.len] = 0;
+            if ((size_t)n < room)
+                break;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        /* EOF or error: the client is gone (a half-closed client gets no answer) */
+        hearth_conn_close(c);
+        return;
+    }
+    if (c->state == CONN_HEAD || c->state == CONN_BODY)
+        hearth_conn_process(c);
+    else if (c->read_paused)
+        update_events(c);
+}
+
+static void conn_io_cb(hearth_loop *loop, int fd, unsigned events, void *arg)
+{
+    hearth_conn *c = arg;
+    if (events & HEARTH_EV_WRITE) {
+        if (!flush(c))
+            return;
+        if (c->state == CONN_HEAD && c->in.len > 0 && !(events & HEARTH_EV_READ)) {
+            hearth_conn_process(c);
+            return;
+        }
+    }
+    if (events & HEARTH_EV_READ) {
+        if (c->state == CONN_CLOSING) {
+            /* discard what a rejected or finished client still sends */
+            char sink[8192];
+            for (int i = 0; i < 16; i++) {
+                ssize_t n = recv(fd, sink, sizeof sink, 0);
+                if (n > 0)
+                    continue;
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                    hearth_conn_close(c);
+                break;
+            }
+            return;
+        }
+        on_readable(c);
+    }
+}
+
+static void conn_timer_cb(hearth_loop *loop, void *arg)
+{
+    hearth_conn *c = arg;
+    if (c->state == CONN_CLOSING) {
+        hearth_conn_close(c); /* lingering close over, or a client that will not read its response */
+        return;
+    }
+    if (c->timer_mode == TIMER_HEADER && (c->state == CONN_HEAD || c->state == CONN_BODY)) {
+        snprintf(c->log_line, sizeof c->log_line, "(slow request)");
+        c->route = HEARTH_MAX_ROUTES;
+        c->start_ns = hearth_now_ns();
+        reject(c, 408, "timeout_error", "the request did not arrive in time");
+        flush(c);
+        return;
+    }
+    hearth_conn_close(c); /* idle keep-alive timeout */
+}

@@ -1,0 +1,500 @@
+/* server.c: the server's life cycle in one process: binding, I/O threads,
+ * accepting and balancing connections, and draining on shutdown.
+ *
+ * One listening socket, bound once (by the supervisor when there are
+ * workers), so a second hearth on the same port fails with "address already
+ * in use" instead of silently sharing it. Every I/O thread of every worker
+ * polls it. Balance is deliberate: whichever loop wins an accept compares its
+ * open connections with every other slot's (shared memory) and, when another
+ * slot has fewer, passes the socket there over a Unix datagram socket with
+ * SCM_RIGHTS. Rejected: SO_REUSEPORT alone (the kernel's 4-tuple hash leaves
+ * 32 connections split 20/12 about one time in five, and it lets a second
+ * server join the port), and a single acceptor thread (one more hop for
+ * every connection, and a single point of failure across workers). */
+#include "server_int.h"
+
+#include "base/log.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void hearth_server_config_default(hearth_server_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->host = "127.0.0.1";
+    cfg->port = 8080;
+    cfg->threads = 1;
+    cfg->workers = 0;
+    cfg->poller = HEARTH_POLLER_AUTO;
+    hearth_http_limits_default(&cfg->limits);
+    cfg->max_body = (size_t)16 << 20;
+    cfg->header_timeout_ms = 10000;
+    cfg->idle_timeout_ms = 60000;
+    cfg->drain_timeout_ms = 10000;
+    cfg->max_connections = 65536;
+    cfg->backlog = 4096;
+}
+
+hearth_server *hearth_server_new(const hearth_server_config *cfg, hearth_err *err)
+{
+    if (cfg->threads < 1 || cfg->threads > 64) {
+        hearth_err_set(err, HEARTH_EINVAL, "--threads %d is out of range (1..64)", cfg->threads);
+        return NULL;
+    }
+    if (cfg->workers < 0 || cfg->workers > 64 || (cfg->workers ? cfg->workers : 1) * cfg->threads > HEARTH_MAX_SLOTS) {
+        hearth_err_set(err, HEARTH_EINVAL, "--workers %d is out of range (0..64, workers x threads <= %d)", cfg->workers,
+                       HEARTH_MAX_SLOTS);
+        return NULL;
+    }
+    if (cfg->port < 0 || cfg->port > 65535) {
+        hearth_err_set(err, HEARTH_EINVAL, "--port %d is out of range (0..65535)", cfg->port);
+        return NULL;
+    }
+    hearth_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    snprintf(s->host, sizeof s->host, "%s", cfg->host ? cfg->host : "127.0.0.1");
+    s->cfg.host = s->host;
+    if (s->cfg.limits.max_headers > HEARTH_HTTP_MAX_HEADERS_CAP)
+        s->cfg.limits.max_headers = HEARTH_HTTP_MAX_HEADERS_CAP;
+    s->listen_fd = -1;
+    s->shared_fd = -1;
+    s->worker_index = -1;
+    s->port = cfg->port;
+    return s;
+}
+
+void hearth_server_free(hearth_server *s)
+{
+    if (!s)
+        return;
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    if (s->handoff_fd) {
+        for (int i = 0; i < 2 * s->n_slots; i++)
+            if (s->handoff_fd[i] >= 0)
+                close(s->handoff_fd[i]);
+        free(s->handoff_fd);
+    }
+    hearth_shared_destroy(s);
+    free(s);
+}
+
+int hearth_server_route(hearth_server *s, const char *method, const char *path, hearth_handler h, void *ctx)
+{
+    if (s->n_routes >= HEARTH_MAX_ROUTES)
+        return HEARTH_ELIMIT;
+    if (strlen(method) >= sizeof s->routes[0].method || strlen(path) >= sizeof s->routes[0].path)
+        return HEARTH_EINVAL;
+    hearth_route *r = &s->routes[s->n_routes++];
+    snprintf(r->method, sizeof r->method, "%s", method);
+    snprintf(r->path, sizeof r->path, "%s", path);
+    r->handler = h;
+    r->ctx = ctx;
+    return HEARTH_OK;
+}
+
+void hearth_server_on_process_init(hearth_server *s, hearth_process_init_cb cb, void *ctx)
+{
+    s->init_cb = cb;
+    s->init_ctx = ctx;
+}
+
+int hearth_server_port(const hearth_server *s) { return s->port; }
+const hearth_server_config *hearth_server_get_config(const hearth_server *s) { return &s->cfg; }
+
+void hearth_server_shutdown(hearth_server *s)
+{
+    (void)s;
+    kill(getpid(), SIGTERM); /* the process's main thread waits for it in sigwait */
+}
+
+/* ---- binding ---- */
+
+static int bind_listener(hearth_server *s, hearth_err *err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->cfg.port);
+    int gai = getaddrinfo(s->host, port, &hints, &res);
+    if (gai != 0)
+        return hearth_err_set(err, HEARTH_EINVAL, "cannot resolve --host '%s': %s", s->host, gai_strerror(gai));
+    int last_errno = 0;
+    int fd = -1;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            last_errno = errno;
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (s->cfg.reuse_port)
+            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, s->cfg.backlog) == 0)
+            break;
+        last_errno = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) {
+        if (last_errno == EADDRINUSE)
+            return hearth_err_set(err, HEARTH_EIO,
+                                  "cannot listen on %s:%d: address already in use (is another server running there? "
+                                  "pick another --port, or pass --reuse-port to share it)",
+                                  s->host, s->cfg.port);
+        return hearth_err_sys(err, last_errno, "cannot listen on %s:%d", s->host, s->cfg.port);
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+    s->listen_fd = fd;
+    return HEARTH_OK;
+}
+
+static int make_handoffs(hearth_server *s, hearth_err *err)
+{
+    s->handoff_fd = malloc(2 * (size_t)s->n_slots * sizeof *s->handoff_fd);
+    if (!s->handoff_fd)
+        return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    for (int i = 0; i < 2 * s->n_slots; i++)
+        s->handoff_fd[i] = -1;
+    for (int i = 0; i < s->n_slots; i++)
+        if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, &s->handoff_fd[2 * i]) != 0)
+            return hearth_err_sys(err, errno, "socketpair for connection hand-off");
+    return HEARTH_OK;
+}
+
+/* ---- accepting and balancing ---- */
+
+static int send_fd(int via, int fd)
+{
+    char byte = 'c';
+    struct iovec iov = {&byte, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    memset(&u, 0, sizeof u);
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    ssize_t n;
+    do
+        n = sendmsg(via, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n == 1 ? 0 : -1;
+}
+
+/* The alive slot with the fewest open connections; ties keep the connection here. */
+static int least_loaded(hearth_io *io)
+{
+    hearth_shared *sh = io->s->shared;
+    int best = io->gslot;
+    int64_t best_n = atomic_load(&sh->slot[best].conns);
+    for (int i = 0; i < sh->n_slots; i++) {
+        if (i == io->gslot || !atomic_load(&sh->slot[i].alive))
+            continue;
+        int64_t n = atomic_load(&sh->slot[i].conns);
+        if (n < best_n) {
+            best = i;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+static void adopt_conn(hearth_io *io, int fd, bool counted)
+{
+    hearth_slot_stats *st = &io->s->shared->slot[io->gslot];
+    if (!counted)
+        atomic_fetch_add(&st->conns, 1);
+    atomic_fetch_add(&st->accepted, 1);
+    int rc = io->draining ? HEARTH_ELIMIT : hearth_conn_open(io, fd);
+    if (rc != 0) {
+        if (rc != HEARTH_ELIMIT || !io->draining)
+            HLOG_WARN("dropping a connection: %s", rc == HEARTH_ELIMIT ? "--max-connections reached" : "out of memory");
+        atomic_fetch_sub(&st->conns, 1);
+        close(fd);
+    }
+}
+
+static void place_conn(hearth_io *io, int fd)
+{
+    int one = 1;
+    /* without it, a response written in two segments waits ~40 ms for the peer's delayed ACK */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    hearth_server *s = io->s;
+    int target = s->n_slots > 1 ? least_loaded(io) : io->gslot;
+    if (target != io->gslot) {
+        atomic_fetch_add(&s->shared->slot[target].conns, 1); /* count it now so the next accept sees it */
+        if (send_fd(s->handoff_fd[2 * target + 1], fd) == 0) {
+            close(fd);
+            return;
+        }
+        atomic_fetch_sub(&s->shared->slot[target].conns, 1);
+    }
+    adopt_conn(io, fd, false);
+}
+
+static void resume_accept(hearth_loop *loop, void *arg)
+{
+    hearth_io *io = arg;
+    if (!io->draining && !io->listening && hearth_loop_add_fd(loop, io->s->listen_fd, HEARTH_EV_READ, hearth_io_accept_ready, io) == 0)
+        io->listening = true;
+}
+
+void hearth_io_accept_ready(hearth_loop *loop, int lfd, unsigned events, void *arg)
+{
+    hearth_io *io = arg;
+    for (int i = 0; i < 64 && !io->draining; i++) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            place_conn(io, fd);
+            continue;
+        }
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            /* out of descriptors: stop polling the listener for a moment instead of spinning on it */
+            HLOG_WARN("accept: %s; pausing accepts for 100 ms", strerror(errno));
+            hearth_loop_del_fd(loop, lfd);
+            io->listening = false;
+            hearth_loop_timer_start(loop, &io->drain_timer, 100);
+        }
+        break;
+    }
+}
+
+void hearth_io_handoff_ready(hearth_loop *loop, int hfd, unsigned events, void *arg)
+{
+    hearth_io *io = arg;
+    for (int i = 0; i < 64; i++) {
+        char byte;
+        struct iovec iov = {&byte, 1};
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+        ssize_t n = recvmsg(hfd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        if (!cm || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        int fd;
+        memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+        adopt_conn(io, fd, true);
+    }
+}
+
+/* ---- draining ---- */
+
+static void drain_timeout(hearth_loop *loop, void *arg)
+{
+    hearth_io *io = arg;
+    if (!io->draining) { /* the same timer resumes accepts after EMFILE */
+        resume_accept(loop, io);
+        return;
+    }
+    if (io->open > 0)
+        HLOG_WARN("drain timeout: closing %d connections with requests still in flight", io->open);
+    for (uint32_t i = 0; i < io->conns_cap; i++)
+        if (io->conns[i])
+            hearth_conn_close(io->conns[i]);
+    hearth_loop_stop(loop);
+}
+
+void hearth_io_maybe_stop(hearth_io *io)
+{
+    if (io->draining && io->open == 0)
+        hearth_loop_stop(io->loop);
+}
+
+void hearth_io_begin_drain(hearth_io *io)
+{
+    if (io->draining)
+        return;
+    io->draining = true;
+    atomic_store(&io->s->shared->slot[io->gslot].alive, 0);
+    if (io->listening) {
+        hearth_loop_del_fd(io->loop, io->s->listen_fd);
+        io->listening = false;
+    }
+    hearth_loop_timer_start(io->loop, &io->drain_timer, io->s->cfg.drain_timeout_ms);
+    for (uint32_t i = 0; i < io->conns_cap; i++)
+        if (io->conns[i])
+            hearth_conn_drain(io->conns[i]);
+    hearth_io_maybe_stop(io);
+}
+
+/* ---- threads of one serving process ---- */
+
+static void *io_main(void *arg)
+{
+    hearth_io *io = arg;
+    char tag[24];
+    if (io->s->worker_index >= 0)
+        snprintf(tag, sizeof tag, "w%d.t%d", io->s->worker_index, io->index);
+    else
+        snprintf(tag, sizeof tag, "t%d", io->index);
+    int rc = hearth_loop_run(io->loop);
+    if (rc != 0)
+        HLOG_ERROR("I/O thread %s: event loop failed (%d)", tag, rc);
+    return NULL;
+}
+
+static void io_deinit(hearth_io *io)
+{
+    if (io->conns) {
+        for (uint32_t i = 0; i < io->conns_cap; i++)
+            if (io->conns[i])
+                hearth_conn_close(io->conns[i]);
+    }
+    hearth_io_queue_free(io);
+    free(io->conns);
+    free(io->free_ids);
+    hearth_loop_free(io->loop);
+    pthread_mutex_destroy(&io->q_lock);
+}
+
+static int io_init(hearth_server *s, hearth_io *io, int index, hearth_err *err)
+{
+    memset(io, 0, sizeof *io);
+    io->s = s;
+    io->index = index;
+    io->gslot = (s->worker_index >= 0 ? s->worker_index : 0) * s->cfg.threads + index;
+    pthread_mutex_init(&io->q_lock, NULL);
+    hearth_timer_init(&io->drain_timer, drain_timeout, io);
+    io->loop = hearth_loop_new(s->cfg.poller, err);
+    if (!io->loop)
+        return err ? err->code : HEARTH_EIO;
+    hearth_loop_set_wake_cb(io->loop, hearth_io_wake_cb, io);
+    if (hearth_loop_add_fd(io->loop, s->listen_fd, HEARTH_EV_READ, hearth_io_accept_ready, io) != 0)
+        return hearth_err_set(err, HEARTH_EIO, "cannot poll the listening socket");
+    io->listening = true;
+    if (hearth_loop_add_fd(io->loop, s->handoff_fd[2 * io->gslot], HEARTH_EV_READ, hearth_io_handoff_ready, io) != 0)
+        return hearth_err_set(err, HEARTH_EIO, "cannot poll the hand-off socket");
+    hearth_slot_stats *st = &s->shared->slot[io->gslot];
+    atomic_store(&st->conns, 0);
+    atomic_store(&st->inflight, 0);
+    atomic_store(&st->alive, 1);
+    return HEARTH_OK;
+}
+
+int hearth_serve_process(hearth_server *s)
+{
+    hearth_err err = {0};
+    int status = 0;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    /* blocked here, so every I/O thread inherits the mask and only sigwait below sees them */
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (s->init_cb && s->init_cb(s, s->init_ctx) != 0) {
+        HLOG_ERROR("start-up failed; exiting");
+        return 1;
+    }
+    int n = s->cfg.threads;
+    s->io = calloc((size_t)n, sizeof *s->io);
+    if (!s->io)
+        return 1;
+    int started = 0;
+    for (int i = 0; i < n; i++) {
+        if (io_init(s, &s->io[i], i, &err) != 0) {
+            HLOG_ERROR("I/O thread %d: %s", i, err.msg);
+            io_deinit(&s->io[i]);
+            status = 1;
+            goto stop;
+        }
+        if (pthread_create(&s->io[i].tid, NULL, io_main, &s->io[i]) != 0) {
+            HLOG_ERROR("cannot start I/O thread %d", i);
+            io_deinit(&s->io[i]);
+            status = 1;
+            goto stop;
+        }
+        started++;
+    }
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&set, &sig) == 0 && (sig == SIGTERM || sig == SIGINT))
+            break;
+    }
+    HLOG_INFO("shutting down: draining in-flight requests (at most %llu ms)", (unsigned long long)s->cfg.drain_timeout_ms);
+stop:
+    atomic_store(&s->stopping, 1);
+    for (int i = 0; i < started; i++)
+        hearth_loop_wake(s->io[i].loop);
+    for (int i = 0; i < started; i++) {
+        pthread_join(s->io[i].tid, NULL);
+        io_deinit(&s->io[i]);
+    }
+    free(s->io);
+    s->io = NULL;
+    return status;
+}
+
+int hearth_worker_main(hearth_server *s, int index)
+{
+    s->worker_index = index;
+    char tag[16];
+    snprintf(tag, sizeof tag, "w%d", index);
+    hearth_log_set_tag(tag);
+    /* the other slots' read ends belong to the other workers */
+    for (int i = 0; i < s->n_slots; i++)
+        if (i / s->cfg.threads != index && s->handoff_fd[2 * i] >= 0) {
+            close(s->handoff_fd[2 * i]);
+            s->handoff_fd[2 * i] = -1;
+        }
+    return hearth_serve_process(s);
+}
+
+int hearth_server_run(hearth_server *s)
+{
+    hearth_err err = {0};
+    int w = hearth_workers_adopt(s, &err);
+    if (w < 0 && w != HEARTH_ENOTFOUND) {
+        HLOG_ERROR("%s", err.msg);
+        return 1;
+    }
+    if (w >= 0)
+        return hearth_worker_main(s, w); /* a worker started by --spawn */
+    int workers = s->cfg.workers;
+    s->n_slots = (workers > 0 ? workers : 1) * s->cfg.threads;
+    if (bind_listener(s, &err) != 0 || hearth_shared_create(s, &err) != 0 || make_handoffs(s, &err) != 0) {
+        HLOG_ERROR("%s", err.msg);
+        return 1;
+    }
+    HLOG_INFO("listening on http://%s%s%s:%d (%d worker%s x %d I/O thread%s, poller %s)",
+              strchr(s->host, ':') ? "[" : "", s->host, strchr(s->host, ':') ? "]" : "", s->port, workers ? workers : 1,
+              workers > 1 ? "s" : "", s->cfg.threads, s->cfg.threads > 1 ? "s" : "",
+              s->cfg.poller == HEARTH_POLLER_POLL ? "poll" : hearth_loop_default_poller_name());
+    if (workers > 0)
+        return hearth_workers_supervise(s);
+    int rc = hearth_serve_process(s);
+    HLOG_INFO("stopped");
+    return rc;
+}

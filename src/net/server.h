@@ -1,0 +1,132 @@
+/* server.h: hearth's HTTP/1.1 server: I/O threads with one event loop each,
+ * a routing table, synchronous and deferred (cross-thread) responses, SSE.
+ *
+ * The server knows nothing of models. The api layer registers routes before
+ * hearth_server_start; handlers run on a loop thread and must not block: a
+ * handler that needs compute defers the request, hands a copy of what it
+ * needs to the engine, and replies later from any thread through the
+ * hearth_reply handle, which names the connection by (slot, id, generation)
+ * so a reply for a connection that has gone away is dropped, never delivered
+ * to a stranger that reused the fd. */
+#ifndef HEARTH_NET_SERVER_H
+#define HEARTH_NET_SERVER_H
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "net/http_parse.h"
+#include "net/loop.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hearth_server hearth_server;
+typedef struct hearth_request hearth_request;
+
+typedef struct hearth_server_config {
+    const char *host;             /* default "127.0.0.1" */
+    int port;                     /* default 8080; 0 picks a free port (see hearth_server_port) */
+    int threads;                  /* I/O threads per process; default 1 */
+    int workers;                  /* 0: one process; N >= 1: N worker processes under a supervisor */
+    bool spawn;                   /* workers start by fork+exec of the binary, not a bare fork */
+    bool reuse_port;              /* let other processes bind the same port (SO_REUSEPORT) */
+    enum hearth_poller_kind poller;
+    hearth_http_limits limits;    /* request line 8 KiB, head 64 KiB, 100 fields */
+    size_t max_body;              /* default 16 MiB -> 413 */
+    uint64_t header_timeout_ms;   /* a request head (and its body) must arrive within this; default 10 s -> 408 */
+    uint64_t idle_timeout_ms;     /* keep-alive connection with no request; default 60 s */
+    uint64_t drain_timeout_ms;    /* SIGTERM: longest wait for in-flight requests; default 10 s */
+    int max_connections;          /* per process; past it new connections are closed at once; default 65536 */
+    int backlog;                  /* listen(2) backlog; default 4096 */
+    char **argv;                  /* the process's argv, for --spawn to re-exec (borrowed) */
+} hearth_server_config;
+
+void hearth_server_config_default(hearth_server_config *cfg);
+
+/* ---- requests, valid only during the handler call ---- */
+
+typedef void (*hearth_handler)(hearth_request *req, void *ctx);
+
+const hearth_http_request *hearth_request_http(const hearth_request *req);
+/* Path without the query string, and the query (without '?', may be empty). */
+const char *hearth_request_path(const hearth_request *req, size_t *len);
+const char *hearth_request_query(const hearth_request *req, size_t *len);
+const char *hearth_request_body(const hearth_request *req, size_t *len);
+/* Case-insensitive header value as a NUL-terminated copy in out; NULL when absent. */
+const char *hearth_request_header(const hearth_request *req, const char *name, char *out, size_t out_size);
+bool hearth_request_is_head(const hearth_request *req);
+
+typedef struct hearth_response {
+    int status;
+    const char *content_type;   /* NULL: no Content-Type */
+    const char *headers;        /* extra header lines, each ending in "\r\n", or NULL */
+    const void *body;
+    size_t body_len;
+} hearth_response;
+
+/* Sends a complete response (copied). Exactly one of respond / respond_error /
+ * defer per request. */
+void hearth_respond(hearth_request *req, const hearth_response *res);
+/* {"error":{"code":status,"type":type,"message":...}} with Content-Type application/json. */
+void hearth_respond_error(hearth_request *req, int status, const char *type, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Formats the JSON error body into out (used by api handlers that reply later). */
+int hearth_format_error(hearth_buf *out, int status, const char *type, const char *message);
+
+/* ---- deferred replies: any thread ---- */
+
+typedef struct hearth_reply {
+    int slot;        /* loop index in this process */
+    uint32_t id;     /* connection slot id in that loop */
+    uint32_t gen;    /* generation: a stale handle's messages are dropped */
+} hearth_reply;
+
+/* Called exactly once, on the loop thread, when a deferred request ends:
+ * cancelled=false once its reply has been queued in full, cancelled=true when
+ * the connection closed first (client gone, timeout, shutdown); a producer
+ * should then stop work. After it, sends on the handle are dropped. This is
+ * where the handler's side drops its reference to per-request state. It must
+ * not block. */
+typedef void (*hearth_release_cb)(void *arg, bool cancelled);
+
+/* Takes the request off the loop: the connection waits (reading no further
+ * requests) until the reply is sent. on_release may be NULL. */
+hearth_reply hearth_request_defer(hearth_request *req, hearth_release_cb on_release, void *arg);
+/* A complete response. Returns 0, or HEARTH_ENOTFOUND when the handle is stale. */
+int hearth_reply_send(hearth_server *s, hearth_reply h, const hearth_response *res);
+/* A streamed response: headers now (chunked transfer coding), then chunks, then end.
+ * For SSE use content type "text/event-stream" and send "data: ...\n\n" chunks. */
+int hearth_reply_stream_begin(hearth_server *s, hearth_reply h, int status, const char *content_type, const char *headers);
+int hearth_reply_stream_write(hearth_server *s, hearth_reply h, const void *data, size_t len);
+int hearth_reply_stream_end(hearth_server *s, hearth_reply h);
+
+/* ---- lifecycle ---- */
+
+hearth_server *hearth_server_new(const hearth_server_config *cfg, hearth_err *err);
+void hearth_server_free(hearth_server *s);
+
+/* Routes: exact path match; several methods per path. A path with no route
+ * gets 404, a known path with another method 405 with an Allow header. HEAD
+ * is answered by the GET handler with the body suppressed. route_name is the
+ * label used in /metrics. Call before hearth_server_run. */
+int hearth_server_route(hearth_server *s, const char *method, const char *path, hearth_handler h, void *ctx);
+
+/* Called in each serving process after it starts (in workers: after fork,
+ * before accepting), e.g. to load models there rather than in the supervisor. */
+typedef int (*hearth_process_init_cb)(hearth_server *s, void *ctx);
+void hearth_server_on_process_init(hearth_server *s, hearth_process_init_cb cb, void *ctx);
+
+/* Binds and serves until SIGTERM/SIGINT, then drains. In worker mode the
+ * calling process becomes the supervisor. Returns the process exit status. */
+int hearth_server_run(hearth_server *s);
+/* The bound port (after bind; useful with port 0). */
+int hearth_server_port(const hearth_server *s);
+/* Asks a running server to drain and stop (any thread; also what SIGTERM does). */
+void hearth_server_shutdown(hearth_server *s);
+
+/* Appends the server's Prometheus metrics (all workers) to out. */
+int hearth_server_metrics(hearth_server *s, hearth_buf *out);
+/* The config in force (for doctor and /props). */
+const hearth_server_config *hearth_server_get_config(const hearth_server *s);
+
+#endif

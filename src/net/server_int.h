@@ -1,0 +1,202 @@
+/* server_int.h: the server's private structures, shared by server.c (life
+ * cycle, threads, accept), conn.c (the per-connection state machine),
+ * reply.c (cross-thread replies), stats.c (shared counters) and workers.c. */
+#ifndef HEARTH_NET_SERVER_INT_H
+#define HEARTH_NET_SERVER_INT_H
+
+#include "http_response.h"
+#include "net/server.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define HEARTH_MAX_ROUTES 64
+#define HEARTH_MAX_SLOTS 256 /* workers x threads */
+
+/* ---- shared statistics: one block per slot (I/O thread), in shared memory
+ * so any worker can render /metrics for all, and the balancer can read every
+ * slot's load. Each slot's counters are written by its own thread only. ---- */
+
+enum { HEARTH_N_STATUS = 18, HEARTH_N_LAT_BUCKETS = 14 };
+extern const int hearth_stats_status_codes[HEARTH_N_STATUS]; /* last entry 0 = "other" */
+extern const double hearth_stats_lat_bounds[HEARTH_N_LAT_BUCKETS]; /* seconds; last = +Inf */
+
+typedef struct hearth_slot_stats {
+    _Atomic int64_t conns;     /* open connections: the balancer's load */
+    _Atomic int alive;         /* 1 while the slot's thread accepts handoffs */
+    _Atomic int64_t inflight;  /* requests being handled */
+    _Atomic uint64_t accepted; /* connections ever opened on this slot */
+    _Atomic uint64_t requests[HEARTH_MAX_ROUTES + 1][HEARTH_N_STATUS]; /* [route or "unmatched"][status] */
+    _Atomic uint64_t lat_bucket[HEARTH_N_LAT_BUCKETS];
+    _Atomic uint64_t lat_sum_us;
+    _Atomic uint64_t lat_count;
+} hearth_slot_stats;
+
+typedef struct hearth_shared {
+    int n_slots;
+    hearth_slot_stats slot[];
+} hearth_shared;
+
+/* ---- routes ---- */
+
+typedef struct hearth_route {
+    char method[16];
+    char path[128];
+    hearth_handler handler;
+    void *ctx;
+} hearth_route;
+
+/* ---- cross-thread reply messages ---- */
+
+enum { REPLY_FULL, REPLY_BEGIN, REPLY_CHUNK, REPLY_END };
+
+typedef struct reply_msg {
+    struct reply_msg *next;
+    uint32_t id, gen;
+    int kind;
+    int status;
+    char *content_type;  /* points into data[] */
+    char *headers;       /* points into data[] */
+    size_t body_len;
+    char *body;          /* points into data[] */
+    char data[];
+} reply_msg;
+
+/* ---- connections ---- */
+
+enum conn_state {
+    CONN_HEAD,      /* reading a request head (or idle between requests) */
+    CONN_BODY,      /* reading a body by Content-Length or chunked */
+    CONN_DEFERRED,  /* a handler deferred; waiting for a reply from another thread */
+    CONN_STREAMING, /* a deferred reply is streaming (chunked) */
+    CONN_CLOSING,   /* flushing a final response, then close */
+};
+
+enum timer_mode { TIMER_NONE, TIMER_IDLE, TIMER_HEADER, TIMER_LINGER };
+
+typedef struct hearth_conn {
+    struct hearth_io *io;
+    int fd;
+    uint32_t id, gen;
+    uint8_t state;
+    uint8_t timer_mode;
+    bool keep_alive;
+    bool is_head;
+    uint8_t events;          /* interest registered with the loop */
+    bool read_paused;
+    bool lingering;
+    bool http10;
+    bool stream_close_delimited;
+    bool got_body_bytes;     /* for Expect: 100-continue: the client already started the body */
+    bool sent_continue;
+    hearth_buf in;           /* raw bytes: [head][body or undecoded chunks][pipelined...] */
+    hearth_buf out;          /* bytes waiting to be written */
+    hearth_buf body;         /* decoded chunked body */
+    hearth_http_chunked chunk;
+    hearth_timer timer;
+    size_t head_len;         /* of the current request, once parsed */
+    size_t body_len;         /* Content-Length of the current request */
+    bool chunked;
+    int route;               /* index for metrics; HEARTH_MAX_ROUTES = unmatched */
+    int status;              /* of the response, for the log and metrics */
+    size_t resp_bytes;
+    uint64_t start_ns;
+    hearth_release_cb release;
+    void *release_arg;
+    char log_line[96];       /* "METHOD /path" for the access log of a deferred request */
+} hearth_conn;
+
+/* One I/O thread: its loop, its connections, its reply queue. */
+typedef struct hearth_io {
+    hearth_server *s;
+    int index;                 /* in this process */
+    int gslot;                 /* in the shared stats (worker * threads + index) */
+    hearth_loop *loop;
+    pthread_t tid;
+    hearth_conn **conns;       /* by id; NULL slots are free */
+    uint32_t conns_cap;
+    uint32_t *free_ids;
+    uint32_t n_free;
+    int open;
+    bool draining;
+    bool listening;
+    hearth_timer drain_timer;
+    hearth_http_date date;
+    hearth_http_request scratch; /* parsed head of the request being handled (one at a time per thread) */
+    pthread_mutex_t q_lock;
+    reply_msg *q_head, *q_tail;
+} hearth_io;
+
+struct hearth_request {
+    hearth_conn *c;
+    const hearth_http_request *http;
+    const char *path;
+    size_t path_len;
+    const char *query;
+    size_t query_len;
+    const char *body;
+    size_t body_len;
+    bool done;
+};
+
+struct hearth_server {
+    hearth_server_config cfg;
+    char host[256];
+    hearth_route routes[HEARTH_MAX_ROUTES];
+    int n_routes;
+    int listen_fd;
+    int port;
+    int worker_index;          /* -1: single process */
+    int n_slots;               /* total over all processes */
+    hearth_shared *shared;
+    size_t shared_size;
+    int shared_fd;             /* memfd, for --spawn workers */
+    int *handoff_fd;           /* [n_slots][2]: [0] read end (owned by the slot), [1] write end */
+    hearth_io *io;             /* cfg.threads */
+    _Atomic int stopping;
+    hearth_process_init_cb init_cb;
+    void *init_ctx;
+};
+
+/* server.c */
+void hearth_io_accept_ready(hearth_loop *loop, int fd, unsigned events, void *arg);
+void hearth_io_handoff_ready(hearth_loop *loop, int fd, unsigned events, void *arg);
+void hearth_io_maybe_stop(hearth_io *io);
+/* Stops accepting, closes idle connections, lets busy ones finish (loop thread). */
+void hearth_io_begin_drain(hearth_io *io);
+
+/* conn.c */
+int hearth_conn_open(hearth_io *io, int fd);
+void hearth_conn_close(hearth_conn *c);
+void hearth_conn_flush(hearth_conn *c);
+void hearth_conn_drain(hearth_conn *c);
+/* Runs the state machine over buffered input (after a read or a finished reply). */
+void hearth_conn_process(hearth_conn *c);
+/* Bookkeeping (metrics, log) once a request's response is queued. */
+void hearth_conn_request_done(hearth_conn *c);
+/* request_done, then drops the request's bytes and readies c for the next
+ * request (CONN_HEAD) or for closing (CONN_CLOSING). */
+void hearth_conn_request_complete(hearth_conn *c);
+/* Queues a complete response on c (loop thread). */
+void hearth_conn_respond(hearth_conn *c, const hearth_response *res);
+
+/* reply.c */
+void hearth_io_wake_cb(hearth_loop *loop, void *arg);
+void hearth_io_queue_free(hearth_io *io);
+
+/* stats.c */
+int hearth_shared_create(hearth_server *s, hearth_err *err);
+void hearth_shared_destroy(hearth_server *s);
+void hearth_stats_request(hearth_server *s, int gslot, int route, int status, uint64_t ns);
+int hearth_stats_render(hearth_server *s, hearth_buf *out);
+
+/* workers.c */
+int hearth_workers_supervise(hearth_server *s);
+/* In a process started by --spawn: adopts the inherited fds and returns the
+ * worker index; HEARTH_ENOTFOUND in any other process; HEARTH_EINVAL when malformed. */
+int hearth_workers_adopt(hearth_server *s, hearth_err *err);
+int hearth_worker_main(hearth_server *s, int index);
+/* The serving part of one process: threads, signals, drain. */
+int hearth_serve_process(hearth_server *s);
+
+#endif
