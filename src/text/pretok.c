@@ -8,10 +8,11 @@
  *
  * \s is spelled out as llama.cpp's whitespace set (the Unicode White_Space
  * property: \t-\r, space, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028,
- * U+2029, U+202F, U+205F, U+3000) because PCRE2 10.42's \s under UCP leaves
- * out U+0085, and the splits must agree with the reference character for
- * character. The (?i:'s|...) contractions are written with [sS] classes, as
- * llama.cpp rewrote them.
+ * U+2029, U+202F, U+205F, U+3000) because PCRE2's \s under UCP also takes
+ * U+180E (its horizontal-space list predates Unicode 6.3, which dropped that
+ * character from White_Space), and the splits must agree with the reference
+ * character for character. The (?i:'s|...) contractions are written with
+ * [sS] classes, as llama.cpp rewrote them.
  *
  * Rejected: porting llama.cpp's hand-written matchers for the gpt-2 and llama3
  * patterns. They exist because std::regex cannot do Unicode classes; PCRE2

@@ -76,12 +76,12 @@ static int try_pair(spm_run *r, int32_t left, int32_t right)
 /* Replaces ' ' by U+2581 and optionally prepends one. */
 static char *escape_spaces(const char *text, size_t n, bool prefix_space, size_t *out_len)
 {
-    size_t spaces = prefix_space ? 1 : 0;
+    size_t spaces = 0;
     for (size_t i = 0; i < n; i++)
         spaces += text[i] == ' ';
-    if (n > (SIZE_MAX - 1) / 3)
+    if (n > (SIZE_MAX - 4) / 3)
         return NULL;
-    size_t len = n + 2 * spaces;
+    size_t len = n + 2 * spaces + (prefix_space ? 3 : 0);
     char *esc = malloc(len + 1);
     if (!esc)
         return NULL;
