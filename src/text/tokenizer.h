@@ -78,7 +78,7 @@ int hearth_tokenizer_encode(const hearth_tokenizer *t, const char *text, size_t 
  * unused and undefined ones. A piece is never longer than the token's text,
  * so cap >= vocab->len[id] always suffices.
  * Returns the byte count (>= 0), HEARTH_EINVAL for an id out of range, or
- * HEARTH_ELIMIT when cap is too small (nothing written). Pieces need not be
+ * HEARTH_ELIMIT when cap is too small (buf then holds an unspecified prefix). Pieces need not be
  * whole UTF-8 characters: use hearth_detok to stream text. */
 int hearth_tokenizer_piece(const hearth_tokenizer *t, int32_t id, char *buf, size_t cap);
 int hearth_tokenizer_piece_special(const hearth_tokenizer *t, int32_t id, char *buf, size_t cap);
