@@ -1,0 +1,194 @@
+"""The process model: I/O threads and worker processes, deliberate balance
+of connections, a crashed worker respawned while the others serve, --spawn,
+SIGTERM draining in-flight requests, and a clear error for a port in use."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from hearth_test import BIN, Conn, Server, free_port, request, run  # noqa: E402
+
+
+def metrics(port):
+    st, _, body = request(port, "GET", "/metrics")
+    assert st == 200
+    vals = {}
+    for line in body.decode().splitlines():
+        if line and not line.startswith("#"):
+            k, v = line.rsplit(" ", 1)
+            vals[k] = float(v)
+    return vals
+
+
+def by_slot(vals, name):
+    return {k: v for k, v in vals.items() if k.startswith(name + "{")}
+
+
+def worker_pids(srv):
+    out = subprocess.run(["pgrep", "-P", str(srv.proc.pid)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def burst_balance(srv, n=32):
+    """Opens n connections at once, each sending one request, and returns the open-by-slot view."""
+    conns = [Conn(srv.port) for _ in range(n)]
+    for c in conns:
+        c.send(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+    for c in conns:
+        assert c.response()[0] == 200
+    vals = by_slot(metrics(srv.port), "hearth_http_connections_open_by_slot")
+    for c in conns:
+        c.close()
+    return vals
+
+
+def test_two_workers_balance_a_burst():
+    with Server("--workers", "2", "--log-level", "debug") as srv:
+        time.sleep(0.3)
+        shares = []
+        for _ in range(3):
+            vals = burst_balance(srv)
+            per_worker = {}
+            for k, v in vals.items():
+                w = k.split('worker="')[1].split('"')[0]
+                per_worker[w] = per_worker.get(w, 0) + v
+            total = sum(per_worker.values())
+            assert total >= 32, vals  # the 32 plus the /metrics connection itself
+            share = max(per_worker.values()) / total
+            shares.append(share)
+            print("# 2 workers, 32-connection burst: open per worker %s, largest share %.0f%%" % (per_worker, share * 100))
+            assert share <= 0.60, per_worker
+            time.sleep(0.2)
+
+
+def test_threads_balance_a_burst():
+    with Server("--threads", "2") as srv:
+        vals = burst_balance(srv)
+        counts = sorted(vals.values())
+        print("# 2 I/O threads, 32-connection burst: %s" % vals)
+        assert counts[-1] / sum(counts) <= 0.60, vals
+
+
+def test_worker_crash_is_respawned_while_others_serve():
+    with Server("--workers", "2") as srv:
+        pids = worker_pids(srv)
+        assert len(pids) == 2, pids
+        os.kill(pids[0], signal.SIGKILL)
+        # the other worker keeps answering during the respawn
+        for _ in range(20):
+            assert request(srv.port, "GET", "/health")[0] == 200
+        srv.wait_log(r"worker \d \(pid %d\) was killed by signal 9.*respawning" % pids[0])
+        srv.wait_log(r"worker \d started \(pid (?!%d)\d+\)" % pids[0])
+        deadline = time.time() + 5
+        while time.time() < deadline and len(worker_pids(srv)) < 2:
+            time.sleep(0.05)
+        new = worker_pids(srv)
+        assert len(new) == 2 and pids[0] not in new, (pids, new)
+        for _ in range(20):
+            assert request(srv.port, "GET", "/health")[0] == 200
+
+
+def test_spawn_workers():
+    with Server("--workers", "2", "--spawn", "--debug-routes") as srv:
+        srv.wait_log(r"worker 1 started \(pid \d+, spawned\)")
+        for _ in range(10):
+            assert request(srv.port, "GET", "/health")[0] == 200
+        # spawned workers are real execs of the binary, not forks: their command line is hearth's
+        for pid in worker_pids(srv):
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+            assert argv[1] == b"serve" and b"--spawn" in argv, argv
+        st, _, body = request(srv.port, "GET", "/debug/stream?n=3&ms=1")
+        assert st == 200 and body.count(b"data: ") == 4
+
+
+def test_sigterm_drains_in_flight_requests():
+    for extra in ([], ["--workers", "2"]):
+        srv = Server("--debug-routes", *extra)
+        c = Conn(srv.port)
+        c.send(b"GET /debug/sleep?ms=800 HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.2)
+        srv.proc.send_signal(signal.SIGTERM)
+        st, h, body = c.response()
+        assert st == 200 and json.loads(body) == {"slept_ms": 800}, (st, body)
+        assert h.get("connection") == "close", h
+        c.close()
+        rc = srv.proc.wait(10)
+        assert rc == 0, (rc, srv.log)
+        # stopped: nothing listens any more
+        try:
+            socket.create_connection(("127.0.0.1", srv.port), timeout=1).close()
+            raise AssertionError("still accepting after SIGTERM")
+        except ConnectionRefusedError:
+            pass
+        srv.stop()
+
+
+def test_drain_timeout_bounds_shutdown():
+    srv = Server("--debug-routes", "--drain-timeout", "300")
+    c = Conn(srv.port)
+    c.send(b"GET /debug/sleep?ms=20000 HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.1)
+    t0 = time.time()
+    srv.proc.send_signal(signal.SIGTERM)
+    rc = srv.proc.wait(10)
+    assert rc == 0 and time.time() - t0 < 3, (rc, time.time() - t0)
+    assert c.is_closed()
+    c.close()
+    srv.stop()
+
+
+def test_second_server_on_same_port_fails_clearly():
+    with Server() as srv:
+        out = subprocess.run([BIN, "serve", "--port", str(srv.port)], capture_output=True, text=True, timeout=10)
+        assert out.returncode != 0
+        assert "address already in use" in out.stderr, out.stderr
+        assert request(srv.port, "GET", "/health")[0] == 200
+
+
+def test_idle_connections_are_cheap():
+    """Hold 2,000 idle keep-alive connections (the 10,000 case is in bench/http.sh) and check
+    /health still answers and memory per connection stays small."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    n = 2000
+    if hard < n + 200:
+        print("# skip: RLIMIT_NOFILE hard limit %d is too low" % hard)
+        return
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, n + 200), hard))
+    with Server("--log-level", "warn", env={}) as srv:
+        def rss():
+            with open("/proc/%d/status" % srv.proc.pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        socks = []
+        warm = [Conn(srv.port) for _ in range(50)]
+        for c in warm:
+            c.send(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            c.response()
+        before = rss()
+        for _ in range(n):
+            c = Conn(srv.port)
+            c.send(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            socks.append(c)
+        for c in socks:
+            assert c.response()[0] == 200
+        time.sleep(0.2)
+        per = (rss() - before) / n
+        print("# %d idle keep-alive connections: %.0f bytes of RSS each" % (n, per))
+        assert request(srv.port, "GET", "/health")[0] == 200
+        assert per < 8192, per
+        for c in socks + warm:
+            c.close()
+
+
+if __name__ == "__main__":
+    run([test_two_workers_balance_a_burst, test_threads_balance_a_burst, test_worker_crash_is_respawned_while_others_serve,
+         test_spawn_workers, test_sigterm_drains_in_flight_requests, test_drain_timeout_bounds_shutdown,
+         test_second_server_on_same_port_fails_clearly, test_idle_connections_are_cheap])
