@@ -6,6 +6,8 @@
 #   make SAN=1        ASan + UBSan build in build-san/
 #   make test         build, then run the whole suite (tests/run.sh)
 #   make fuzz         libFuzzer targets (clang) in build-fuzz/
+#   make check        everything CI runs: the suite on the plain and the
+#                     sanitizer builds, then each fuzzer for FUZZ_SECONDS (60)
 #
 # Each component in src/ is a static library compiled against an "include
 # view": build/inc/<component>/ holds links to only the components it may
@@ -52,7 +54,7 @@ LIBS = $(foreach c,$(filter-out cli,$(COMPONENTS)),$(BUILD)/lib$(c).a)
 # Link order: dependents before their dependencies.
 LINK_LIBS = $(BUILD)/libapi.a $(BUILD)/libmodels.a $(BUILD)/libengine.a $(BUILD)/libtext.a $(BUILD)/libnet.a $(BUILD)/libbase.a
 
-.PHONY: all test fuzz clean
+.PHONY: all test fuzz clean check
 .SECONDARY:
 all: $(BUILD)/hearth $(BUILD)/tests.stamp
 
@@ -87,6 +89,13 @@ $(BUILD)/tests.stamp: $(TEST_BINS)
 
 test: all
 	BUILD=$(BUILD) tests/run.sh
+
+FUZZ_SECONDS ?= 60
+check:
+	$(MAKE) -j2 all
+	$(MAKE) -j2 all SAN=1
+	$(MAKE) fuzz
+	BUILDS="build build-san" FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh
 
 # libFuzzer targets: tests/fuzz/fuzz_*.c, built with clang against the sources directly
 FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)

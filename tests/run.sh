@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# tests/run.sh: runs the whole suite against the binaries in $BUILD (default
-# build/) and ends with "N passed, N failed".
+# tests/run.sh: runs the whole suite against the binaries in each build
+# folder of $BUILDS (default: $BUILD, default build/) and ends with
+# "N passed, N failed". With FUZZ_SECONDS set, each libFuzzer target in
+# build-fuzz/ also runs that long.
 #
 # Every test prints TAP-style lines, "ok - name" or "not ok - name": the unit
 # binaries through tests/harness.h, the Python suites (integration, api)
@@ -9,9 +11,7 @@
 # a crash can never read as a pass.
 set -u
 cd "$(dirname "$0")/.."
-BUILD=${BUILD:-build}
-export HEARTH_BIN=${HEARTH_BIN:-$PWD/$BUILD/hearth}
-export HEARTH_BUILD=$PWD/$BUILD
+BUILDS=${BUILDS:-${BUILD:-build}}
 export HEARTH_SHARED=${HEARTH_SHARED:-$(cd .. && pwd)/shared}
 export PYTHONDONTWRITEBYTECODE=1
 # LeakSanitizer is on by default with ASan; make leaks fail the run.
@@ -51,15 +51,31 @@ run_suite() {
     fi
 }
 
-for bin in $(find "$BUILD/tests" -type f -perm -u+x -name 'test_*' | sort); do
-    run_suite "unit/${bin#$BUILD/tests/}" "$bin"
+if [ ! -d "$HEARTH_SHARED" ]; then
+    echo "not ok - setup: the shared data folder $HEARTH_SHARED is missing (set HEARTH_SHARED)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+for BUILD in $BUILDS; do
+    [ -x "$BUILD/hearth" ] || { echo "not ok - setup: $BUILD/hearth is not built"; failed=$((failed + 1)); continue; }
+    export HEARTH_BIN=$PWD/$BUILD/hearth HEARTH_BUILD=$PWD/$BUILD
+    tag=""
+    [ "$BUILDS" != "$BUILD" ] && tag="[$BUILD] "
+    for bin in $(find "$BUILD/tests" -type f -perm -u+x -name 'test_*' | sort); do
+        run_suite "${tag}unit/${bin#$BUILD/tests/}" "$bin"
+    done
+    for py in $(find tests/integration tests/api -name 'test_*.py' 2>/dev/null | sort); do
+        run_suite "${tag}${py#tests/}" /usr/bin/python3 "$py"
+    done
+    for js in $(find tests/api -name 'test_*.mjs' 2>/dev/null | sort); do
+        run_suite "${tag}${js#tests/}" node "$js"
+    done
 done
-for py in $(find tests/integration tests/api -name 'test_*.py' 2>/dev/null | sort); do
-    run_suite "${py#tests/}" /usr/bin/python3 "$py"
-done
-for js in $(find tests/api -name 'test_*.mjs' 2>/dev/null | sort); do
-    run_suite "${js#tests/}" node "$js"
-done
+if [ -n "${FUZZ_SECONDS:-}" ]; then
+    for fz in $(find build-fuzz -maxdepth 1 -type f -perm -u+x -name 'fuzz_*' 2>/dev/null | sort); do
+        run_suite "fuzz/$(basename "$fz")" tests/fuzz/run_one.sh "$fz" "$FUZZ_SECONDS"
+    done
+fi
 
 rm -rf "$logdir"
 [ ${#failed_names[@]} -gt 0 ] && printf 'failed suites: %s\n' "${failed_names[*]}"

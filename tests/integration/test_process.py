@@ -11,7 +11,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, Conn, Server, free_port, request, run  # noqa: E402
+from hearth_test import BIN, Conn, Server, request, run, sanitizer_build  # noqa: E402
 
 
 def metrics(port):
@@ -183,7 +183,10 @@ def test_idle_connections_are_cheap():
         per = (rss() - before) / n
         print("# %d idle keep-alive connections: %.0f bytes of RSS each" % (n, per))
         assert request(srv.port, "GET", "/health")[0] == 200
-        assert per < 8192, per
+        if sanitizer_build():
+            print("# ASan build: redzones and quarantine inflate RSS; the 8 KiB bound is checked on the plain build")
+        else:
+            assert per < 8192, per
         for c in socks + warm:
             c.close()
 

@@ -92,6 +92,13 @@ class Server:
         return False
 
 
+def sanitizer_build():
+    """True when $HEARTH_BIN was built with ASan (memory figures mean nothing there)."""
+    import json
+    out = subprocess.run([BIN, "doctor"], capture_output=True, text=True, timeout=20)
+    return bool(json.loads(out.stdout)["build"]["sanitizers"])
+
+
 def free_port():
     """A port that was free a moment ago (the server is told it, so quiet logs still work)."""
     with socket.socket() as s:

@@ -1,0 +1,89 @@
+"""The command line: --help for every command, flags read from HEARTH_*
+environment variables, bad flags refused clearly, and `hearth doctor`."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from hearth_test import BIN, Server, free_port, request, run  # noqa: E402
+
+
+def hearth(*args, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=20, env=e)
+
+
+def test_help_for_every_command():
+    out = hearth("--help")
+    assert out.returncode == 0 and "serve" in out.stdout and "doctor" in out.stdout, out.stdout
+    for cmd in ("serve", "doctor"):
+        out = hearth(cmd, "--help")
+        assert out.returncode == 0 and out.stdout.startswith("usage: hearth " + cmd), out.stdout
+    out = hearth("serve", "--help")
+    for flag in ("--host", "--port", "--threads", "--workers", "--spawn", "--max-body", "--header-timeout"):
+        assert flag in out.stdout, flag
+    assert "[HEARTH_PORT]" in out.stdout and "[HEARTH_MAX_BODY]" in out.stdout
+
+
+def test_bad_flags_are_refused():
+    for args, needle in ((["serve", "--nope"], "unknown option '--nope'"),
+                         (["serve", "--port", "abc"], "invalid value 'abc'"),
+                         (["serve", "--port", "70000"], "out of range"),
+                         (["serve", "--max-body", "12Q"], "invalid value"),
+                         (["serve", "--log-level", "loud"], "--log-level"),
+                         (["serve", "--port"], "needs a value"),
+                         (["bogus"], "unknown command")):
+        out = hearth(*args)
+        assert out.returncode == 2, (args, out.returncode, out.stderr)
+        assert needle in out.stderr, (args, out.stderr)
+
+
+def test_environment_variables_configure_serve():
+    port = free_port()
+    srv = Server(env={"HEARTH_PORT": str(port), "HEARTH_LOG_LEVEL": "debug"}, wait_ready=False)
+    # the harness passes --port too: the command line wins over the environment
+    srv.wait_health()
+    srv.stop()
+    # with no --port on the command line, HEARTH_PORT decides
+    e = dict(os.environ, HEARTH_PORT=str(port))
+    p = subprocess.Popen([BIN, "serve"], env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        import time
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            try:
+                if request(port, "GET", "/health")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("HEARTH_PORT=%d was not used" % port)
+    finally:
+        p.terminate()
+        p.wait(10)
+    assert p.returncode == 0
+
+
+def test_doctor_json():
+    out = hearth("doctor")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    cpu = doc["cpu"]
+    assert cpu["logical_cores"] >= 1 and 1 <= cpu["physical_cores"] <= cpu["logical_cores"]
+    assert isinstance(cpu["features"], list) and cpu["model"]
+    with open("/proc/cpuinfo") as f:
+        flags = next(l for l in f if l.startswith("flags")).split()
+    # what doctor reports agrees with the kernel's view of this CPU
+    assert ("avx2" in cpu["features"]) == ("avx2" in flags), (cpu["features"], "avx2")
+    assert ("avx512f" in cpu["features"]) == ("avx512f" in flags)
+    assert doc["poller"] in ("epoll", "poll")
+    assert doc["memory"]["total_bytes"] > 0
+    assert doc["limits"]["max_body_bytes"] == 16 << 20 and doc["limits"]["max_header_fields"] == 100
+    assert doc["gpus"] == [] and doc["version"]
+
+
+if __name__ == "__main__":
+    run([test_help_for_every_command, test_bad_flags_are_refused, test_environment_variables_configure_serve,
+         test_doctor_json])
