@@ -18,8 +18,8 @@ Block layouts and the dequantization formulas were read from ggml's sources
 (ggml-common.h block_q4_0/block_q8_0/block_q4_K/block_q6_K; ggml-quants.c
 dequantize_row_*, get_scale_min_k4) and re-implemented here, vectorised over
 blocks. The float32 operation order follows ggml's scalar code (for Q4_K
-y = (d*sc)*q - (dmin*m); for Q6_K y = (d*sc)*q) so the values are bit-equal
-to ggml's reference dequantizer, not merely close.
+y = (d*sc)*q - (dmin*m); for Q6_K y = (d*sc)*q) so the values should be
+bit-equal to ggml's scalar dequantizer (by construction; not run against ggml).
 
 Written independently of hearth's C reader (src/models/gguf*). Known
 differences from hearth: none intended beyond float rounding if hearth fuses
