@@ -1,0 +1,51 @@
+/* bert.h: BERT-family sentence encoders (all-MiniLM-L6-v2, bge, e5) on the CPU.
+ *
+ * Opened from a Hugging Face sentence-transformers folder (config.json,
+ * model.safetensors, tokenizer files, pooling config) or from a GGUF file of
+ * the `bert` architecture (llama.cpp's tensor names). Weights are mmapped.
+ * hearth_bert_embed runs a batch of sequences of different lengths as one
+ * forward pass (padding masked with a large finite negative, never -inf) and
+ * pools each as the model's config says; a sequence gives the same vector in
+ * any batch as alone. */
+#ifndef HEARTH_MODELS_BERT_H
+#define HEARTH_MODELS_BERT_H
+
+#include "base/err.h"
+#include "base/pool.h"
+#include "text/vocab.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum hearth_pooling { HEARTH_POOL_MEAN, HEARTH_POOL_CLS, HEARTH_POOL_LAST };
+
+/* Weight storage chosen at open: fp32 as stored, or converted once (bf16, int8). */
+enum hearth_bert_dtype { HEARTH_BERT_F32, HEARTH_BERT_BF16, HEARTH_BERT_INT8 };
+
+typedef struct hearth_bert hearth_bert;
+
+int hearth_bert_open(hearth_bert **out, const char *path, enum hearth_bert_dtype dtype, hearth_err *err);
+void hearth_bert_close(hearth_bert *m); /* NULL is a no-op */
+
+int64_t hearth_bert_dim(const hearth_bert *m);         /* embedding size */
+int64_t hearth_bert_max_tokens(const hearth_bert *m);  /* longest sequence, [CLS] and [SEP] included */
+enum hearth_pooling hearth_bert_pooling(const hearth_bert *m);
+bool hearth_bert_normalizes(const hearth_bert *m);      /* the model's own config has a Normalize module */
+const hearth_vocab *hearth_bert_vocab(const hearth_bert *m);
+/* FLOPs of one forward pass over sequences of these lengths (for the FLOP-rate report). */
+double hearth_bert_flops(const hearth_bert *m, int n_seqs, const int32_t *lens);
+
+/* Tokenizes text with [CLS] ... [SEP] into out. A text longer than the model's
+ * limit is cut to fit when truncate is set, else HEARTH_ELIMIT with a message
+ * naming both lengths. Invalid UTF-8: HEARTH_EINVAL naming the byte offset.
+ * Thread-safe. */
+int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, bool truncate, hearth_ids *out, hearth_err *err);
+
+/* Embeds n_seqs token sequences (each with [CLS]/[SEP], at most max_tokens
+ * long) in one forward pass; writes n_seqs x dim floats to out, pooled and,
+ * when normalize is set, L2-normalized. Not thread-safe on one model (one
+ * scheduler thread per model calls it). */
+int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids, const int32_t *lens,
+                      bool normalize, float *out, hearth_err *err);
+
+#endif
