@@ -404,6 +404,33 @@ static void writer_duplicates(void)
     hearth_st_writer_deinit(&w);
 }
 
+/* Seeds written by Python's json and struct (tests/fuzz/corpus), an
+ * independent writer: the good ones open with the values put there. */
+static void python_written(void)
+{
+    hearth_st st;
+    hearth_err e = {0};
+    int rc = hearth_st_open(&st, "tests/fuzz/corpus/safetensors/mixed.st", &e);
+    CHECK_MSG(rc == 0, "%s (run from the repository root)", e.msg);
+    if (rc == 0) {
+        const hearth_st_tensor *b = hearth_st_find(&st, "b"), *p = hearth_st_find(&st, "p");
+        float v[3];
+        CHECK(b && hearth_st_read_f32(b, 0, 3, v) == 0 && v[0] == 1 && v[1] == -2 && v[2] == ldexpf(1, -24));
+        CHECK(p && !p->supported && p->nbytes == 16);
+        CHECK_EQ_STR(hearth_st_meta(&st, "format"), "pt");
+        hearth_st_close(&st);
+    }
+    rc = hearth_st_open(&st, "tests/fuzz/corpus/safetensors/escapes.st", &e);
+    CHECK_MSG(rc == 0, "%s", e.msg);
+    if (rc == 0) {
+        CHECK(hearth_st_find(&st, "we\"ird\\name\xc3\xa9\n") != NULL);
+        CHECK_EQ_STR(hearth_st_meta(&st, "k\x01"), "v\"");
+        hearth_st_close(&st);
+    }
+    CHECK_EQ_INT(hearth_st_open(&st, "tests/fuzz/corpus/safetensors/hole.st", &e), HEARTH_EINVAL);
+    CHECK(strstr(e.msg, "hole.st") && strstr(e.msg, "unused bytes"));
+}
+
 static void missing_file(void)
 {
     hearth_st st;
@@ -428,6 +455,7 @@ int main(void)
     RUN(conversions);
     RUN(writer_round_trip);
     RUN(writer_duplicates);
+    RUN(python_written);
     RUN(missing_file);
     TEST_EXIT();
 }
