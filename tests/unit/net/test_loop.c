@@ -324,7 +324,9 @@ static void timers_fire_in_due_order(void)
     CHECK_EQ_INT(g_fired.order[2], 0);
     for (int i = 0; i < g_fired.n; i++)
         CHECK(g_fired.at[i] >= g_fired.due[i]); /* never early */
-    CHECK_MSG(elapsed >= 60, "elapsed %llu ms", (unsigned long long)elapsed);
+    /* due times count from the loop's cached clock, read when the loop was made,
+     * which may trail t0 by a millisecond or two on a busy machine */
+    CHECK_MSG(elapsed + 3 >= 60, "elapsed %llu ms", (unsigned long long)elapsed);
     hearth_loop_free(l);
 }
 

@@ -1,0 +1,300 @@
+/* embed_queue.c: one scheduler thread per encoder model, a mutex + condvar
+ * queue of jobs, batches packed greedily in arrival order.
+ *
+ * Packing takes whole sequences from the oldest job first, so a large
+ * request cannot starve small ones behind it for more than its own size, and
+ * no sequence is split. A job's sequences may span several batches. Vectors are
+ * normalized here, per job, so jobs with and without normalization share a
+ * batch. Rejected: a fixed wait window to "collect" a batch (adds its full
+ * length to every request when the server is idle). */
+#include "embed_queue.h"
+
+#include "base/clock.h"
+#include "base/log.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hearth_embed_queue {
+    hearth_embed_compute_fn compute;
+    void *model;
+    int64_t dim;
+    size_t max_batch_tokens;
+    int max_jobs;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    hearth_embed_job *head, *tail;
+    int queued;
+    bool stopping;
+    hearth_embed_queue_stats stats;
+    /* batch scratch, grown as needed, used by the scheduler thread only */
+    const int32_t **b_ids;
+    int32_t *b_lens;
+    hearth_embed_job **b_job;
+    int *b_index;
+    float *b_out;
+    int b_cap;
+};
+
+static void l2_normalize(float *v, int64_t n)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)v[i] * v[i];
+    if (ss <= 0)
+        return;
+    float inv = (float)(1.0 / sqrt(ss));
+    for (int64_t i = 0; i < n; i++)
+        v[i] *= inv;
+}
+
+static bool grow(hearth_embed_queue *q, int need)
+{
+    if (need <= q->b_cap)
+        return true;
+    int cap = q->b_cap ? q->b_cap * 2 : 64;
+    while (cap < need)
+        cap *= 2;
+    const int32_t **ids = realloc(q->b_ids, (size_t)cap * sizeof *ids);
+    if (ids)
+        q->b_ids = ids;
+    int32_t *lens = realloc(q->b_lens, (size_t)cap * sizeof *lens);
+    if (lens)
+        q->b_lens = lens;
+    hearth_embed_job **job = realloc(q->b_job, (size_t)cap * sizeof *job);
+    if (job)
+        q->b_job = job;
+    int *index = realloc(q->b_index, (size_t)cap * sizeof *index);
+    if (index)
+        q->b_index = index;
+    float *out = realloc(q->b_out, (size_t)cap * (size_t)q->dim * sizeof *out);
+    if (out)
+        q->b_out = out;
+    if (!ids || !lens || !job || !index || !out)
+        return false;
+    q->b_cap = cap;
+    return true;
+}
+
+/* Removes job from the queue (the lock is held). */
+static void unlink_job(hearth_embed_queue *q, hearth_embed_job *job)
+{
+    hearth_embed_job **p = &q->head;
+    hearth_embed_job *prev = NULL;
+    while (*p && *p != job) {
+        prev = *p;
+        p = &(*p)->link;
+    }
+    if (!*p)
+        return;
+    *p = job->link;
+    if (q->tail == job)
+        q->tail = prev;
+    q->queued--;
+}
+
+/* Picks the next batch under the lock; returns its sequence count. Jobs that
+ * are cancelled or fully scheduled are moved to *finished (linked by link). */
+static int pick_batch(hearth_embed_queue *q, hearth_embed_job **finished)
+{
+    int n = 0;
+    size_t tokens = 0;
+    hearth_embed_job *job = q->head;
+    while (job) {
+        hearth_embed_job *next = job->link;
+        if (atomic_load(&job->cancelled) && job->finished == job->next) {
+            /* nothing of it is in flight: drop it now */
+            unlink_job(q, job);
+            job->status = HEARTH_ENOTFOUND;
+            job->link = *finished;
+            *finished = job;
+            job = next;
+            continue;
+        }
+        while (job->next < job->n && !atomic_load(&job->cancelled)) {
+            size_t len = (size_t)job->lens[job->next];
+            if (n > 0 && tokens + len > q->max_batch_tokens)
+                return n;
+            if (!grow(q, n + 1))
+                return n;
+            q->b_ids[n] = job->ids[job->next];
+            q->b_lens[n] = job->lens[job->next];
+            q->b_job[n] = job;
+            q->b_index[n] = job->next;
+            job->next++;
+            n++;
+            tokens += len;
+        }
+        job = next;
+    }
+    return n;
+}
+
+static void finish_jobs(hearth_embed_queue *q, hearth_embed_job *list)
+{
+    while (list) {
+        hearth_embed_job *next = list->link;
+        int st = list->status;
+        if (st == HEARTH_OK && atomic_load(&list->cancelled))
+            st = HEARTH_ENOTFOUND;
+        pthread_mutex_lock(&q->lock);
+        if (st == HEARTH_OK)
+            q->stats.jobs_done++;
+        else if (st == HEARTH_ENOTFOUND)
+            q->stats.jobs_cancelled++;
+        else
+            q->stats.jobs_failed++;
+        pthread_mutex_unlock(&q->lock);
+        list->done(list, st, st == HEARTH_ENOTFOUND ? "cancelled" : st ? "the forward pass failed" : NULL);
+        list = next;
+    }
+}
+
+static void *scheduler(void *arg)
+{
+    hearth_embed_queue *q = arg;
+    for (;;) {
+        hearth_embed_job *finished = NULL;
+        pthread_mutex_lock(&q->lock);
+        while (!q->stopping && !q->head)
+            pthread_cond_wait(&q->wake, &q->lock);
+        if (q->stopping) {
+            pthread_mutex_unlock(&q->lock);
+            break;
+        }
+        int n = pick_batch(q, &finished);
+        pthread_mutex_unlock(&q->lock);
+        finish_jobs(q, finished);
+        finished = NULL;
+        if (n == 0)
+            continue;
+        hearth_err err = {0};
+        uint64_t t0 = hearth_now_ns();
+        int rc = q->compute(q->model, n, q->b_ids, q->b_lens, q->b_out, &err);
+        uint64_t t1 = hearth_now_ns();
+        if (rc)
+            HLOG_ERROR("embedding batch of %d sequences failed: %s", n, err.msg);
+        size_t tokens = 0;
+        pthread_mutex_lock(&q->lock);
+        for (int i = 0; i < n; i++) {
+            hearth_embed_job *job = q->b_job[i];
+            tokens += (size_t)q->b_lens[i];
+            if (rc) {
+                job->status = rc;
+            } else {
+                float *dst = job->out + (size_t)q->b_index[i] * (size_t)q->dim;
+                memcpy(dst, q->b_out + (size_t)i * (size_t)q->dim, (size_t)q->dim * sizeof(float));
+                if (job->normalize)
+                    l2_normalize(dst, q->dim);
+            }
+            job->finished++;
+            bool complete = job->finished == job->n || (job->finished == job->next && (rc || atomic_load(&job->cancelled)));
+            if (complete && job->status != 1) {
+                unlink_job(q, job);
+                job->status = job->status == 1 ? 0 : job->status;
+                job->link = finished;
+                finished = job;
+                job->status = rc ? rc : job->status;
+                /* mark so a later sequence of the same batch does not list it twice */
+                job->next = job->n;
+                job->finished = job->n;
+            }
+        }
+        q->stats.batches++;
+        q->stats.sequences += (uint64_t)n;
+        q->stats.tokens += tokens;
+        q->stats.busy_ns += t1 - t0;
+        pthread_mutex_unlock(&q->lock);
+        finish_jobs(q, finished);
+    }
+    return NULL;
+}
+
+hearth_embed_queue *hearth_embed_queue_new(hearth_embed_compute_fn compute, void *model, int64_t dim,
+                                           size_t max_batch_tokens, int max_jobs, hearth_err *err)
+{
+    if (dim <= 0 || max_batch_tokens == 0 || max_jobs <= 0) {
+        hearth_err_set(err, HEARTH_EINVAL, "embed queue: dim %lld, max batch tokens %zu, max jobs %d must be positive",
+                       (long long)dim, max_batch_tokens, max_jobs);
+        return NULL;
+    }
+    hearth_embed_queue *q = calloc(1, sizeof *q);
+    if (!q) {
+        hearth_err_set(err, HEARTH_ENOMEM, "embed queue: out of memory");
+        return NULL;
+    }
+    q->compute = compute;
+    q->model = model;
+    q->dim = dim;
+    q->max_batch_tokens = max_batch_tokens;
+    q->max_jobs = max_jobs;
+    pthread_mutex_init(&q->lock, NULL);
+    pthread_cond_init(&q->wake, NULL);
+    if (pthread_create(&q->thread, NULL, scheduler, q) != 0) {
+        hearth_err_set(err, HEARTH_EIO, "embed queue: cannot start the scheduler thread");
+        pthread_mutex_destroy(&q->lock);
+        pthread_cond_destroy(&q->wake);
+        free(q);
+        return NULL;
+    }
+    return q;
+}
+
+void hearth_embed_queue_free(hearth_embed_queue *q)
+{
+    if (!q)
+        return;
+    pthread_mutex_lock(&q->lock);
+    q->stopping = true;
+    pthread_cond_signal(&q->wake);
+    pthread_mutex_unlock(&q->lock);
+    pthread_join(q->thread, NULL);
+    hearth_embed_job *job = q->head;
+    while (job) {
+        hearth_embed_job *next = job->link;
+        job->done(job, HEARTH_ENOTFOUND, "the server is shutting down");
+        job = next;
+    }
+    free(q->b_ids);
+    free(q->b_lens);
+    free(q->b_job);
+    free(q->b_index);
+    free(q->b_out);
+    pthread_mutex_destroy(&q->lock);
+    pthread_cond_destroy(&q->wake);
+    free(q);
+}
+
+int hearth_embed_queue_submit(hearth_embed_queue *q, hearth_embed_job *job)
+{
+    if (job->n <= 0)
+        return HEARTH_EINVAL;
+    job->next = job->finished = 0;
+    job->status = 0;
+    job->link = NULL;
+    pthread_mutex_lock(&q->lock);
+    if (q->queued >= q->max_jobs || q->stopping) {
+        pthread_mutex_unlock(&q->lock);
+        return HEARTH_ELIMIT;
+    }
+    if (q->tail)
+        q->tail->link = job;
+    else
+        q->head = job;
+    q->tail = job;
+    q->queued++;
+    pthread_cond_signal(&q->wake);
+    pthread_mutex_unlock(&q->lock);
+    return HEARTH_OK;
+}
+
+void hearth_embed_queue_get_stats(hearth_embed_queue *q, hearth_embed_queue_stats *out)
+{
+    pthread_mutex_lock(&q->lock);
+    *out = q->stats;
+    out->queued_jobs = q->queued;
+    pthread_mutex_unlock(&q->lock);
+}
