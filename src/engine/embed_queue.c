@@ -191,16 +191,17 @@ static void *scheduler(void *arg)
                     l2_normalize(dst, q->dim);
             }
             job->finished++;
-            bool complete = job->finished == job->n || (job->finished == job->next && (rc || atomic_load(&job->cancelled)));
-            if (complete && job->status != 1) {
+            /* complete when every sequence is back, or when nothing more will be scheduled
+             * (a failure or a cancellation) and what was scheduled is back */
+            bool complete = job->finished == job->n ||
+                            (job->finished == job->next && (rc || atomic_load(&job->cancelled)));
+            if (rc)
+                job->status = rc;
+            if (complete && !job->completed) {
+                job->completed = true;
                 unlink_job(q, job);
-                job->status = job->status == 1 ? 0 : job->status;
                 job->link = finished;
                 finished = job;
-                job->status = rc ? rc : job->status;
-                /* mark so a later sequence of the same batch does not list it twice */
-                job->next = job->n;
-                job->finished = job->n;
             }
         }
         q->stats.batches++;
@@ -274,6 +275,7 @@ int hearth_embed_queue_submit(hearth_embed_queue *q, hearth_embed_job *job)
         return HEARTH_EINVAL;
     job->next = job->finished = 0;
     job->status = 0;
+    job->completed = false;
     job->link = NULL;
     pthread_mutex_lock(&q->lock);
     if (q->queued >= q->max_jobs || q->stopping) {

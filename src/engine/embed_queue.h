@@ -48,6 +48,7 @@ struct hearth_embed_job {
     int next;                 /* next sequence to schedule */
     int finished;             /* sequences computed */
     int status;
+    bool completed;
     hearth_embed_job *link;
 };
 
