@@ -19,14 +19,39 @@ typedef struct hearth_api_model {
     int64_t created;   /* unix time it was loaded */
 } hearth_api_model;
 
+typedef struct hearth_api_state hearth_api_state; /* loaded models and their queues (models.h) */
+
+/* What serve's flags say about models; borrowed for the life of the api. */
+typedef struct hearth_api_config {
+    const char *const *models;   /* --model values: PATH or NAME=PATH */
+    int n_models;
+    const char *demo_dir;        /* where demo models are written when no --model is given */
+    const char *dtype;           /* --dtype for encoders: f32, bf16, int8 */
+    size_t max_batch_tokens;
+    int max_concurrent;
+    int max_client_batch;
+    int compute_threads;         /* 0: one per physical core */
+} hearth_api_config;
+
 typedef struct hearth_api {
     hearth_server *server;
+    hearth_api_config cfg;
     hearth_api_model models[HEARTH_API_MAX_MODELS];
     int n_models;
     _Atomic int ready;  /* 0 while models load: /health answers 503 */
+    hearth_api_state *state;
 } hearth_api;
+
+void hearth_api_config_default(hearth_api_config *cfg);
 
 /* Registers /health, /metrics and /v1/models. api must outlive the server. */
 int hearth_api_register_system(hearth_api *api, hearth_server *s);
+/* Registers the embedding APIs: TEI /embed and /tokenize, OpenAI /v1/embeddings. */
+int hearth_api_register_embed(hearth_api *api, hearth_server *s);
+/* Loads the configured models (or writes and loads the demos) in this process;
+ * sets ready. Returns 0 or a negative status with err naming the model. */
+int hearth_api_load_models(hearth_api *api, hearth_err *err);
+/* Frees what load_models made. */
+void hearth_api_unload_models(hearth_api *api);
 
 #endif

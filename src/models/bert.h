@@ -12,12 +12,11 @@
 
 #include "base/err.h"
 #include "base/pool.h"
+#include "models/hf_folder.h" /* hearth_pooling */
 #include "text/vocab.h"
 
 #include <stdbool.h>
 #include <stdint.h>
-
-enum hearth_pooling { HEARTH_POOL_MEAN, HEARTH_POOL_CLS, HEARTH_POOL_LAST };
 
 /* Weight storage chosen at open: fp32 as stored, or converted once (bf16, int8). */
 enum hearth_bert_dtype { HEARTH_BERT_F32, HEARTH_BERT_BF16, HEARTH_BERT_INT8 };
@@ -29,7 +28,7 @@ void hearth_bert_close(hearth_bert *m); /* NULL is a no-op */
 
 int64_t hearth_bert_dim(const hearth_bert *m);         /* embedding size */
 int64_t hearth_bert_max_tokens(const hearth_bert *m);  /* longest sequence, [CLS] and [SEP] included */
-enum hearth_pooling hearth_bert_pooling(const hearth_bert *m);
+hearth_pooling hearth_bert_pooling(const hearth_bert *m);
 bool hearth_bert_normalizes(const hearth_bert *m);      /* the model's own config has a Normalize module */
 const hearth_vocab *hearth_bert_vocab(const hearth_bert *m);
 /* FLOPs of one forward pass over sequences of these lengths (for the FLOP-rate report). */
