@@ -1,21 +1,25 @@
 /* pool.c: the compute thread pool.
  *
- * How: a job is published by writing (fn, ctx, n_tasks), resetting the task
- * counter and bumping a generation number; workers wait for the generation to
- * change, take task indices from an atomic counter until it passes n_tasks,
- * and check out. The caller takes tasks too and returns once every worker has
- * checked out, which is what makes the next job's reset safe (no worker can
- * still be reading the old job). Waiting spins for a while first, because
- * during a decode step the next job follows within microseconds, then sleeps
- * on a futex so an idle server burns no CPU. Sleepers are counted so the
- * common case (workers still spinning) issues no wake-up system call.
+ * How: the current job lives in one 64-bit word, (generation:16,
+ * n_tasks:24, next:24), plus fn/ctx fields written before the word is
+ * published. A thread claims task `next` by compare-and-swap on the whole
+ * word, and only after a successful claim reads fn/ctx: the job cannot end
+ * (and its fields cannot be rewritten) while a claimed task is unfinished,
+ * so a thread that woke late, or slept through several jobs, can never run a
+ * stale function or a task of the wrong job; at worst its CAS fails. The
+ * caller takes tasks too and returns once `done` reaches n_tasks, without
+ * waiting for idle or descheduled workers. Waiting spins (pause, then
+ * sched_yield) for a while, because during a decode step the next job follows
+ * within microseconds, then sleeps on a futex, so an idle server burns no CPU.
+ * Sleepers are counted so the common case issues no wake-up system call.
  *
  * Rejected: a thread per job (tens of microseconds per creation, a hundred
- * jobs per token); a mutex + condition variable per job (a wake-up costs a
- * system call even when the worker is already awake and spinning); static
- * task partitioning (a thread descheduled by the OS would stall the job; the
- * atomic counter lets the others take its share). Non-Linux systems get a
- * short-sleep poll in place of the futex. */
+ * jobs per token); mutex + condition variable per job (a system call per
+ * wake-up even when the worker is awake and spinning); making the caller wait
+ * until every worker has seen the job (one descheduled worker, e.g. with
+ * other processes on the cores, then stalls every job by a time slice);
+ * static task partitioning (same stall). Non-Linux systems get a short-sleep
+ * poll in place of the futex. */
 #include "pool.h"
 
 #include "clock.h"
@@ -23,6 +27,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -34,35 +39,35 @@
 #include <unistd.h>
 #endif
 
-/* How long a waiting thread spins before it sleeps: longer than the gap
- * between the small jobs of one decode step, short enough that an idle pool
- * stops burning its cores at once. */
+/* How long a waiting thread stays awake before it sleeps: longer than the
+ * gap between the small jobs of one decode step, short enough that an idle
+ * pool stops burning its cores at once. */
 #define SPIN_NS 200000u
+#define SPIN_PAUSES 4096u
+/* Tasks per round: n_tasks and next each have 24 bits of the job word. */
+#define ROUND_MAX ((1 << 24) - 1)
+
+#define WORD(gen, n, next) (((uint64_t)(gen) << 48) | ((uint64_t)(n) << 24) | (uint64_t)(next))
+#define WORD_N(w) ((int64_t)(((w) >> 24) & 0xffffff))
+#define WORD_NEXT(w) ((int64_t)((w) & 0xffffff))
 
 struct hearth_pool {
     int n_threads; /* counting the caller */
     int n_started; /* worker threads actually running */
     pthread_t *threads;
-    /* the current job; written by the caller before gen is bumped */
+    /* the current job: stable while any of its tasks is unfinished */
     hearth_pool_fn fn;
     void *ctx;
-    int64_t n_tasks;
-    _Atomic int64_t next;
-    _Atomic uint32_t gen;         /* futex word the workers wait on */
-    _Atomic uint32_t done_word;   /* futex word the caller waits on */
-    _Atomic int checked_out;      /* workers finished with the current job */
-    _Atomic int sleepers;         /* workers asleep (or about to be) on gen */
+    int64_t base, total; /* this round's tasks are base + [0, n) of total */
+    _Atomic uint64_t word;
+    _Atomic uint32_t wake;       /* futex word the workers wait on: bumped per job */
+    _Atomic uint32_t done;       /* tasks finished in this round; the caller's futex word */
+    _Atomic int sleepers;        /* workers asleep (or about to be) on wake */
     _Atomic int caller_sleeping;
-    _Atomic int busy;             /* a job is running: later calls go serial */
+    _Atomic int busy;            /* a job is running: later calls go serial */
     _Atomic int stop;
+    uint16_t gen;
 };
-
-static void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
 
 static void futex_wait(_Atomic uint32_t *word, uint32_t expected)
 {
@@ -85,64 +90,77 @@ static void futex_wake_all(_Atomic uint32_t *word)
 #endif
 }
 
-/* Spins until *word != seen or the spin budget is spent; true if it changed. */
+/* Waits, awake, until *word != seen or the spin budget is spent; true if it
+ * changed. Pauses first; then yields, so that when there are more runnable
+ * threads than cores the thread being waited for gets a core. */
 static bool spin_until_changed(_Atomic uint32_t *word, uint32_t seen)
 {
     uint64_t start = 0;
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(word, memory_order_acquire) != seen)
             return true;
-        cpu_relax();
-        if ((i & 255) == 0) {
-            uint64_t now = hearth_now_ns();
-            if (!start)
-                start = now;
-            else if (now - start > SPIN_NS)
-                return false;
+        if (i < SPIN_PAUSES) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            if (i & 255)
+                continue;
+        } else {
+            sched_yield();
         }
+        uint64_t now = hearth_now_ns();
+        if (!start)
+            start = now;
+        else if (now - start > SPIN_NS)
+            return false;
     }
 }
 
+/* Claims and runs tasks of whatever job is current until none is left. */
 static void run_tasks(hearth_pool *p)
 {
+    uint64_t w = atomic_load_explicit(&p->word, memory_order_acquire);
     for (;;) {
-        int64_t t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (t >= p->n_tasks)
+        int64_t i = WORD_NEXT(w), n = WORD_N(w);
+        if (i >= n)
             return;
-        p->fn(p->ctx, t, p->n_tasks);
+        if (!atomic_compare_exchange_weak_explicit(&p->word, &w, w + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        p->fn(p->ctx, p->base + i, p->total);
+        if ((int64_t)atomic_fetch_add(&p->done, 1) + 1 == n && atomic_load(&p->caller_sleeping))
+            futex_wake_all(&p->done);
+        w = atomic_load_explicit(&p->word, memory_order_acquire);
     }
 }
 
+/* Reading `seen` before checking stop and claiming tasks means any publish
+ * after that read is either handled by this pass or ends the wait below, so
+ * no job (and no stop) can be missed, however late the thread first runs. */
 static void *worker_main(void *arg)
 {
     hearth_pool *p = arg;
-    uint32_t seen = 0;
     for (;;) {
-        if (!spin_until_changed(&p->gen, seen)) {
-            /* Dekker with the caller: count ourselves asleep, then re-check gen
-             * inside the futex call; the caller bumps gen, then reads sleepers. */
-            atomic_fetch_add(&p->sleepers, 1);
-            while (atomic_load(&p->gen) == seen)
-                futex_wait(&p->gen, seen);
-            atomic_fetch_sub(&p->sleepers, 1);
-        }
-        seen = atomic_load_explicit(&p->gen, memory_order_acquire);
+        uint32_t seen = atomic_load(&p->wake);
         if (atomic_load(&p->stop))
             return NULL;
         run_tasks(p);
-        if (atomic_fetch_add(&p->checked_out, 1) + 1 == p->n_started) {
-            atomic_fetch_add(&p->done_word, 1);
-            if (atomic_load(&p->caller_sleeping))
-                futex_wake_all(&p->done_word);
+        if (!spin_until_changed(&p->wake, seen)) {
+            /* Dekker with publish(): count ourselves asleep, then re-check
+             * inside the futex call; publish bumps wake, then reads sleepers. */
+            atomic_fetch_add(&p->sleepers, 1);
+            while (atomic_load(&p->wake) == seen)
+                futex_wait(&p->wake, seen);
+            atomic_fetch_sub(&p->sleepers, 1);
         }
     }
 }
 
 static void publish(hearth_pool *p)
 {
-    atomic_fetch_add(&p->gen, 1); /* seq_cst: ordered before the sleepers read */
+    atomic_fetch_add(&p->wake, 1); /* seq_cst: ordered before the sleepers read */
     if (atomic_load(&p->sleepers) > 0)
-        futex_wake_all(&p->gen);
+        futex_wake_all(&p->wake);
 }
 
 hearth_pool *hearth_pool_new(int n_threads)
@@ -188,34 +206,34 @@ int hearth_pool_size(const hearth_pool *p)
     return p ? p->n_threads : 1;
 }
 
-static void run_serial(hearth_pool_fn fn, void *ctx, int64_t n_tasks)
-{
-    for (int64_t t = 0; t < n_tasks; t++)
-        fn(ctx, t, n_tasks);
-}
-
 void hearth_pool_run(hearth_pool *p, hearth_pool_fn fn, void *ctx, int64_t n_tasks)
 {
     if (n_tasks <= 0)
         return;
     /* one task gains nothing from waking the workers */
     if (!p || p->n_started == 0 || n_tasks == 1 || atomic_exchange(&p->busy, 1)) {
-        run_serial(fn, ctx, n_tasks);
+        for (int64_t t = 0; t < n_tasks; t++)
+            fn(ctx, t, n_tasks);
         return;
     }
     p->fn = fn;
     p->ctx = ctx;
-    p->n_tasks = n_tasks;
-    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->checked_out, 0, memory_order_relaxed);
-    uint32_t done0 = atomic_load(&p->done_word);
-    publish(p);
-    run_tasks(p);
-    if (!spin_until_changed(&p->done_word, done0)) {
-        atomic_store(&p->caller_sleeping, 1);
-        while (atomic_load(&p->done_word) == done0)
-            futex_wait(&p->done_word, done0);
-        atomic_store(&p->caller_sleeping, 0);
+    p->total = n_tasks;
+    for (int64_t base = 0; base < n_tasks; base += ROUND_MAX) {
+        int64_t n = n_tasks - base < ROUND_MAX ? n_tasks - base : ROUND_MAX;
+        p->base = base;
+        atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->word, WORD(++p->gen, n, 0), memory_order_release);
+        publish(p);
+        run_tasks(p);
+        for (uint32_t d; (d = atomic_load(&p->done)) != (uint32_t)n;) {
+            if (spin_until_changed(&p->done, d))
+                continue;
+            atomic_store(&p->caller_sleeping, 1);
+            if (atomic_load(&p->done) == d)
+                futex_wait(&p->done, d);
+            atomic_store(&p->caller_sleeping, 0);
+        }
     }
     atomic_store_explicit(&p->busy, 0, memory_order_release);
 }
