@@ -19,8 +19,8 @@
  * Rejected: a full f32 copy of quantized weights (4-8x the memory, and the
  * whole point of the quantized formats is to read fewer bytes); threading
  * over M (decode has M = 1, and splitting N keeps each weight row read by
- * exactly one thread); packing X too (the tile reads X rows sequentially from
- * L1 already, measured no gain). */
+ * exactly one thread); packing X too (the tile reads its 8 X rows
+ * sequentially and they stay in L1; not measured). */
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_impl.h"
 
