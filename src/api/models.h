@@ -22,6 +22,7 @@ typedef struct hearth_embed_model {
     hearth_api_model *info;      /* its /v1/models entry */
     hearth_bert *bert;
     hearth_embed_queue *queue;
+    hearth_pool *pool;           /* borrowed from hearth_api_state */
 } hearth_embed_model;
 
 struct hearth_api_state {

@@ -3,6 +3,7 @@
 #define HEARTH_NET_HTTP_RESPONSE_H
 
 #include "base/buf.h"
+#include "net/server.h" /* hearth_json_quote */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,7 +37,5 @@ int hearth_http_head_format(hearth_buf *out, const hearth_http_head *h);
 int hearth_http_chunk_format(hearth_buf *out, const void *data, size_t n);
 /* Appends the last chunk ("0\r\n\r\n"). */
 int hearth_http_chunk_end(hearth_buf *out);
-/* Appends s as a JSON string literal (quotes included), escaping as RFC 8259 requires. */
-int hearth_json_quote(hearth_buf *out, const char *s, size_t n);
 
 #endif

@@ -72,6 +72,8 @@ void hearth_respond_error(hearth_request *req, int status, const char *type, con
     __attribute__((format(printf, 4, 5)));
 /* Formats the JSON error body into out (used by api handlers that reply later). */
 int hearth_format_error(hearth_buf *out, int status, const char *type, const char *message);
+/* Appends s[0..n) as a JSON string literal; invalid UTF-8 becomes U+FFFD. */
+int hearth_json_quote(hearth_buf *out, const char *s, size_t n);
 
 /* ---- deferred replies: any thread ---- */
 
