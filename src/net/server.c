@@ -111,6 +111,12 @@ void hearth_server_on_process_init(hearth_server *s, hearth_process_init_cb cb, 
     s->init_ctx = ctx;
 }
 
+void hearth_server_on_process_exit(hearth_server *s, hearth_process_exit_cb cb, void *ctx)
+{
+    s->exit_cb = cb;
+    s->exit_ctx = ctx;
+}
+
 int hearth_server_port(const hearth_server *s) { return s->port; }
 const hearth_server_config *hearth_server_get_config(const hearth_server *s) { return &s->cfg; }
 
@@ -402,6 +408,16 @@ static int io_init(hearth_server *s, hearth_io *io, int index, hearth_err *err)
     return HEARTH_OK;
 }
 
+static void *init_main(void *arg)
+{
+    hearth_server *s = arg;
+    if (s->init_cb(s, s->init_ctx) != 0) {
+        atomic_store(&s->init_failed, 1);
+        kill(getpid(), SIGTERM); /* the main thread's sigwait takes it and stops the process */
+    }
+    return NULL;
+}
+
 int hearth_serve_process(hearth_server *s)
 {
     hearth_err err = {0};
@@ -414,10 +430,6 @@ int hearth_serve_process(hearth_server *s)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if (s->init_cb && s->init_cb(s, s->init_ctx) != 0) {
-        HLOG_ERROR("start-up failed; exiting");
-        return 1;
-    }
     int n = s->cfg.threads;
     s->io = calloc((size_t)n, sizeof *s->io);
     if (!s->io)
@@ -438,12 +450,22 @@ int hearth_serve_process(hearth_server *s)
         }
         started++;
     }
+    pthread_t init_thread;
+    bool init_started = s->init_cb && pthread_create(&init_thread, NULL, init_main, s) == 0;
+    if (s->init_cb && !init_started) {
+        HLOG_ERROR("cannot start the model-loading thread");
+        atomic_store(&s->init_failed, 1);
+        goto stop;
+    }
     for (;;) {
         int sig = 0;
         if (sigwait(&set, &sig) == 0 && (sig == SIGTERM || sig == SIGINT))
             break;
     }
-    HLOG_INFO("shutting down: draining in-flight requests (at most %llu ms)", (unsigned long long)s->cfg.drain_timeout_ms);
+    if (!atomic_load(&s->init_failed))
+        HLOG_INFO("shutting down: draining in-flight requests (at most %llu ms)", (unsigned long long)s->cfg.drain_timeout_ms);
+    if (init_started)
+        pthread_join(init_thread, NULL); /* a load in progress finishes first */
 stop:
     atomic_store(&s->stopping, 1);
     for (int i = 0; i < started; i++)
@@ -454,7 +476,9 @@ stop:
     }
     free(s->io);
     s->io = NULL;
-    return status;
+    if (s->exit_cb)
+        s->exit_cb(s, s->exit_ctx);
+    return atomic_load(&s->init_failed) ? HEARTH_EXIT_CONFIG : status;
 }
 
 int hearth_worker_main(hearth_server *s, int index)

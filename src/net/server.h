@@ -113,10 +113,17 @@ void hearth_server_free(hearth_server *s);
  * label used in /metrics. Call before hearth_server_run. */
 int hearth_server_route(hearth_server *s, const char *method, const char *path, hearth_handler h, void *ctx);
 
-/* Called in each serving process after it starts (in workers: after fork,
- * before accepting), e.g. to load models there rather than in the supervisor. */
+/* Called in each serving process (in workers: after fork), on a thread of its
+ * own while the server already answers, to load models there rather than in
+ * the supervisor; the api answers 503 until it is done. A non-zero return
+ * stops the process with HEARTH_EXIT_CONFIG, and a supervisor that sees that
+ * status stops every worker instead of respawning. */
 typedef int (*hearth_process_init_cb)(hearth_server *s, void *ctx);
 void hearth_server_on_process_init(hearth_server *s, hearth_process_init_cb cb, void *ctx);
+/* Called in each serving process after its I/O threads have stopped, to free what init made. */
+typedef void (*hearth_process_exit_cb)(hearth_server *s, void *ctx);
+void hearth_server_on_process_exit(hearth_server *s, hearth_process_exit_cb cb, void *ctx);
+#define HEARTH_EXIT_CONFIG 78 /* sysexits' EX_CONFIG */
 
 /* Binds and serves until SIGTERM/SIGINT, then drains. In worker mode the
  * calling process becomes the supervisor. Returns the process exit status. */

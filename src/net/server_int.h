@@ -156,6 +156,9 @@ struct hearth_server {
     _Atomic int stopping;
     hearth_process_init_cb init_cb;
     void *init_ctx;
+    hearth_process_exit_cb exit_cb;
+    void *exit_ctx;
+    _Atomic int init_failed;
 };
 
 /* server.c */

@@ -184,6 +184,16 @@ int hearth_workers_supervise(hearth_server *s)
                 HLOG_INFO("worker %d (pid %d) %s", i, (int)pid, how);
                 continue;
             }
+            if (WIFEXITED(status) && WEXITSTATUS(status) == HEARTH_EXIT_CONFIG) {
+                /* it could not load its models: every respawn would fail the same way */
+                HLOG_ERROR("worker %d (pid %d) could not start (see its error above); stopping", i, (int)pid);
+                failed++;
+                stopping = true;
+                for (int k = 0; k < n; k++)
+                    if (ws[k].pid > 0)
+                        kill(ws[k].pid, SIGTERM);
+                continue;
+            }
             struct timespec now;
             clock_gettime(CLOCK_MONOTONIC, &now);
             double lived = (double)(now.tv_sec - ws[i].started.tv_sec) + (double)(now.tv_nsec - ws[i].started.tv_nsec) / 1e9;
