@@ -7,4 +7,16 @@ int hearth_cmd_doctor(int argc, char **argv);
 /* full_argv is the process's whole argv, for re-exec with --spawn. */
 int hearth_cmd_serve(int argc, char **argv, char **full_argv);
 
+/* hearth embed: JSON embeddings of texts, or --bench (embed.c). */
+int hearth_cmd_embed(int argc, char **argv);
+/* hearth convert: a sentence-transformers folder to a bert GGUF, or --demo (convert.c). */
+int hearth_cmd_convert(int argc, char **argv);
+
+struct opt;
+/* Splits argv (argv[0] the subcommand) into flags with their values, for
+ * opts_parse, and positional arguments ("--" ends the flags); flags and
+ * positional need argc entries each (embed.c). */
+int hearth_cli_split_args(const struct opt *opts, int n_opts, int argc, char **argv, char **flags, int *n_flags,
+                          char **positional, int *n_positional);
+
 #endif

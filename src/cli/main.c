@@ -10,6 +10,8 @@ static void usage(FILE *f)
                "commands:\n"
                "  serve    serve models over HTTP\n"
                "  doctor   print what this binary was built for and what it found, as JSON\n"
+               "  embed    print sentence embeddings as JSON, or --bench the encoder\n"
+               "  convert  write a sentence-transformers BERT folder as a bert GGUF file\n"
                "\nRun `hearth <command> --help` for a command's options.\n");
 }
 
@@ -32,6 +34,10 @@ int main(int argc, char **argv)
         return hearth_cmd_serve(argc - 1, argv + 1, argv);
     if (strcmp(cmd, "doctor") == 0)
         return hearth_cmd_doctor(argc - 1, argv + 1);
+    if (strcmp(cmd, "embed") == 0)
+        return hearth_cmd_embed(argc - 1, argv + 1);
+    if (strcmp(cmd, "convert") == 0)
+        return hearth_cmd_convert(argc - 1, argv + 1);
     fprintf(stderr, "hearth: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

@@ -1,0 +1,233 @@
+/* bert.c: a BERT encoder's life cycle and accessors: open (choosing the
+ * loader from what the path is), close, the tokenizer with [CLS]/[SEP] and
+ * the length limit, and the FLOP count of a forward pass.
+ *
+ * How: a directory is a sentence-transformers folder (bert_hf.c), anything
+ * else a GGUF file (bert_gguf.c). Both loaders fill the same struct of views
+ * (bert_impl.h): weight matrices point into the source's mapping unless they
+ * had to be converted or realigned, in which case the copy is owned here.
+ * The optional dtype conversion (bf16, int8) runs once after loading.
+ *
+ * Tokenizing encodes the whole text first (at most one token per input byte,
+ * so that buffer is bounded by the text) so an over-long text's error can
+ * name its real length, not just "too long".
+ *
+ * Rejected: sniffing the GGUF magic to choose the loader (a directory test
+ * is enough, and the GGUF reader names a wrong file better than we could). */
+#include "models/bert.h"
+#include "models/bert_impl.h"
+
+#include "engine/cpu/quant.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int bert_own(hearth_bert *m, void *p, hearth_err *err)
+{
+    if (!p)
+        return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory", m->path);
+    if (m->owned.n == m->owned.cap) {
+        size_t cap = m->owned.cap ? m->owned.cap * 2 : 64;
+        void **q = realloc(m->owned.p, cap * sizeof *q);
+        if (!q) {
+            free(p);
+            return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory", m->path);
+        }
+        m->owned.p = q;
+        m->owned.cap = cap;
+    }
+    m->owned.p[m->owned.n++] = p;
+    return HEARTH_OK;
+}
+
+void *bert_alloc(hearth_bert *m, size_t n, hearth_err *err)
+{
+    /* 64-byte aligned: the matmul kernels read these rows with wide loads */
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 1) != 0)
+        p = NULL;
+    return bert_own(m, p, err) ? NULL : p;
+}
+
+const float *bert_f32_copy(hearth_bert *m, hearth_dtype type, const void *src, int64_t n, const char *name,
+                           hearth_err *err)
+{
+    size_t bytes;
+    if (!hearth_dtype_row_bytes(type, n, &bytes))
+        return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: tensor '%s': %lld elements are not whole blocks",
+                              m->path, name, (long long)n),
+               NULL;
+    float *out = bert_alloc(m, (size_t)n * sizeof(float), err);
+    if (!out)
+        return NULL;
+    /* the source may sit at any byte offset (safetensors does not promise
+     * alignment), so dequantize from an aligned copy of its bytes */
+    void *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp)
+        return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory", m->path), NULL;
+    memcpy(tmp, src, bytes);
+    int rc = hearth_quant_dequantize_row(type, tmp, out, n);
+    free(tmp);
+    if (rc)
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "bert: %s: tensor '%s': type %d cannot be read as f32",
+                              m->path, name, (int)type),
+               NULL;
+    return out;
+}
+
+int bert_mat_set(hearth_bert *m, bert_mat *out, hearth_dtype type, const void *data, int64_t rows, int64_t cols,
+                 const char *name, hearth_err *err)
+{
+    size_t row_bytes;
+    if (rows < 0 || cols < 0 || !hearth_dtype_row_bytes(type, cols, &row_bytes))
+        return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: tensor '%s': rows of %lld elements are not whole blocks",
+                              m->path, name, (long long)cols);
+    /* f32 rows are read as floats, every other type as 16-bit fields */
+    size_t align = type == HEARTH_F32 ? 4 : 2;
+    if ((uintptr_t)data % align) {
+        void *copy = bert_alloc(m, row_bytes * (size_t)rows, err);
+        if (!copy)
+            return HEARTH_ENOMEM;
+        memcpy(copy, data, row_bytes * (size_t)rows);
+        data = copy;
+    }
+    *out = (bert_mat){.type = type, .data = data, .row_bytes = row_bytes, .rows = rows, .cols = cols};
+    return HEARTH_OK;
+}
+
+int bert_finish(hearth_bert *m, const hearth_wordpiece_opts *wp_opts, hearth_err *err)
+{
+    int rc = hearth_wordpiece_init(&m->wp, m->vocab, wp_opts, err);
+    if (rc) {
+        hearth_err_prefix(err, "bert: %s", m->path);
+        return rc;
+    }
+    m->cls = hearth_wordpiece_cls(&m->wp);
+    m->sep = hearth_wordpiece_sep(&m->wp);
+    if (m->cls < 0 || m->sep < 0)
+        return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: the vocab has no %s token", m->path,
+                              m->cls < 0 ? "[CLS]" : "[SEP]");
+    if (m->max_tokens <= 0 || m->max_tokens > m->n_pos)
+        m->max_tokens = m->n_pos;
+    if (m->max_tokens < 2)
+        return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: a sequence limit of %lld tokens cannot hold [CLS] and [SEP]",
+                              m->path, (long long)m->max_tokens);
+    return HEARTH_OK;
+}
+
+int hearth_bert_open(hearth_bert **out, const char *path, enum hearth_bert_dtype dtype, hearth_err *err)
+{
+    *out = NULL;
+    if (dtype != HEARTH_BERT_F32 && dtype != HEARTH_BERT_BF16 && dtype != HEARTH_BERT_INT8)
+        return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: unknown weight dtype %d", path, (int)dtype);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT)
+            return hearth_err_set(err, HEARTH_ENOTFOUND, "bert: %s: no such file or directory", path);
+        return hearth_err_sys(err, errno, "bert: %s", path);
+    }
+    hearth_bert *m = calloc(1, sizeof *m);
+    if (!m)
+        return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory", path);
+    snprintf(m->path, sizeof m->path, "%s", path);
+    int rc = S_ISDIR(st.st_mode) ? bert_load_hf(m, path, err) : bert_load_gguf(m, path, err);
+    if (rc == 0 && dtype != HEARTH_BERT_F32)
+        rc = bert_convert_weights(m, dtype == HEARTH_BERT_BF16 ? HEARTH_BF16 : HEARTH_Q8_0, err);
+    if (rc) {
+        hearth_bert_close(m);
+        return rc;
+    }
+    *out = m;
+    return HEARTH_OK;
+}
+
+void hearth_bert_close(hearth_bert *m)
+{
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->owned.n; i++)
+        free(m->owned.p[i]);
+    free(m->owned.p);
+    free(m->layers);
+    if (m->src_close)
+        m->src_close(m->src);
+    free(m);
+}
+
+int64_t hearth_bert_dim(const hearth_bert *m)
+{
+    return m->hidden;
+}
+
+int64_t hearth_bert_max_tokens(const hearth_bert *m)
+{
+    return m->max_tokens;
+}
+
+enum hearth_pooling hearth_bert_pooling(const hearth_bert *m)
+{
+    switch (m->pooling) {
+    case 1: return HEARTH_POOL_CLS;
+    case 2: return HEARTH_POOL_LAST;
+    default: return HEARTH_POOL_MEAN;
+    }
+}
+
+bool hearth_bert_normalizes(const hearth_bert *m)
+{
+    return m->normalize;
+}
+
+const hearth_vocab *hearth_bert_vocab(const hearth_bert *m)
+{
+    return m->vocab;
+}
+
+double hearth_bert_flops(const hearth_bert *m, int n_seqs, const int32_t *lens)
+{
+    /* per token and layer: Q, K, V, O (h x h each) and the two FFN matrices;
+     * per sequence and layer: Q K^T and P V, len x len x h each; 2 FLOPs per
+     * multiply-add. Embeddings, norms, GELU and softmax are O(h) per token
+     * and left out, as FLOP-rate reports usually do. */
+    double h = (double)m->hidden, ff = (double)m->n_ff, total = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        double len = lens[s] > 0 ? (double)lens[s] : 0;
+        total += len * 2.0 * (4.0 * h * h + 2.0 * h * ff) + 2.0 * 2.0 * len * len * h;
+    }
+    return total * (double)m->n_layer;
+}
+
+int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, bool truncate, hearth_ids *out,
+                         hearth_err *err)
+{
+    /* a WordPiece token covers at least one byte of text */
+    hearth_ids body;
+    hearth_ids_init(&body, n + 1);
+    int rc = hearth_wordpiece_encode(&m->wp, text, n, &body, err);
+    if (rc)
+        goto done;
+    size_t room = (size_t)m->max_tokens - 2, keep = body.n;
+    if (body.n > room) {
+        if (!truncate) {
+            rc = hearth_err_set(err, HEARTH_ELIMIT,
+                                "bert: the text is %zu tokens with [CLS] and [SEP]; the model takes at most %lld",
+                                body.n + 2, (long long)m->max_tokens);
+            goto done;
+        }
+        keep = room;
+    }
+    out->n = 0;
+    rc = hearth_ids_push(out, m->cls);
+    for (size_t i = 0; rc == 0 && i < keep; i++)
+        rc = hearth_ids_push(out, body.v[i]);
+    if (rc == 0)
+        rc = hearth_ids_push(out, m->sep);
+    if (rc)
+        hearth_err_set(err, rc, "bert: %zu tokens do not fit the caller's id list (max %zu)", keep + 2, out->max);
+done:
+    hearth_ids_deinit(&body);
+    return rc;
+}

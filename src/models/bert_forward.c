@@ -1,0 +1,261 @@
+/* bert_forward.c: the BERT encoder forward pass over a batch of sequences.
+ *
+ * How: the sequences are packed, without padding, into one (T, hidden)
+ * activation matrix, T the sum of their lengths, so every Linear is one
+ * matmul over all T rows (Q, K and V write side by side into one (T, 3h)
+ * buffer through the output stride). Attention is the only step that needs
+ * sequence boundaries: one pool task per (sequence, head) attends over that
+ * sequence's own rows only, so no key is ever padding and no mask is needed;
+ * a sequence's vector is therefore the same in any batch as alone, up to
+ * nothing (the rows it reads are the same rows). Bias adds are fused into
+ * the passes that follow each matmul: Q/K/V biases into the attention task,
+ * the output biases into residual + LayerNorm, the FFN bias into GELU.
+ *
+ *   x    (T, h)    embeddings, then the residual stream
+ *   qkv  (T, 3h)   [q | k | v] per row, heads of head_dim side by side
+ *   ctx  (T, h)    attention output
+ *   ffn  (T, ff)   FFN hidden
+ *   y    (T, h)    output of the O and down projections
+ *
+ * Per layer: qkv = x [Wq|Wk|Wv]^T; ctx = attention(qkv + b); y = ctx Wo^T;
+ * x = LN(x + y + bo); ffn = gelu(x Wup^T + bup); y = ffn Wdown^T;
+ * x = LN(x + y + bdown). Then pooling (mean / [CLS] / last) per sequence
+ * and, if asked, L2 normalization.
+ *
+ * Rejected: padding to the longest sequence (wasted FLOPs on every Linear,
+ * and a mask to get right: the -inf-mask bug class); one matmul per
+ * sequence (short sentences would give the GEMM M of 10-20 rows, far below
+ * where it reaches its peak); a scratch arena kept in the model between
+ * calls (the buffers are allocated per call: the cost is noise next to the
+ * matmuls, and the model stays free of size-dependent state). */
+#include "models/bert.h"
+#include "models/bert_impl.h"
+
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/ops.h"
+#include "engine/cpu/quant.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fwd {
+    const hearth_bert *m;
+    int n_seqs;
+    const int32_t *const *ids;
+    const int32_t *lens;
+    int64_t *start;          /* (n_seqs + 1) first row of each sequence */
+    int64_t T, rows_per_task;
+    float *x, *qkv, *ctx, *ffn, *y;
+    float *scores;           /* (T * n_head): one len-row of scores per (sequence, head) */
+    const bert_layer *l;
+    const float *bias;       /* the bias of the pass being run */
+    const float *ln_w, *ln_b;
+} fwd;
+
+/* Rows [r0, r1) of task t. */
+static void task_rows(const fwd *f, int64_t t, int64_t *r0, int64_t *r1)
+{
+    *r0 = t * f->rows_per_task;
+    *r1 = *r0 + f->rows_per_task < f->T ? *r0 + f->rows_per_task : f->T;
+}
+
+static void embed_task(void *ctx, int64_t t, int64_t n_tasks)
+{
+    fwd *f = ctx;
+    const hearth_bert *m = f->m;
+    int64_t h = m->hidden, r0, r1;
+    task_rows(f, t, &r0, &r1);
+    int s = 0;
+    while (f->start[s + 1] <= r0)
+        s++;
+    for (int64_t r = r0; r < r1; r++) {
+        while (f->start[s + 1] <= r)
+            s++;
+        int64_t pos = r - f->start[s];
+        int32_t id = f->ids[s][pos];
+        float *x = f->x + r * h;
+        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)id * m->tok_embd.row_bytes;
+        hearth_quant_dequantize_row(m->tok_embd.type, row, x, h); /* type checked at load */
+        const float *p = m->pos_embd + pos * h;
+        for (int64_t i = 0; i < h; i++)
+            x[i] += p[i] + m->type0[i];
+        hearth_cpu_layernorm(x, x, h, m->emb_ln_w, m->emb_ln_b, m->eps);
+    }
+}
+
+/* One (sequence, head): add this head's Q/K/V biases to the sequence's rows,
+ * then attend each query over the sequence's keys. */
+static void attn_task(void *ctx, int64_t t, int64_t n_tasks)
+{
+    fwd *f = ctx;
+    const hearth_bert *m = f->m;
+    const bert_layer *l = f->l;
+    int64_t h = m->hidden, hd = h / m->n_head, s = t / m->n_head, head = t % m->n_head;
+    int64_t r0 = f->start[s], len = f->start[s + 1] - r0, c0 = head * hd;
+    float *base = f->qkv + r0 * 3 * h;
+    for (int64_t i = 0; i < len; i++) {
+        float *row = base + i * 3 * h;
+        hearth_cpu_add(row + c0, row + c0, l->bq + c0, hd);
+        hearth_cpu_add(row + h + c0, row + h + c0, l->bk + c0, hd);
+        hearth_cpu_add(row + 2 * h + c0, row + 2 * h + c0, l->bv + c0, hd);
+    }
+    float scale = 1.0f / sqrtf((float)hd);
+    float *scores = f->scores + r0 * m->n_head + head * len;
+    for (int64_t i = 0; i < len; i++)
+        hearth_cpu_attn_head(f->ctx + (r0 + i) * h + c0, base + i * 3 * h + c0, base + h + c0, 3 * h,
+                             base + 2 * h + c0, 3 * h, len, hd, scale, NULL, scores);
+}
+
+/* x = LN(x + y + bias) */
+static void residual_norm_task(void *ctx, int64_t t, int64_t n_tasks)
+{
+    fwd *f = ctx;
+    int64_t h = f->m->hidden, r0, r1;
+    task_rows(f, t, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        float *x = f->x + r * h;
+        const float *y = f->y + r * h;
+        for (int64_t i = 0; i < h; i++)
+            x[i] += y[i] + f->bias[i];
+        hearth_cpu_layernorm(x, x, h, f->ln_w, f->ln_b, f->m->eps);
+    }
+}
+
+/* ffn = gelu(ffn + bias) */
+static void gelu_task(void *ctx, int64_t t, int64_t n_tasks)
+{
+    fwd *f = ctx;
+    int64_t ff = f->m->n_ff, r0, r1;
+    task_rows(f, t, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        float *a = f->ffn + r * ff;
+        hearth_cpu_add(a, a, f->bias, ff);
+        hearth_cpu_gelu_erf(a, a, ff);
+    }
+}
+
+static int linear(const fwd *f, hearth_pool *pool, const bert_mat *w, const float *X, int64_t x_stride, float *Y,
+                  int64_t y_stride, const char *what, int64_t layer, hearth_err *err)
+{
+    int rc = hearth_cpu_matmul(pool, w->type, w->data, w->row_bytes, w->rows, w->cols, X, x_stride, f->T, Y, y_stride);
+    if (rc)
+        return hearth_err_set(err, rc, "bert: %s: layer %lld %s: matmul failed (%s)", f->m->path, (long long)layer,
+                              what, hearth_status_name(rc));
+    return HEARTH_OK;
+}
+
+static int run_layer(fwd *f, hearth_pool *pool, int64_t i, hearth_err *err)
+{
+    const hearth_bert *m = f->m;
+    const bert_layer *l = &m->layers[i];
+    int64_t h = m->hidden, n_row_tasks = (f->T + f->rows_per_task - 1) / f->rows_per_task;
+    f->l = l;
+    int rc;
+    if ((rc = linear(f, pool, &l->q, f->x, h, f->qkv, 3 * h, "query", i, err)) ||
+        (rc = linear(f, pool, &l->k, f->x, h, f->qkv + h, 3 * h, "key", i, err)) ||
+        (rc = linear(f, pool, &l->v, f->x, h, f->qkv + 2 * h, 3 * h, "value", i, err)))
+        return rc;
+    hearth_pool_run(pool, attn_task, f, (int64_t)f->n_seqs * m->n_head);
+    if ((rc = linear(f, pool, &l->o, f->ctx, h, f->y, h, "attention output", i, err)))
+        return rc;
+    f->bias = l->bo;
+    f->ln_w = l->ln1_w;
+    f->ln_b = l->ln1_b;
+    hearth_pool_run(pool, residual_norm_task, f, n_row_tasks);
+    if ((rc = linear(f, pool, &l->up, f->x, h, f->ffn, m->n_ff, "ffn up", i, err)))
+        return rc;
+    f->bias = l->b_up;
+    hearth_pool_run(pool, gelu_task, f, n_row_tasks);
+    if ((rc = linear(f, pool, &l->down, f->ffn, m->n_ff, f->y, h, "ffn down", i, err)))
+        return rc;
+    f->bias = l->b_down;
+    f->ln_w = l->ln2_w;
+    f->ln_b = l->ln2_b;
+    hearth_pool_run(pool, residual_norm_task, f, n_row_tasks);
+    return HEARTH_OK;
+}
+
+static void pool_one(const fwd *f, int s, bool normalize, float *out)
+{
+    const hearth_bert *m = f->m;
+    int64_t h = m->hidden, r0 = f->start[s], len = f->start[s + 1] - r0;
+    if (m->pooling == HEARTH_POOL_CLS) {
+        memcpy(out, f->x + r0 * h, (size_t)h * sizeof *out);
+    } else if (m->pooling == HEARTH_POOL_LAST) {
+        memcpy(out, f->x + (r0 + len - 1) * h, (size_t)h * sizeof *out);
+    } else {
+        for (int64_t i = 0; i < h; i++) {
+            double sum = 0;
+            for (int64_t r = 0; r < len; r++)
+                sum += f->x[(r0 + r) * h + i];
+            out[i] = (float)(sum / (double)len);
+        }
+    }
+    if (normalize)
+        hearth_cpu_l2_normalize(out, out, h, 1e-12f); /* sentence-transformers' Normalize eps */
+}
+
+static int check_input(const hearth_bert *m, int n_seqs, const int32_t *const *ids, const int32_t *lens,
+                       hearth_err *err)
+{
+    for (int s = 0; s < n_seqs; s++) {
+        if (lens[s] < 1 || lens[s] > m->max_tokens)
+            return hearth_err_set(err, HEARTH_EINVAL, "bert: sequence %d has %d tokens; the model takes 1..%lld", s,
+                                  (int)lens[s], (long long)m->max_tokens);
+        for (int32_t i = 0; i < lens[s]; i++)
+            if (ids[s][i] < 0 || ids[s][i] >= m->n_vocab)
+                return hearth_err_set(err, HEARTH_EINVAL, "bert: sequence %d, position %d: token id %d is outside the vocab (0..%lld)",
+                                      s, (int)i, (int)ids[s][i], (long long)m->n_vocab - 1);
+    }
+    return HEARTH_OK;
+}
+
+int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids, const int32_t *lens,
+                      bool normalize, float *out, hearth_err *err)
+{
+    if (n_seqs < 0)
+        return hearth_err_set(err, HEARTH_EINVAL, "bert: %d sequences", n_seqs);
+    int rc = check_input(m, n_seqs, ids, lens, err);
+    if (rc || n_seqs == 0)
+        return rc;
+    fwd f = {.m = m, .n_seqs = n_seqs, .ids = ids, .lens = lens};
+    f.start = malloc(((size_t)n_seqs + 1) * sizeof *f.start);
+    if (!f.start)
+        return hearth_err_set(err, HEARTH_ENOMEM, "bert: out of memory");
+    f.start[0] = 0;
+    for (int s = 0; s < n_seqs; s++)
+        f.start[s + 1] = f.start[s] + lens[s];
+    f.T = f.start[n_seqs];
+    int64_t h = m->hidden;
+    /* floats per row over all buffers: x, qkv, ctx, y, ffn, scores */
+    int64_t per_row = 6 * h + m->n_ff + m->n_head;
+    if (f.T > (int64_t)(SIZE_MAX / sizeof(float) / 2) / per_row) {
+        free(f.start);
+        return hearth_err_set(err, HEARTH_ENOMEM, "bert: %lld tokens in one batch is too many", (long long)f.T);
+    }
+    float *buf = malloc((size_t)(f.T * per_row) * sizeof(float));
+    if (!buf) {
+        free(f.start);
+        return hearth_err_set(err, HEARTH_ENOMEM, "bert: out of memory for a batch of %lld tokens", (long long)f.T);
+    }
+    f.x = buf;
+    f.qkv = f.x + f.T * h;
+    f.ctx = f.qkv + f.T * 3 * h;
+    f.y = f.ctx + f.T * h;
+    f.ffn = f.y + f.T * h;
+    f.scores = f.ffn + f.T * m->n_ff;
+    /* about four row tasks per thread, so uneven finishing evens out */
+    int64_t n_tasks = 4 * (int64_t)hearth_pool_size(pool);
+    f.rows_per_task = (f.T + n_tasks - 1) / n_tasks;
+
+    hearth_pool_run(pool, embed_task, &f, (f.T + f.rows_per_task - 1) / f.rows_per_task);
+    for (int64_t i = 0; i < m->n_layer && rc == 0; i++)
+        rc = run_layer(&f, pool, i, err);
+    for (int s = 0; s < n_seqs && rc == 0; s++)
+        pool_one(&f, s, normalize, out + (size_t)s * (size_t)h);
+    free(buf);
+    free(f.start);
+    return rc;
+}

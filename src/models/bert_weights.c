@@ -1,0 +1,64 @@
+/* bert_weights.c: converting a loaded model's linear weights, once at open,
+ * to bf16 or int8 (GGUF's Q8_0: blocks of 32 int8 with an fp16 scale, so
+ * effectively a per-32-element scale, finer than a per-row one).
+ *
+ * How: each weight row is widened to f32 (whatever it was stored as) and
+ * narrowed with the kernels' own quantize_row, into one buffer per matrix
+ * that the model owns; the matmul then reads the new type as it reads any
+ * GGUF weight. Embeddings, biases and norms stay f32: they are a small part
+ * of the bytes and none of the FLOPs.
+ *
+ * Rejected: a per-row int8 format of our own (the matmul has no kernel for
+ * it; Q8_0 has integer-dot kernels already, and a finer scale). */
+#include "models/bert_impl.h"
+
+#include "engine/cpu/quant.h"
+
+#include <stdlib.h>
+
+static int convert(hearth_bert *m, bert_mat *w, hearth_dtype to, const char *what, int64_t layer, hearth_err *err)
+{
+    if (w->type == to)
+        return HEARTH_OK;
+    size_t row_bytes;
+    if (!hearth_dtype_row_bytes(to, w->cols, &row_bytes))
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED,
+                              "bert: %s: layer %lld %s: rows of %lld elements cannot be stored as %s (blocks of %lld)",
+                              m->path, (long long)layer, what, (long long)w->cols, hearth_dtype_get(to)->name,
+                              (long long)hearth_dtype_get(to)->block);
+    uint8_t *dst = bert_alloc(m, row_bytes * (size_t)w->rows, err);
+    float *tmp = malloc((size_t)w->cols * sizeof *tmp);
+    if (!dst || !tmp) {
+        free(tmp);
+        return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory", m->path);
+    }
+    int rc = HEARTH_OK;
+    for (int64_t r = 0; r < w->rows && rc == 0; r++) {
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
+        rc = hearth_quant_dequantize_row(w->type, src, tmp, w->cols);
+        if (rc == 0)
+            rc = hearth_quant_quantize_row(to, tmp, dst + (size_t)r * row_bytes, w->cols);
+    }
+    free(tmp);
+    if (rc)
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "bert: %s: layer %lld %s: cannot convert type %d to %s", m->path,
+                              (long long)layer, what, (int)w->type, hearth_dtype_get(to)->name);
+    *w = (bert_mat){.type = to, .data = dst, .row_bytes = row_bytes, .rows = w->rows, .cols = w->cols};
+    return HEARTH_OK;
+}
+
+int bert_convert_weights(hearth_bert *m, hearth_dtype to, hearth_err *err)
+{
+    if (to != HEARTH_BF16 && to != HEARTH_Q8_0)
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "bert: %s: weights cannot be converted to type %d", m->path,
+                              (int)to);
+    for (int64_t i = 0; i < m->n_layer; i++) {
+        bert_layer *l = &m->layers[i];
+        int rc;
+        if ((rc = convert(m, &l->q, to, "query", i, err)) || (rc = convert(m, &l->k, to, "key", i, err)) ||
+            (rc = convert(m, &l->v, to, "value", i, err)) || (rc = convert(m, &l->o, to, "attention output", i, err)) ||
+            (rc = convert(m, &l->up, to, "ffn up", i, err)) || (rc = convert(m, &l->down, to, "ffn down", i, err)))
+            return rc;
+    }
+    return HEARTH_OK;
+}
