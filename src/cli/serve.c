@@ -16,9 +16,14 @@ static int on_process_start(hearth_server *s, void *ctx)
 {
     hearth_api *api = ctx;
     /* models load here, in each serving process, never in the supervisor */
-    atomic_store(&api->ready, 1);
-    return 0;
+    hearth_err err = {0};
+    int rc = hearth_api_load_models(api, &err);
+    if (rc)
+        HLOG_ERROR("cannot load models: %s", err.msg);
+    return rc;
 }
+
+static void on_process_exit(hearth_server *s, void *ctx) { hearth_api_unload_models(ctx); }
 
 int hearth_cmd_serve(int argc, char **argv, char **full_argv)
 {
@@ -29,7 +34,18 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     bool debug_routes = false;
     size_t request_line = cfg.limits.max_request_line, header_bytes = cfg.limits.max_header_bytes;
     int max_headers = (int)cfg.limits.max_headers;
+    static hearth_api api; /* lives as long as the process: handlers hold it */
+    hearth_api_config_default(&api.cfg);
+    opt_str_list models = {0};
+    int max_batch_tokens = (int)api.cfg.max_batch_tokens;
     const opt opts[] = {
+        {"model", 'm', OPT_STR_LIST, &models, "[NAME=]PATH", "a model to serve: a sentence-transformers folder or a GGUF file; repeat for more (none: demo models)"},
+        {"dtype", 0, OPT_STR, &api.cfg.dtype, "f32|bf16|int8", "weights of embedding models in memory (f32)"},
+        {"max-batch-tokens", 0, OPT_INT, &max_batch_tokens, "N", "tokens in one embedding forward pass (16384)"},
+        {"max-concurrent-requests", 0, OPT_INT, &api.cfg.max_concurrent, "N", "requests queued per model; past it 429 (512)"},
+        {"max-client-batch", 0, OPT_INT, &api.cfg.max_client_batch, "N", "inputs in one embedding request; past it 413 (512)"},
+        {"compute-threads", 0, OPT_INT, &api.cfg.compute_threads, "N", "threads for the forward passes (0: one per physical core)"},
+        {"demo-dir", 0, OPT_STR, &api.cfg.demo_dir, "DIR", "where demo models are written (~/.cache/hearth/demo)"},
         {"host", 0, OPT_STR, &cfg.host, "ADDR", "address to listen on (127.0.0.1; 0.0.0.0 or :: for every interface)"},
         {"port", 'p', OPT_INT, &cfg.port, "N", "TCP port (8080; 0 picks a free one)"},
         {"threads", 't', OPT_INT, &cfg.threads, "N", "I/O threads per process, each with its own event loop (1)"},
@@ -78,6 +94,13 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     cfg.limits.max_header_bytes = header_bytes;
     cfg.limits.max_headers = (size_t)max_headers;
     cfg.argv = full_argv;
+    if (max_batch_tokens < 1 || api.cfg.max_concurrent < 1 || api.cfg.max_client_batch < 1 || api.cfg.compute_threads < 0) {
+        fprintf(stderr, "hearth serve: --max-batch-tokens, --max-concurrent-requests and --max-client-batch must be >= 1\n");
+        return 2;
+    }
+    api.cfg.max_batch_tokens = (size_t)max_batch_tokens;
+    api.cfg.models = models.items;
+    api.cfg.n_models = models.n;
 
     hearth_err err = {0};
     hearth_server *s = hearth_server_new(&cfg, &err);
@@ -85,8 +108,9 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         fprintf(stderr, "hearth serve: %s\n", err.msg);
         return 2;
     }
-    static hearth_api api; /* lives as long as the process: handlers hold it */
     rc = hearth_api_register_system(&api, s);
+    if (!rc)
+        rc = hearth_api_register_embed(&api, s);
     if (!rc && debug_routes)
         rc = hearth_api_register_debug(s);
     if (rc) {
@@ -95,6 +119,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         return 1;
     }
     hearth_server_on_process_init(s, on_process_start, &api);
+    hearth_server_on_process_exit(s, on_process_exit, &api);
     rc = hearth_server_run(s);
     hearth_server_free(s);
     return rc;

@@ -1,0 +1,573 @@
+/* embed.c: the embedding APIs: TEI's POST /embed and POST /tokenize, and
+ * OpenAI's POST /v1/embeddings.
+ *
+ * On the loop thread a handler validates the JSON, tokenizes (bounded by the
+ * body limit and --max-client-batch; a few microseconds a sentence) and
+ * submits one job to the model's queue, then defers the request. The
+ * model's scheduler thread runs the batch and, in the job's done callback,
+ * formats the JSON answer and posts it back to the connection. The request
+ * state is shared by the queue and the connection and freed by whichever lets
+ * go last (a reference count): a client that disconnects marks the job
+ * cancelled, and its sequences that have not started are skipped.
+ *
+ * Rejected: tokenizing on the scheduler thread (it would have to pack
+ * batches before knowing their token counts). */
+#include "models.h"
+
+#include "base/log.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { FMT_TEI, FMT_OPENAI };
+
+typedef struct embed_req {
+    hearth_embed_job job;
+    hearth_server *server;
+    hearth_reply reply;
+    _Atomic int refs;
+    int fmt;
+    bool base64;
+    int64_t dim;       /* the model's */
+    int64_t out_dim;   /* what the client asked for (OpenAI "dimensions") */
+    size_t prompt_tokens;
+    char model[128];
+    int32_t **ids;
+    int32_t *lens;
+    int n;
+    float *out;
+} embed_req;
+
+static void req_free(embed_req *r)
+{
+    for (int i = 0; i < r->n; i++)
+        free(r->ids[i]);
+    free(r->ids);
+    free(r->lens);
+    free(r->out);
+    free(r);
+}
+
+static void req_unref(embed_req *r)
+{
+    if (atomic_fetch_sub(&r->refs, 1) == 1)
+        req_free(r);
+}
+
+static void on_release(void *arg, bool cancelled)
+{
+    embed_req *r = arg;
+    if (cancelled)
+        atomic_store(&r->job.cancelled, 1);
+    req_unref(r);
+}
+
+static void error_reply(embed_req *r, int status, const char *type, const char *msg)
+{
+    hearth_buf body;
+    hearth_buf_init(&body, 8192);
+    hearth_format_error(&body, status, type, msg);
+    hearth_response res = {status, "application/json", NULL, body.data, body.len};
+    hearth_reply_send(r->server, r->reply, &res);
+    hearth_buf_deinit(&body);
+}
+
+static int append_floats(hearth_buf *out, const float *v, int64_t n)
+{
+    int rc = hearth_buf_append(out, "[", 1);
+    char tmp[32];
+    for (int64_t i = 0; i < n && !rc; i++) {
+        int len = snprintf(tmp, sizeof tmp, i ? ",%.9g" : "%.9g", (double)v[i]);
+        if (!isfinite(v[i]))
+            len = snprintf(tmp, sizeof tmp, i ? ",0" : "0"); /* JSON has no NaN */
+        rc = hearth_buf_append(out, tmp, (size_t)len);
+    }
+    if (!rc)
+        rc = hearth_buf_append(out, "]", 1);
+    return rc;
+}
+
+static int append_base64(hearth_buf *out, const float *v, int64_t n)
+{
+    static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *b = (const unsigned char *)v; /* little-endian float32, as OpenAI encodes it */
+    size_t len = (size_t)n * 4;
+    int rc = hearth_buf_reserve(out, (len + 2) / 3 * 4 + 2);
+    if (rc)
+        return rc;
+    char *p = out->data + out->len;
+    *p++ = '"';
+    size_t i = 0;
+    for (; i + 3 <= len; i += 3) {
+        unsigned x = (unsigned)b[i] << 16 | (unsigned)b[i + 1] << 8 | b[i + 2];
+        *p++ = tbl[x >> 18];
+        *p++ = tbl[(x >> 12) & 63];
+        *p++ = tbl[(x >> 6) & 63];
+        *p++ = tbl[x & 63];
+    }
+    if (i < len) {
+        unsigned x = (unsigned)b[i] << 16 | (i + 1 < len ? (unsigned)b[i + 1] << 8 : 0);
+        *p++ = tbl[x >> 18];
+        *p++ = tbl[(x >> 12) & 63];
+        *p++ = i + 1 < len ? tbl[(x >> 6) & 63] : '=';
+        *p++ = '=';
+    }
+    *p++ = '"';
+    out->len = (size_t)(p - out->data);
+    out->data[out->len] = 0;
+    return HEARTH_OK;
+}
+
+/* OpenAI "dimensions": keep the first k and renormalize (Matryoshka truncation). */
+static void shorten(float *v, int64_t k)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < k; i++)
+        ss += (double)v[i] * v[i];
+    if (ss > 0)
+        for (int64_t i = 0; i < k; i++)
+            v[i] = (float)(v[i] / sqrt(ss));
+}
+
+static void on_done(hearth_embed_job *job, int status, const char *msg)
+{
+    embed_req *r = job->user;
+    if (status == HEARTH_ENOTFOUND) {
+        error_reply(r, 503, "unavailable_error", "the request was cancelled");
+        req_unref(r);
+        return;
+    }
+    if (status) {
+        error_reply(r, 500, "server_error", msg ? msg : "the forward pass failed");
+        req_unref(r);
+        return;
+    }
+    hearth_buf out;
+    hearth_buf_init(&out, (size_t)1 << 30);
+    int rc = 0;
+    if (r->fmt == FMT_TEI) {
+        rc = hearth_buf_append(&out, "[", 1);
+        for (int i = 0; i < r->n && !rc; i++) {
+            if (i)
+                rc = hearth_buf_append(&out, ",", 1);
+            if (!rc)
+                rc = append_floats(&out, r->out + (size_t)i * (size_t)r->dim, r->dim);
+        }
+        if (!rc)
+            rc = hearth_buf_append(&out, "]", 1);
+    } else {
+        rc = hearth_buf_appends(&out, "{\"object\":\"list\",\"data\":[");
+        for (int i = 0; i < r->n && !rc; i++) {
+            float *v = r->out + (size_t)i * (size_t)r->dim;
+            if (r->out_dim < r->dim)
+                shorten(v, r->out_dim);
+            rc = hearth_buf_printf(&out, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
+            if (!rc)
+                rc = r->base64 ? append_base64(&out, v, r->out_dim) : append_floats(&out, v, r->out_dim);
+            if (!rc)
+                rc = hearth_buf_append(&out, "}", 1);
+        }
+        if (!rc)
+            rc = hearth_buf_appends(&out, "],\"model\":");
+        if (!rc)
+            rc = hearth_json_quote(&out, r->model, strlen(r->model));
+        if (!rc)
+            rc = hearth_buf_printf(&out, ",\"usage\":{\"prompt_tokens\":%zu,\"total_tokens\":%zu}}", r->prompt_tokens,
+                                   r->prompt_tokens);
+    }
+    if (rc) {
+        error_reply(r, 500, "server_error", "the response did not fit in memory");
+    } else {
+        hearth_response res = {200, "application/json", NULL, out.data, out.len};
+        hearth_reply_send(r->server, r->reply, &res);
+    }
+    hearth_buf_deinit(&out);
+    req_unref(r);
+}
+
+/* ---- request parsing ---- */
+
+static cJSON *parse_body(hearth_request *req)
+{
+    size_t len;
+    const char *body = hearth_request_body(req, &len);
+    if (len == 0) {
+        hearth_respond_error(req, 400, "invalid_request_error", "the request body is empty: expected a JSON object");
+        return NULL;
+    }
+    cJSON *doc = cJSON_ParseWithLength(body, len);
+    if (!doc || !cJSON_IsObject(doc)) {
+        const char *where = cJSON_GetErrorPtr();
+        if (doc || !where || where < body || where > body + len)
+            hearth_respond_error(req, 400, "invalid_request_error", "the request body is not a JSON object");
+        else
+            hearth_respond_error(req, 400, "invalid_request_error", "the request body is not valid JSON (at byte %ld)",
+                                 (long)(where - body));
+        cJSON_Delete(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+static embed_req *req_new(int n, int64_t dim)
+{
+    embed_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->ids = calloc((size_t)n, sizeof *r->ids);
+    r->lens = calloc((size_t)n, sizeof *r->lens);
+    r->out = malloc((size_t)n * (size_t)dim * sizeof(float));
+    if (!r->ids || !r->lens || !r->out) {
+        req_free(r);
+        return NULL;
+    }
+    r->dim = r->out_dim = dim;
+    atomic_store(&r->refs, 2); /* the queue's and the connection's */
+    return r;
+}
+
+/* Tokenizes input i (a string) into r; on failure responds and returns false. */
+static bool add_text(hearth_request *req, embed_req *r, hearth_embed_model *m, int i, const cJSON *item, bool truncate)
+{
+    hearth_ids ids;
+    hearth_ids_init(&ids, (size_t)hearth_bert_max_tokens(m->bert) * 64 + 64);
+    hearth_err err = {0};
+    const char *s = item->valuestring;
+    int rc = hearth_bert_tokenize(m->bert, s, strlen(s), truncate, &ids, &err);
+    if (rc) {
+        hearth_ids_deinit(&ids);
+        if (rc == HEARTH_ELIMIT)
+            hearth_respond_error(req, 413, "request_too_large", "input %d: %s", i, err.msg);
+        else
+            hearth_respond_error(req, 400, "invalid_request_error", "input %d: %s", i, err.msg);
+        return false;
+    }
+    r->ids[i] = ids.v;
+    r->lens[i] = (int32_t)ids.n;
+    r->prompt_tokens += ids.n;
+    return true;
+}
+
+/* Takes input i as token ids (OpenAI's [int] form), wrapped in [CLS] ... [SEP]. */
+static bool add_ids(hearth_request *req, embed_req *r, hearth_embed_model *m, int i, const cJSON *arr)
+{
+    const hearth_vocab *v = hearth_bert_vocab(m->bert);
+    int n = cJSON_GetArraySize(arr);
+    int64_t max = hearth_bert_max_tokens(m->bert);
+    if (n == 0) {
+        hearth_respond_error(req, 400, "invalid_request_error", "input %d: an empty list of token ids", i);
+        return false;
+    }
+    if (n + 2 > max) {
+        hearth_respond_error(req, 413, "request_too_large", "input %d: %d tokens (with [CLS] and [SEP]: %d) is longer than the model's limit of %lld",
+                             i, n, n + 2, (long long)max);
+        return false;
+    }
+    if (v->cls < 0 || v->sep < 0) {
+        hearth_respond_error(req, 400, "invalid_request_error", "this model's vocabulary has no [CLS]/[SEP]: send text");
+        return false;
+    }
+    int32_t *ids = malloc((size_t)(n + 2) * sizeof *ids);
+    if (!ids) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return false;
+    }
+    ids[0] = v->cls;
+    int k = 1;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, arr)
+    {
+        double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (d < 0 || d >= v->n_tokens || d != floor(d)) {
+            hearth_respond_error(req, 400, "invalid_request_error", "input %d: token %d is not an id in 0..%d", i, k - 1,
+                                 (int)v->n_tokens - 1);
+            free(ids);
+            return false;
+        }
+        ids[k++] = (int32_t)d;
+    }
+    ids[k++] = v->sep;
+    r->ids[i] = ids;
+    r->lens[i] = k;
+    r->prompt_tokens += (size_t)n;
+    return true;
+}
+
+static void submit(hearth_request *req, hearth_api *api, hearth_embed_model *m, embed_req *r, bool normalize)
+{
+    r->server = api->server;
+    r->job.n = r->n;
+    r->job.ids = (const int32_t *const *)r->ids;
+    r->job.lens = r->lens;
+    r->job.normalize = normalize;
+    r->job.out = r->out;
+    r->job.done = on_done;
+    r->job.user = r;
+    snprintf(r->model, sizeof r->model, "%s", m->info->name);
+    int rc = hearth_embed_queue_submit(m->queue, &r->job);
+    if (rc) {
+        hearth_respond_error(req, 429, "rate_limit_error",
+                             "too many requests are waiting for model '%s' (--max-concurrent-requests %d): retry later",
+                             m->info->name, api->state->embed.max_concurrent);
+        req_free(r);
+        return;
+    }
+    r->reply = hearth_request_defer(req, on_release, r);
+}
+
+/* The inputs as an array (a lone string or id list becomes one element); NULL after responding. */
+static const cJSON *inputs_of(hearth_request *req, const cJSON *field, const char *key, bool allow_ids, int max, int *n,
+                              bool *single)
+{
+    if (!field) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'%s' is required", key);
+        return NULL;
+    }
+    *single = cJSON_IsString(field) || (allow_ids && cJSON_IsArray(field) && cJSON_GetArraySize(field) > 0 &&
+                                        cJSON_IsNumber(cJSON_GetArrayItem(field, 0)));
+    if (!*single && !cJSON_IsArray(field)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'%s' must be a string or a list of %s", key,
+                             allow_ids ? "strings or token-id lists" : "strings");
+        return NULL;
+    }
+    *n = *single ? 1 : cJSON_GetArraySize(field);
+    if (*n == 0) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'%s' is empty", key);
+        return NULL;
+    }
+    if (*n > max) {
+        hearth_respond_error(req, 413, "request_too_large", "'%s' has %d inputs; at most %d per request (--max-client-batch)",
+                             key, *n, max);
+        return NULL;
+    }
+    return field;
+}
+
+static hearth_embed_model *model_or_respond(hearth_request *req, hearth_api *api, const char *name)
+{
+    if (!atomic_load(&api->ready)) {
+        hearth_respond_error(req, 503, "unavailable_error", "models are loading");
+        return NULL;
+    }
+    hearth_embed_model *m = hearth_api_find_embed(api, name);
+    if (!m && name)
+        hearth_respond_error(req, 404, "not_found_error", "the model '%s' does not exist (see /v1/models)", name);
+    else if (!m)
+        hearth_respond_error(req, 404, "not_found_error", "no embedding model is loaded");
+    return m;
+}
+
+static bool opt_bool(hearth_request *req, const cJSON *doc, const char *key, bool def, bool *out)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, key);
+    if (!f || cJSON_IsNull(f)) {
+        *out = def;
+        return true;
+    }
+    if (!cJSON_IsBool(f)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'%s' must be true or false", key);
+        return false;
+    }
+    *out = cJSON_IsTrue(f);
+    return true;
+}
+
+/* TEI: {"inputs": str | [str], "normalize": true, "truncate": false} -> [[float]] */
+static void tei_embed(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    hearth_embed_model *m = model_or_respond(req, api, NULL);
+    if (!m)
+        return;
+    cJSON *doc = parse_body(req);
+    if (!doc)
+        return;
+    bool normalize, truncate, single;
+    int n;
+    const cJSON *in;
+    if (!opt_bool(req, doc, "normalize", true, &normalize) || !opt_bool(req, doc, "truncate", false, &truncate))
+        goto out;
+    const cJSON *dir = cJSON_GetObjectItemCaseSensitive(doc, "truncation_direction");
+    if (dir && !(cJSON_IsString(dir) && !strcasecmp(dir->valuestring, "right"))) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'truncation_direction' must be \"Right\" (the only direction hearth truncates)");
+        goto out;
+    }
+    in = inputs_of(req, cJSON_GetObjectItemCaseSensitive(doc, "inputs"), "inputs", false, api->state->embed.max_client_batch, &n,
+                   &single);
+    if (!in)
+        goto out;
+    embed_req *r = req_new(n, hearth_bert_dim(m->bert));
+    if (!r) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        goto out;
+    }
+    r->fmt = FMT_TEI;
+    r->n = n;
+    for (int i = 0; i < n; i++) {
+        const cJSON *item = single ? in : cJSON_GetArrayItem(in, i);
+        if (!cJSON_IsString(item)) {
+            hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d] must be a string", i);
+            req_free(r);
+            goto out;
+        }
+        if (!add_text(req, r, m, i, item, truncate)) {
+            req_free(r);
+            goto out;
+        }
+    }
+    submit(req, api, m, r, normalize);
+out:
+    cJSON_Delete(doc);
+}
+
+/* OpenAI: {"input": str | [str] | [int] | [[int]], "model", "encoding_format", "dimensions"} */
+static void openai_embeddings(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    cJSON *doc = parse_body(req);
+    if (!doc)
+        return;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(doc, "model");
+    if (model && !cJSON_IsString(model) && !cJSON_IsNull(model)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'model' must be a string");
+        goto out;
+    }
+    hearth_embed_model *m = model_or_respond(req, api, cJSON_IsString(model) ? model->valuestring : NULL);
+    if (!m)
+        goto out;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(doc, "encoding_format");
+    bool base64 = false;
+    if (fmt && !cJSON_IsNull(fmt)) {
+        if (!cJSON_IsString(fmt) || (strcmp(fmt->valuestring, "float") && strcmp(fmt->valuestring, "base64"))) {
+            hearth_respond_error(req, 400, "invalid_request_error", "'encoding_format' must be \"float\" or \"base64\"");
+            goto out;
+        }
+        base64 = !strcmp(fmt->valuestring, "base64");
+    }
+    int64_t dim = hearth_bert_dim(m->bert), out_dim = dim;
+    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(doc, "dimensions");
+    if (dims && !cJSON_IsNull(dims)) {
+        if (!cJSON_IsNumber(dims) || dims->valuedouble < 1 || dims->valuedouble > (double)dim ||
+            dims->valuedouble != floor(dims->valuedouble)) {
+            hearth_respond_error(req, 400, "invalid_request_error", "'dimensions' must be an integer from 1 to %lld for model '%s'",
+                                 (long long)dim, m->info->name);
+            goto out;
+        }
+        out_dim = (int64_t)dims->valuedouble;
+    }
+    bool single;
+    int n;
+    const cJSON *in = inputs_of(req, cJSON_GetObjectItemCaseSensitive(doc, "input"), "input", true,
+                                api->state->embed.max_client_batch, &n, &single);
+    if (!in)
+        goto out;
+    embed_req *r = req_new(n, dim);
+    if (!r) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        goto out;
+    }
+    r->fmt = FMT_OPENAI;
+    r->base64 = base64;
+    r->out_dim = out_dim;
+    r->n = n;
+    for (int i = 0; i < n; i++) {
+        const cJSON *item = single ? in : cJSON_GetArrayItem(in, i);
+        bool ok;
+        if (cJSON_IsString(item))
+            ok = add_text(req, r, m, i, item, false);
+        else if (cJSON_IsArray(item))
+            ok = add_ids(req, r, m, i, item);
+        else {
+            hearth_respond_error(req, 400, "invalid_request_error", "input[%d] must be a string or a list of token ids", i);
+            ok = false;
+        }
+        if (!ok) {
+            req_free(r);
+            goto out;
+        }
+    }
+    submit(req, api, m, r, true); /* OpenAI's embeddings are unit vectors */
+out:
+    cJSON_Delete(doc);
+}
+
+/* TEI: {"inputs": str | [str], "add_special_tokens": true} -> [[{"id","text","special"}]] */
+static void tei_tokenize(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    hearth_embed_model *m = model_or_respond(req, api, NULL);
+    if (!m)
+        return;
+    cJSON *doc = parse_body(req);
+    if (!doc)
+        return;
+    bool special, single;
+    int n;
+    const cJSON *in;
+    hearth_buf out;
+    hearth_buf_init(&out, (size_t)256 << 20);
+    if (!opt_bool(req, doc, "add_special_tokens", true, &special))
+        goto out;
+    in = inputs_of(req, cJSON_GetObjectItemCaseSensitive(doc, "inputs"), "inputs", false, api->state->embed.max_client_batch, &n,
+                   &single);
+    if (!in)
+        goto out;
+    const hearth_vocab *v = hearth_bert_vocab(m->bert);
+    hearth_buf_append(&out, "[", 1);
+    for (int i = 0; i < n; i++) {
+        const cJSON *item = single ? in : cJSON_GetArrayItem(in, i);
+        if (!cJSON_IsString(item)) {
+            hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d] must be a string", i);
+            goto out;
+        }
+        hearth_ids ids;
+        hearth_ids_init(&ids, (size_t)1 << 24);
+        hearth_err err = {0};
+        /* truncation only matters for the forward pass: show every token */
+        int rc = hearth_bert_tokenize(m->bert, item->valuestring, strlen(item->valuestring), true, &ids, &err);
+        if (rc) {
+            hearth_ids_deinit(&ids);
+            hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d]: %s", i, err.msg);
+            goto out;
+        }
+        hearth_buf_appends(&out, i ? ",[" : "[");
+        bool first = true;
+        for (size_t k = 0; k < ids.n; k++) {
+            int32_t id = ids.v[k];
+            bool is_special = id == v->cls || id == v->sep;
+            if (is_special && !special)
+                continue;
+            hearth_buf_printf(&out, "%s{\"id\":%d,\"text\":", first ? "" : ",", id);
+            hearth_json_quote(&out, v->text[id], v->len[id]);
+            hearth_buf_printf(&out, ",\"special\":%s}", is_special ? "true" : "false");
+            first = false;
+        }
+        hearth_buf_append(&out, "]", 1);
+        hearth_ids_deinit(&ids);
+    }
+    if (hearth_buf_append(&out, "]", 1) != 0) {
+        hearth_respond_error(req, 413, "request_too_large", "the token list is too large to return");
+        goto out;
+    }
+    hearth_response res = {200, "application/json", NULL, out.data, out.len};
+    hearth_respond(req, &res);
+out:
+    hearth_buf_deinit(&out);
+    cJSON_Delete(doc);
+}
+
+int hearth_api_register_embed(hearth_api *api, hearth_server *s)
+{
+    int rc = hearth_server_route(s, "POST", "/embed", tei_embed, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/v1/embeddings", openai_embeddings, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/embeddings", openai_embeddings, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/tokenize", tei_tokenize, api);
+    return rc;
+}

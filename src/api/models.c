@@ -1,0 +1,256 @@
+/* models.c: loading the models named by --model (or the demos) in a serving
+ * process, and finding them by name.
+ *
+ * A --model value is PATH or NAME=PATH. A directory with a config.json is a
+ * Hugging Face sentence-transformers encoder; a .gguf file is routed by its
+ * general.architecture (bert -> embeddings). The name defaults to the last
+ * path component without its extension. With no --model at all, hearth writes
+ * demo models (deterministic random weights of real shapes) into the demo
+ * directory once and serves those, labeled demo in /v1/models, so a fresh
+ * install answers every API before the user has a model of their own. */
+#include "models.h"
+
+#include "base/clock.h"
+#include "base/cpu.h"
+#include "base/log.h"
+#include "models/bert_demo.h"
+#include "models/gguf.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEMO_EMBED_NAME "demo-minilm-l6"
+#define DEMO_SEED 20261129u
+
+void hearth_api_config_default(hearth_api_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->dtype = "f32";
+    cfg->max_batch_tokens = 16384;
+    cfg->max_concurrent = 512;
+    cfg->max_client_batch = 512;
+}
+
+hearth_embed_model *hearth_api_find_embed(hearth_api *api, const char *name)
+{
+    hearth_api_state *st = api->state;
+    if (!st || st->n_embed == 0)
+        return NULL;
+    if (!name)
+        return &st->embed_models[0];
+    for (int i = 0; i < st->n_embed; i++)
+        if (strcmp(st->embed_models[i].info->name, name) == 0)
+            return &st->embed_models[i];
+    return NULL;
+}
+
+static int embed_compute(void *model, int n, const int32_t *const *ids, const int32_t *lens, float *out, hearth_err *err)
+{
+    hearth_embed_model *m = model;
+    return hearth_bert_embed(m->bert, m->pool, n, ids, lens, false, out, err);
+}
+
+static bool is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static void default_name(const char *path, char *out, size_t n)
+{
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    size_t start = len;
+    while (start > 0 && path[start - 1] != '/')
+        start--;
+    size_t end = len;
+    if (end - start > 5 && strncmp(path + end - 5, ".gguf", 5) == 0)
+        end -= 5;
+    snprintf(out, n, "%.*s", (int)(end - start), path + start);
+}
+
+static int parse_dtype(const char *s, enum hearth_bert_dtype *out, hearth_err *err)
+{
+    if (!strcmp(s, "f32"))
+        *out = HEARTH_BERT_F32;
+    else if (!strcmp(s, "bf16"))
+        *out = HEARTH_BERT_BF16;
+    else if (!strcmp(s, "int8"))
+        *out = HEARTH_BERT_INT8;
+    else
+        return hearth_err_set(err, HEARTH_EINVAL, "--dtype '%s' is not one of f32, bf16, int8", s);
+    return HEARTH_OK;
+}
+
+/* The architecture a GGUF file declares, into arch. */
+static int gguf_arch(const char *path, char *arch, size_t n, hearth_err *err)
+{
+    hearth_gguf g;
+    int rc = hearth_gguf_open(&g, path, err);
+    if (rc)
+        return rc;
+    const char *s;
+    size_t len;
+    rc = hearth_gguf_get_str(&g, "general.architecture", &s, &len, err);
+    if (!rc)
+        snprintf(arch, n, "%.*s", (int)len, s);
+    hearth_gguf_close(&g);
+    return rc;
+}
+
+static int add_embed(hearth_api *api, const char *name, const char *path, bool demo, hearth_err *err)
+{
+    hearth_api_state *st = api->state;
+    if (api->n_models >= HEARTH_API_MAX_MODELS)
+        return hearth_err_set(err, HEARTH_ELIMIT, "at most %d models", HEARTH_API_MAX_MODELS);
+    for (int i = 0; i < api->n_models; i++)
+        if (!strcmp(api->models[i].name, name))
+            return hearth_err_set(err, HEARTH_EINVAL, "two models are named '%s': name one with --model NAME=PATH", name);
+    uint64_t t0 = hearth_now_ns();
+    hearth_embed_model *m = &st->embed_models[st->n_embed];
+    memset(m, 0, sizeof *m);
+    int rc = hearth_bert_open(&m->bert, path, st->embed.dtype, err);
+    if (rc)
+        return rc;
+    m->pool = st->pool;
+    m->queue = hearth_embed_queue_new(embed_compute, m, hearth_bert_dim(m->bert), st->embed.max_batch_tokens,
+                                      st->embed.max_concurrent, err);
+    if (!m->queue) {
+        hearth_bert_close(m->bert);
+        m->bert = NULL;
+        return err ? err->code : HEARTH_ENOMEM;
+    }
+    hearth_api_model *info = &api->models[api->n_models++];
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", name);
+    snprintf(info->family, sizeof info->family, "embedding");
+    snprintf(info->source, sizeof info->source, "%s", path);
+    info->demo = demo;
+    info->created = hearth_unix_time();
+    m->info = info;
+    st->n_embed++;
+    HLOG_INFO("model '%s': %s encoder from %s, %lld dimensions, up to %lld tokens, loaded in %.0f ms", name,
+              demo ? "demo" : "BERT", path, (long long)hearth_bert_dim(m->bert), (long long)hearth_bert_max_tokens(m->bert),
+              (double)(hearth_now_ns() - t0) / 1e6);
+    return HEARTH_OK;
+}
+
+static int load_one(hearth_api *api, const char *spec, hearth_err *err)
+{
+    char name[128];
+    const char *eq = strchr(spec, '=');
+    const char *path = spec;
+    if (eq && eq != spec && !memchr(spec, '/', (size_t)(eq - spec))) {
+        snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
+        path = eq + 1;
+    } else {
+        default_name(spec, name, sizeof name);
+    }
+    if (is_dir(path))
+        return add_embed(api, name, path, false, err);
+    size_t len = strlen(path);
+    if (len > 5 && !strcmp(path + len - 5, ".gguf")) {
+        char arch[64];
+        int rc = gguf_arch(path, arch, sizeof arch, err);
+        if (rc)
+            return rc;
+        if (!strcmp(arch, "bert"))
+            return add_embed(api, name, path, false, err);
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "%s: architecture '%s' cannot be served yet (embeddings: bert)", path, arch);
+    }
+    return hearth_err_set(err, HEARTH_EINVAL, "--model %s: not a model folder (config.json) or a .gguf file", path);
+}
+
+static int mkdirs(const char *path)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+static void demo_root(const hearth_api *api, char *out, size_t n)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (api->cfg.demo_dir && *api->cfg.demo_dir)
+        snprintf(out, n, "%s", api->cfg.demo_dir);
+    else if (xdg && *xdg)
+        snprintf(out, n, "%s/hearth/demo", xdg);
+    else if (home && *home)
+        snprintf(out, n, "%s/.cache/hearth/demo", home);
+    else
+        snprintf(out, n, "/tmp/hearth-demo");
+}
+
+static int load_demos(hearth_api *api, hearth_err *err)
+{
+    char root[768], dir[900], stamp[960];
+    demo_root(api, root, sizeof root);
+    snprintf(dir, sizeof dir, "%s/%s-seed%u", root, DEMO_EMBED_NAME, DEMO_SEED);
+    snprintf(stamp, sizeof stamp, "%s/.complete", dir);
+    struct stat sb;
+    if (stat(stamp, &sb) != 0) {
+        /* written once: into a fresh folder, marked complete last, so a crash mid-write is redone */
+        if (mkdirs(dir) != 0)
+            return hearth_err_sys(err, errno, "cannot create the demo model folder %s (set --demo-dir)", dir);
+        HLOG_INFO("writing the demo embedding model (MiniLM-L6 shapes, random weights) to %s", dir);
+        hearth_bert_demo_shape shape;
+        hearth_bert_demo_shape_minilm(&shape);
+        int rc = hearth_bert_demo_write(dir, &shape, DEMO_SEED, err);
+        if (rc)
+            return rc;
+        FILE *f = fopen(stamp, "w");
+        if (f)
+            fclose(f);
+    }
+    return add_embed(api, DEMO_EMBED_NAME, dir, true, err);
+}
+
+int hearth_api_load_models(hearth_api *api, hearth_err *err)
+{
+    api->state = calloc(1, sizeof *api->state);
+    if (!api->state)
+        return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
+    hearth_api_state *st = api->state;
+    int rc = parse_dtype(api->cfg.dtype ? api->cfg.dtype : "f32", &st->embed.dtype, err);
+    if (rc)
+        return rc;
+    st->embed.max_batch_tokens = api->cfg.max_batch_tokens;
+    st->embed.max_concurrent = api->cfg.max_concurrent;
+    st->embed.max_client_batch = api->cfg.max_client_batch;
+    st->pool = hearth_pool_new(api->cfg.compute_threads);
+    HLOG_INFO("compute pool: %d threads", hearth_pool_size(st->pool));
+    if (api->cfg.n_models == 0)
+        rc = load_demos(api, err);
+    for (int i = 0; i < api->cfg.n_models && !rc; i++)
+        rc = load_one(api, api->cfg.models[i], err);
+    if (!rc)
+        atomic_store(&api->ready, 1);
+    return rc;
+}
+
+void hearth_api_unload_models(hearth_api *api)
+{
+    hearth_api_state *st = api->state;
+    if (!st)
+        return;
+    atomic_store(&api->ready, 0);
+    for (int i = 0; i < st->n_embed; i++) {
+        hearth_embed_queue_free(st->embed_models[i].queue);
+        hearth_bert_close(st->embed_models[i].bert);
+    }
+    hearth_pool_free(st->pool);
+    free(st);
+    api->state = NULL;
+}

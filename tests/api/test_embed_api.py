@@ -1,0 +1,197 @@
+"""The embedding APIs over HTTP, on the demo encoder (MiniLM-L6 shapes, random
+weights, written by hearth itself): TEI's /embed and /tokenize, OpenAI's
+/v1/embeddings, every bad input and its 4xx, the queue bound (429), and
+concurrent requests that must not mix their vectors."""
+import base64
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from hearth_test import Conn, Server, request, run  # noqa: E402
+
+DEMO_DIR = tempfile.mkdtemp(prefix="hearth-demo-")
+DEMO = "demo-minilm-l6"
+DIM = 384
+SENTENCES = ["the quick brown fox jumps over the lazy dog near the river",
+             "a b c",
+             "hello world",
+             "embedding servers batch requests from many clients into one forward pass"]
+
+
+def post(port, path, doc, raw=None):
+    body = raw if raw is not None else json.dumps(doc).encode()
+    st, h, out = request(port, "POST", path, body=body, headers={"Content-Type": "application/json"}, timeout=60)
+    return st, (json.loads(out) if out else None)
+
+
+def norm(v):
+    return math.sqrt(sum(x * x for x in v))
+
+
+def server(*args):
+    return Server("--demo-dir", DEMO_DIR, "--log-level", "warn", *args, timeout=120)
+
+
+def check_error(st, doc, status, *needles):
+    assert st == status, (st, doc)
+    err = doc["error"]
+    assert err["code"] == status and err["message"], doc
+    for n in needles:
+        assert n in err["message"], (n, err["message"])
+
+
+def test_models_lists_the_demo():
+    with server() as srv:
+        st, _, body = request(srv.port, "GET", "/v1/models")
+        data = json.loads(body)["data"]
+        assert [m["id"] for m in data] == [DEMO], data
+        assert data[0]["meta"]["demo"] is True and data[0]["meta"]["family"] == "embedding"
+
+
+def test_tei_embed_shapes_normalization_and_batch_invariance():
+    with server() as srv:
+        st, one = post(srv.port, "/embed", {"inputs": SENTENCES[0]})
+        assert st == 200 and len(one) == 1 and len(one[0]) == DIM, (st, one if st != 200 else len(one))
+        assert abs(norm(one[0]) - 1) < 1e-5  # normalize defaults to true
+        st, raw = post(srv.port, "/embed", {"inputs": SENTENCES[0], "normalize": False})
+        assert st == 200 and abs(norm(raw[0]) - 1) > 1e-3
+        # the same direction, normalized or not
+        n = norm(raw[0])
+        assert max(abs(a - b / n) for a, b in zip(one[0], raw[0])) < 1e-5
+        st, many = post(srv.port, "/embed", {"inputs": SENTENCES})
+        assert st == 200 and len(many) == len(SENTENCES)
+        # each sentence gives the same vector in a batch of different lengths as alone
+        for i, s in enumerate(SENTENCES):
+            st, alone = post(srv.port, "/embed", {"inputs": [s]})
+            diff = max(abs(a - b) for a, b in zip(alone[0], many[i]))
+            assert diff < 1e-5, (i, diff)
+
+
+def test_openai_embeddings():
+    with server() as srv:
+        st, doc = post(srv.port, "/v1/embeddings", {"input": SENTENCES[:2], "model": DEMO})
+        assert st == 200, doc
+        assert doc["object"] == "list" and doc["model"] == DEMO
+        assert [d["index"] for d in doc["data"]] == [0, 1] and doc["data"][0]["object"] == "embedding"
+        assert all(abs(norm(d["embedding"]) - 1) < 1e-5 for d in doc["data"])
+        assert doc["usage"]["prompt_tokens"] == doc["usage"]["total_tokens"] > 4
+        st, b64 = post(srv.port, "/v1/embeddings", {"input": SENTENCES[:2], "encoding_format": "base64"})
+        assert st == 200
+        for d, f in zip(b64["data"], doc["data"]):
+            vals = struct.unpack("<%df" % DIM, base64.b64decode(d["embedding"]))
+            assert max(abs(a - b) for a, b in zip(vals, f["embedding"])) < 1e-6
+        st, short = post(srv.port, "/v1/embeddings", {"input": "hello world", "dimensions": 64})
+        v = short["data"][0]["embedding"]
+        assert st == 200 and len(v) == 64 and abs(norm(v) - 1) < 1e-5
+        # token ids: the ids /tokenize gives for a text embed like the text itself
+        st, toks = post(srv.port, "/tokenize", {"inputs": "hello world", "add_special_tokens": False})
+        ids = [t["id"] for t in toks[0]]
+        st, by_ids = post(srv.port, "/v1/embeddings", {"input": [ids]})
+        st2, by_text = post(srv.port, "/v1/embeddings", {"input": "hello world"})
+        assert st == 200 and st2 == 200
+        assert max(abs(a - b) for a, b in zip(by_ids["data"][0]["embedding"], by_text["data"][0]["embedding"])) < 1e-6
+
+
+def test_tokenize():
+    with server() as srv:
+        st, toks = post(srv.port, "/tokenize", {"inputs": ["hello world", "a"]})
+        assert st == 200 and len(toks) == 2
+        assert toks[0][0]["special"] and toks[0][-1]["special"] and not toks[0][1]["special"], toks
+        st, plain = post(srv.port, "/tokenize", {"inputs": "hello world", "add_special_tokens": False})
+        assert [t["id"] for t in plain[0]] == [t["id"] for t in toks[0][1:-1]]
+
+
+def test_bad_inputs():
+    with server("--max-client-batch", "4") as srv:
+        p = srv.port
+        check_error(*post(p, "/embed", None, raw=b""), 400, "empty")
+        check_error(*post(p, "/embed", None, raw=b"{not json"), 400, "JSON")
+        check_error(*post(p, "/embed", None, raw=b"[1,2]"), 400, "object")
+        check_error(*post(p, "/embed", {}), 400, "inputs")
+        check_error(*post(p, "/embed", {"inputs": 5}), 400, "inputs")
+        check_error(*post(p, "/embed", {"inputs": []}), 400, "empty")
+        check_error(*post(p, "/embed", {"inputs": ["ok", 3]}), 400, "inputs[1]")
+        check_error(*post(p, "/embed", {"inputs": "x", "normalize": "yes"}), 400, "normalize")
+        check_error(*post(p, "/embed", {"inputs": ["a"] * 5}), 413, "at most 4")
+        bad_utf8 = b'{"inputs": "caf\xc3"}'
+        check_error(*post(p, "/embed", None, raw=bad_utf8), 400, "offset")
+        long_text = " ".join(["word"] * 2000)
+        st, doc = post(p, "/embed", {"inputs": long_text})
+        check_error(st, doc, 413, "tokens", "at most 256")  # names the length and the model's limit
+        st, doc = post(p, "/embed", {"inputs": long_text, "truncate": True})
+        assert st == 200 and len(doc[0]) == DIM
+        check_error(*post(p, "/v1/embeddings", {"input": "x", "model": "nope"}), 404, "nope")
+        check_error(*post(p, "/v1/embeddings", {"input": "x", "encoding_format": "hex"}), 400, "encoding_format")
+        check_error(*post(p, "/v1/embeddings", {"input": "x", "dimensions": 0}), 400, "dimensions")
+        check_error(*post(p, "/v1/embeddings", {"input": "x", "dimensions": 385}), 400, "dimensions")
+        check_error(*post(p, "/v1/embeddings", {"input": [[1, 2, 99999999]]}), 400, "token")
+        check_error(*post(p, "/v1/embeddings", {"input": [[]]}), 400, "empty")
+        check_error(*post(p, "/v1/embeddings", {"input": {"a": 1}}), 400, "input")
+        check_error(*post(p, "/v1/embeddings", {"input": long_text}), 413, "at most 256")
+        # still serving
+        assert post(p, "/embed", {"inputs": "fine"})[0] == 200
+
+
+def test_concurrent_requests_keep_their_own_vectors():
+    with server() as srv:
+        expected = {}
+        for s in SENTENCES:
+            expected[s] = post(srv.port, "/embed", {"inputs": s})[1][0]
+        errors = []
+
+        def client(k):
+            try:
+                for r in range(4):
+                    s = SENTENCES[(k + r) % len(SENTENCES)]
+                    st, doc = post(srv.port, "/embed", {"inputs": [s, SENTENCES[0]]})
+                    assert st == 200, doc
+                    assert max(abs(a - b) for a, b in zip(doc[0], expected[s])) < 1e-5
+                    assert max(abs(a - b) for a, b in zip(doc[1], expected[SENTENCES[0]])) < 1e-5
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+        th = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        assert not errors, errors[:3]
+
+
+def test_queue_bound_gives_429_and_disconnects_are_harmless():
+    with server("--max-concurrent-requests", "1") as srv:
+        big = {"inputs": [" ".join(["word"] * 20)] * 16, "truncate": True}
+        body = json.dumps(big).encode()
+        conns = []
+        for _ in range(12):
+            c = Conn(srv.port, timeout=60)
+            c.send(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            conns.append(c)
+        statuses = []
+        for c in conns:
+            st, h, out = c.response()
+            statuses.append(st)
+            if st == 429:
+                assert json.loads(out)["error"]["code"] == 429
+            c.close()
+        assert 429 in statuses and 200 in statuses, statuses
+        # a client that leaves before its answer does not disturb the next
+        for _ in range(5):
+            c = Conn(srv.port)
+            c.send(b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            c.close()
+        import time
+        deadline = time.time() + 30
+        while post(srv.port, "/embed", {"inputs": "still here"})[0] != 200:  # 429 while the queue drains
+            assert time.time() < deadline, "the queue never drained"
+            time.sleep(0.1)
+
+
+if __name__ == "__main__":
+    run([test_models_lists_the_demo, test_tei_embed_shapes_normalization_and_batch_invariance, test_openai_embeddings,
+         test_tokenize, test_bad_inputs, test_concurrent_requests_keep_their_own_vectors,
+         test_queue_bound_gives_429_and_disconnects_are_harmless])
