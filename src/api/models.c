@@ -231,7 +231,7 @@ int hearth_api_load_models(hearth_api *api, hearth_err *err)
     st->embed.max_client_batch = api->cfg.max_client_batch;
     st->pool = hearth_pool_new(api->cfg.compute_threads);
     HLOG_INFO("compute pool: %d threads", hearth_pool_size(st->pool));
-    if (api->cfg.n_models == 0)
+    if (api->cfg.n_models == 0 && !api->cfg.no_demo)
         rc = load_demos(api, err);
     for (int i = 0; i < api->cfg.n_models && !rc; i++)
         rc = load_one(api, api->cfg.models[i], err);

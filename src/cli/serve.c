@@ -38,6 +38,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     hearth_api_config_default(&api.cfg);
     opt_str_list models = {0};
     int max_batch_tokens = (int)api.cfg.max_batch_tokens;
+    bool demo = true;
     const opt opts[] = {
         {"model", 'm', OPT_STR_LIST, &models, "[NAME=]PATH", "a model to serve: a sentence-transformers folder or a GGUF file; repeat for more (none: demo models)"},
         {"dtype", 0, OPT_STR, &api.cfg.dtype, "f32|bf16|int8", "weights of embedding models in memory (f32)"},
@@ -45,6 +46,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"max-concurrent-requests", 0, OPT_INT, &api.cfg.max_concurrent, "N", "requests queued per model; past it 429 (512)"},
         {"max-client-batch", 0, OPT_INT, &api.cfg.max_client_batch, "N", "inputs in one embedding request; past it 413 (512)"},
         {"compute-threads", 0, OPT_INT, &api.cfg.compute_threads, "N", "threads for the forward passes (0: one per physical core)"},
+        {"demo", 0, OPT_BOOL, &demo, NULL, "serve demo models when no --model is given (on; --no-demo serves none)"},
         {"demo-dir", 0, OPT_STR, &api.cfg.demo_dir, "DIR", "where demo models are written (~/.cache/hearth/demo)"},
         {"host", 0, OPT_STR, &cfg.host, "ADDR", "address to listen on (127.0.0.1; 0.0.0.0 or :: for every interface)"},
         {"port", 'p', OPT_INT, &cfg.port, "N", "TCP port (8080; 0 picks a free one)"},
@@ -101,6 +103,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     api.cfg.max_batch_tokens = (size_t)max_batch_tokens;
     api.cfg.models = models.items;
     api.cfg.n_models = models.n;
+    api.cfg.no_demo = !demo;
 
     hearth_err err = {0};
     hearth_server *s = hearth_server_new(&cfg, &err);

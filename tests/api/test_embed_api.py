@@ -34,7 +34,7 @@ def norm(v):
 
 
 def server(*args):
-    return Server("--demo-dir", DEMO_DIR, "--log-level", "warn", *args, timeout=120)
+    return Server("--demo", "--demo-dir", DEMO_DIR, "--log-level", "warn", *args, timeout=120)
 
 
 def check_error(st, doc, status, *needles):

@@ -47,7 +47,7 @@ def test_environment_variables_configure_serve():
     srv.wait_health()
     srv.stop()
     # with no --port on the command line, HEARTH_PORT decides
-    e = dict(os.environ, HEARTH_PORT=str(port))
+    e = dict(os.environ, HEARTH_PORT=str(port), HEARTH_DEMO="0")
     p = subprocess.Popen([BIN, "serve"], env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         import time

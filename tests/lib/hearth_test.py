@@ -25,7 +25,8 @@ class Server:
 
     def __init__(self, *args, env=None, wait_ready=True, timeout=30):
         self.args = [BIN, "serve", "--port", str(free_port()), *args]
-        e = dict(os.environ)
+        # suites of the server core run without models; those that want the demos pass --demo
+        e = dict(os.environ, HEARTH_DEMO="0")
         e.update(env or {})
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=e,
                                      stdin=subprocess.DEVNULL)
