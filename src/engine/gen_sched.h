@@ -1,0 +1,146 @@
+/* gen_sched.h: continuous batching for decoder models.
+ *
+ * One scheduler thread per model owns the model's KV cache, which holds
+ * n_slots sequences. Every step it builds one batch: one decode token for
+ * every live sequence, plus a chunk of prompt tokens from sequences still
+ * being prefilled (so a long prompt does not freeze running streams), and
+ * runs it as one forward pass, which reads the weights once for all of them.
+ * Each request samples with its own sampler (seeded streams give the same
+ * text alone or batched).
+ *
+ * Prefix reuse: a slot keeps its tokens after its request ends. A new
+ * request takes the idle slot whose cached tokens share the longest prefix
+ * with its prompt (any idle slot, not only the last one used) and processes
+ * only the rest; with no useful match it takes the least recently used idle
+ * slot, evicting that cache. So n_slots bounds both the live sequences
+ * (--parallel) and, with the idle ones, the cached prefixes kept (the KV
+ * memory budget). The log says "kept X of Y positions" per request.
+ *
+ * The engine knows nothing of models or HTTP: the model comes in through
+ * hearth_gen_batch_model (function pointers), the client through the
+ * request's callbacks, which run on the scheduler thread and must not block. */
+#ifndef HEARTH_ENGINE_GEN_SCHED_H
+#define HEARTH_ENGINE_GEN_SCHED_H
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "engine/generate.h"
+#include "engine/sampler.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A model with a multi-slot KV cache. All functions receive ctx and are
+ * called from the scheduler thread only. */
+typedef struct hearth_gen_batch_model {
+    void *ctx;
+    int32_t n_vocab;
+    int n_slots;                 /* KV-cache sequences */
+    int64_t n_ctx;               /* positions per slot */
+    int32_t end_ids[HEARTH_GEN_MAX_END_IDS];
+    int n_end_ids;
+    /* Appends tokens[i] to slot slots[i] for i in [0, n) (a slot's tokens in
+     * order), writing one row of n_vocab logits per token with want[i] set,
+     * in batch order. */
+    int (*forward)(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want, float *logits,
+                   hearth_err *err);
+    /* Keeps the first n positions of slot (prefix reuse drops the rest). */
+    void (*truncate)(void *ctx, int slot, int64_t n);
+    /* Streaming detokenizer: the state of one sequence lives in a buffer of
+     * detok_size bytes that the scheduler owns. */
+    size_t detok_size;
+    void (*detok_init)(void *ctx, void *state);
+    int (*detok_push)(void *ctx, void *state, int32_t id, hearth_buf *out);
+    int (*detok_flush)(void *ctx, void *state, hearth_buf *out);
+} hearth_gen_batch_model;
+
+typedef struct hearth_gen_req hearth_gen_req;
+
+/* What a finished request reports. */
+typedef struct hearth_gen_stats {
+    enum hearth_gen_finish finish;
+    int stop_index;           /* which stop string matched, or -1 */
+    int64_t n_prompt;         /* prompt tokens */
+    int64_t n_cached;         /* of them, reused from the slot's cache (not recomputed) */
+    int64_t n_gen;            /* tokens sampled (an end id included) */
+    double queue_ms;          /* waiting for a slot */
+    double prompt_ms;         /* from admission to the first sampled token */
+    double gen_ms;            /* from the first sampled token to the end */
+    int slot;
+} hearth_gen_stats;
+
+/* One token's top candidates, for llama-server's n_probs. */
+typedef struct hearth_gen_probs {
+    int n;
+    int32_t ids[16];
+    float probs[16];
+} hearth_gen_probs;
+
+/* Text that became final: whole UTF-8 characters, stop strings held back.
+ * token is the id sampled last (-1 for text released at the end); probs is
+ * non-NULL when the request asked for n_probs. */
+typedef void (*hearth_gen_text_cb)(hearth_gen_req *req, const char *text, size_t n, int32_t token,
+                                   const hearth_gen_probs *probs);
+/* Called exactly once. status 0: finished as stats says. HEARTH_ENOTFOUND:
+ * cancelled. Other negative: failed, msg says why. The scheduler does not
+ * touch the request afterwards. */
+typedef void (*hearth_gen_done_cb)(hearth_gen_req *req, int status, const char *msg, const hearth_gen_stats *stats);
+
+struct hearth_gen_req {
+    /* filled by the submitter, which owns the memory */
+    const int32_t *prompt;        /* n_prompt >= 1 ids, special tokens included */
+    int64_t n_prompt;
+    hearth_sampler_params sampling;
+    int32_t n_predict;            /* < 0: until an end id or the context is full */
+    const char *const *stop;      /* borrowed until done */
+    int n_stop;
+    bool cache_prompt;            /* reuse a cached prefix (llama-server's cache_prompt; default true) */
+    int n_probs;                  /* 0..16 */
+    hearth_gen_text_cb on_text;
+    hearth_gen_done_cb on_done;
+    void *user;
+    _Atomic int cancelled;        /* any thread: the sequence stops at the next step and its slot is freed */
+    /* private to the scheduler */
+    struct hearth_gen_req *link;
+    uint64_t submitted_ns;
+};
+
+typedef struct hearth_gen_sched hearth_gen_sched;
+
+typedef struct hearth_gen_sched_config {
+    int n_parallel;               /* live sequences at once (<= model n_slots) */
+    int max_queue;                /* waiting requests; past it submit says HEARTH_ELIMIT (503) */
+    int32_t n_batch;              /* tokens per forward pass (decode rows + prompt chunk), e.g. 512 */
+} hearth_gen_sched_config;
+
+typedef struct hearth_gen_sched_metrics {
+    uint64_t prompt_tokens;       /* evaluated (not counting reused ones) */
+    uint64_t prompt_tokens_cached;/* reused from a slot's cache */
+    uint64_t gen_tokens;
+    uint64_t requests_done, requests_cancelled, requests_failed;
+    uint64_t prefix_hits;         /* requests that reused at least one cached position */
+    uint64_t steps;
+    int queued, live;
+    int64_t kv_positions_used;    /* over all slots, idle caches included */
+    int64_t kv_positions_total;
+    /* histograms: seconds; buckets as hearth_gen_sched_hist_bounds, the last +Inf */
+    uint64_t ttft_bucket[12], itl_bucket[12];
+    double ttft_sum, itl_sum;
+    uint64_t ttft_count, itl_count;
+} hearth_gen_sched_metrics;
+
+extern const double hearth_gen_sched_hist_bounds[12];
+
+hearth_gen_sched *hearth_gen_sched_new(const hearth_gen_batch_model *m, const hearth_gen_sched_config *cfg, hearth_err *err);
+/* Stops the thread; live and queued requests get on_done(HEARTH_ENOTFOUND). NULL is a no-op. */
+void hearth_gen_sched_free(hearth_gen_sched *s);
+/* Any thread. HEARTH_ELIMIT when the queue is full; HEARTH_EINVAL (err says
+ * why) for a prompt longer than the context or bad parameters. The request
+ * must stay valid until on_done. */
+int hearth_gen_sched_submit(hearth_gen_sched *s, hearth_gen_req *req, hearth_err *err);
+/* Wakes the scheduler so it notices a cancellation at once (any thread). */
+void hearth_gen_sched_poke(hearth_gen_sched *s);
+void hearth_gen_sched_get_metrics(hearth_gen_sched *s, hearth_gen_sched_metrics *out);
+
+#endif
