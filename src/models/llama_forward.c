@@ -28,12 +28,20 @@
  * size and reused: no allocation per token in steady state, and therefore
  * one forward at a time per model.
  *
+ * Norms, SwiGLU and residual adds are engine/cpu/ops.h's. RoPE and attention
+ * are kept here: ops.h's hearth_cpu_rope takes only a theta base (no linear
+ * freq scale, no per-dim rope_freqs factors, both of which GGUF files carry),
+ * and hearth_cpu_attn_head needs a caller scratch of n_kv scores, which a
+ * pool task (no thread index) could only get as n_tokens * n_head * n_ctx
+ * floats; the online softmax here needs none.
+ *
  * Rejected: a graph/tensor abstraction (one fixed architecture family does
  * not need it yet); fusing Q/K/V into one matmul (the weights are separate
  * tensors in the file and the kernels already read each once). */
 #include "models/llama_int.h"
 
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/ops.h"
 #include "engine/cpu/quant.h"
 
 #include <math.h>
@@ -41,17 +49,6 @@
 #include <string.h>
 
 #define ATT_BLOCK 256
-
-/* out = x * rsqrt(mean(x^2) + eps) * w over n elements; the sum in double. */
-static void rmsnorm_row(float *out, const float *x, const float *w, int64_t n, float eps)
-{
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-    for (int64_t i = 0; i < n; i++)
-        out[i] = x[i] * r * w[i];
-}
 
 /* Rotates the first n_rot dims of each of n_heads heads of x by the angles
  * whose cos/sin are cs[2i], cs[2i+1]. */
@@ -186,12 +183,6 @@ static void add_bias(float *y, const float *b, int64_t rows, int64_t n)
             y[r * n + i] += b[i];
 }
 
-static void add_rows(float *x, const float *y, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] += y[i];
-}
-
 /* q/k norm (qwen3) and RoPE on the chunk's q and k rows. */
 static void qk_prepare(const hearth_llama *m, const llama_layer *L, int64_t nc)
 {
@@ -203,9 +194,9 @@ static void qk_prepare(const hearth_llama *m, const llama_layer *L, int64_t nc)
         float *q = s->q + i * hp->n_head * hd, *k = s->k + i * hp->n_head_kv * hd;
         if (L->q_norm) {
             for (int64_t h = 0; h < hp->n_head; h++)
-                rmsnorm_row(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+                hearth_cpu_rmsnorm(q + h * hd, q + h * hd, hd, L->q_norm, hp->rms_eps);
             for (int64_t h = 0; h < hp->n_head_kv; h++)
-                rmsnorm_row(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+                hearth_cpu_rmsnorm(k + h * hd, k + h * hd, hd, L->k_norm, hp->rms_eps);
         }
         for (int64_t j = 0; j < half; j++) {
             double a = (double)s->pos[i] * m->inv_freq[j];
@@ -226,7 +217,7 @@ static int layer_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int6
     int64_t E = hp->n_embd, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
     int rc;
     for (int64_t i = 0; i < nc; i++)
-        rmsnorm_row(s->h + i * E, s->x + i * E, L->attn_norm, E, hp->rms_eps);
+        hearth_cpu_rmsnorm(s->h + i * E, s->x + i * E, E, L->attn_norm, hp->rms_eps);
     if ((rc = mm(pool, &L->wq, s->h, nc, s->q, qd, err)) || (rc = mm(pool, &L->wk, s->h, nc, s->k, kvd, err)) ||
         (rc = mm(pool, &L->wv, s->h, nc, s->v, kvd, err)))
         return rc;
@@ -242,19 +233,16 @@ static int layer_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int6
     hearth_pool_run(pool, att_task, &J, nc * hp->n_head);
     if ((rc = mm(pool, &L->wo, s->att, nc, s->h, E, err)))
         return rc;
-    add_rows(s->x, s->h, nc * E);
+    hearth_cpu_add(s->x, s->x, s->h, nc * E);
     for (int64_t i = 0; i < nc; i++)
-        rmsnorm_row(s->h + i * E, s->x + i * E, L->ffn_norm, E, hp->rms_eps);
+        hearth_cpu_rmsnorm(s->h + i * E, s->x + i * E, E, L->ffn_norm, hp->rms_eps);
     if ((rc = mm(pool, &L->gate, s->h, nc, s->g, hp->n_ff, err)) ||
         (rc = mm(pool, &L->up, s->h, nc, s->u, hp->n_ff, err)))
         return rc;
-    for (int64_t i = 0; i < nc * hp->n_ff; i++) {
-        float g = s->g[i];
-        s->g[i] = g / (1.0f + expf(-g)) * s->u[i];
-    }
+    hearth_cpu_swiglu(s->g, s->g, s->u, nc * hp->n_ff);
     if ((rc = mm(pool, &L->down, s->g, nc, s->h, E, err)))
         return rc;
-    add_rows(s->x, s->h, nc * E);
+    hearth_cpu_add(s->x, s->x, s->h, nc * E);
     return 0;
 }
 
@@ -288,7 +276,7 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, cons
             continue;
         if (first < 0)
             first = s->row[i];
-        rmsnorm_row(s->h + n_out * E, s->x + i * E, m->out_norm, E, hp->rms_eps);
+        hearth_cpu_rmsnorm(s->h + n_out * E, s->x + i * E, E, m->out_norm, hp->rms_eps);
         n_out++;
     }
     if (n_out == 0)
