@@ -19,21 +19,17 @@
  * logits only. Tokens of one slot come in order, so a token's K/V row is in
  * the cache before any later token of the chunk attends to it.
  *
- * Attention is split over (token, head) on the pool. Each task streams the
- * slot's K and V rows once with an online softmax in blocks of ATT_BLOCK
- * scores on the stack (running max and sum rescaled when the max grows), so
- * no per-thread score buffer of n_ctx floats is needed.
+ * Attention is split over (token, head) on the pool; each task is one head
+ * of one token over its slot's positions (llama_attn.h: an online softmax
+ * that streams K and V once and needs no scratch).
  *
  * Scratch activations live in the model, sized at first use for the chunk
  * size and reused: no allocation per token in steady state, and therefore
  * one forward at a time per model.
  *
- * Norms, SwiGLU and residual adds are engine/cpu/ops.h's. RoPE and attention
- * are kept here: ops.h's hearth_cpu_rope takes only a theta base (no linear
- * freq scale, no per-dim rope_freqs factors, both of which GGUF files carry),
- * and hearth_cpu_attn_head needs a caller scratch of n_kv scores, which a
- * pool task (no thread index) could only get as n_tokens * n_head * n_ctx
- * floats; the online softmax here needs none.
+ * Norms, SwiGLU and residual adds are engine/cpu/ops.h's. RoPE is kept
+ * here: ops.h's hearth_cpu_rope takes only a theta base (no linear freq
+ * scale, no per-dim rope_freqs factors, both of which GGUF files carry).
  *
  * Rejected: a graph/tensor abstraction (one fixed architecture family does
  * not need it yet); fusing Q/K/V into one matmul (the weights are separate
@@ -47,8 +43,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ATT_BLOCK 256
 
 /* Rotates the first n_rot dims of each of n_heads heads of x by the angles
  * whose cos/sin are cs[2i], cs[2i+1]. */
@@ -66,20 +60,6 @@ static void rope_heads(float *x, int64_t n_heads, int64_t hd, int64_t n_rot, con
             p[ib] = a * s + b * c;
         }
     }
-}
-
-static float dot(const float *a, const float *b, int64_t n)
-{
-    /* eight partial sums: lets the compiler keep a vector register of them */
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            acc[j] += a[i + j] * b[i + j];
-    float s = 0;
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
 typedef struct att_job {
@@ -103,38 +83,7 @@ static void att_task(void *ctx, int64_t task, int64_t n_tasks)
     const float *q = J->q + i * qd + h * hd;
     const float *K = llama_kv_k(J->kv, J->slot[i], J->layer) + kvh * hd;
     const float *V = llama_kv_v(J->kv, J->slot[i], J->layer) + kvh * hd;
-    int64_t n_pos = J->pos[i] + 1;
-    float acc[LLAMA_HEAD_DIM_MAX], sc[ATT_BLOCK];
-    memset(acc, 0, (size_t)hd * sizeof acc[0]);
-    float mx = -INFINITY, sum = 0;
-    for (int64_t p0 = 0; p0 < n_pos; p0 += ATT_BLOCK) {
-        int64_t np = n_pos - p0 < ATT_BLOCK ? n_pos - p0 : ATT_BLOCK;
-        float bm = -INFINITY;
-        for (int64_t j = 0; j < np; j++) {
-            sc[j] = dot(q, K + (p0 + j) * kvd, hd) * J->scale;
-            if (sc[j] > bm)
-                bm = sc[j];
-        }
-        if (bm > mx) {
-            /* new running max: earlier terms shrink by exp(old - new) */
-            float r = expf(mx - bm);
-            sum *= r;
-            for (int64_t d = 0; d < hd; d++)
-                acc[d] *= r;
-            mx = bm;
-        }
-        for (int64_t j = 0; j < np; j++) {
-            float w = expf(sc[j] - mx);
-            const float *v = V + (p0 + j) * kvd;
-            sum += w;
-            for (int64_t d = 0; d < hd; d++)
-                acc[d] += w * v[d];
-        }
-    }
-    float *o = J->out + i * qd + h * hd;
-    float inv = 1.0f / sum;
-    for (int64_t d = 0; d < hd; d++)
-        o[d] = acc[d] * inv;
+    J->m->attn(J->out + i * qd + h * hd, q, K, V, kvd, J->pos[i] + 1, hd, J->scale);
 }
 
 static int grow_scratch(hearth_llama *m, int64_t cap, hearth_err *err)
