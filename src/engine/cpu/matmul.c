@@ -1,0 +1,243 @@
+/* matmul.c: the matmul driver: argument checks, the choice of kernels (once),
+ * the choice of path per call, threading over N, and the packing of weight
+ * tiles.
+ *
+ * Two paths, picked per call from the weight type and M:
+ *   - row dots (small M: decode, and short batches): task = a range of W
+ *     rows; each row is read from memory once and dotted with all M rows of
+ *     X (the X rows stay in cache). Quantized types dot against X quantized
+ *     to q8a once per call, so the loop is integer multiply-adds on the
+ *     stored blocks.
+ *   - packed GEMM (M >= gemm_min_m): task = a range of W rows; for each
+ *     KC-deep slice those rows are converted (f16/bf16 widened, quantized
+ *     blocks dequantized) into a packed f32 panel of KC x NR floats that fits
+ *     in L2, then every MR-row strip of X is run against every panel with the
+ *     ISA's register-blocked tile. Conversion is paid once per W element per
+ *     call, amortized over M rows.
+ * KC = 256 is a multiple of every block size, so slices never split a block.
+ *
+ * Rejected: a full f32 copy of quantized weights (4-8x the memory, and the
+ * whole point of the quantized formats is to read fewer bytes); threading
+ * over M (decode has M = 1, and splitting N keeps each weight row read by
+ * exactly one thread); packing X too (the tile reads X rows sequentially from
+ * L1 already, measured no gain). */
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_impl.h"
+
+#include "base/cpu.h"
+#include "base/err.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KC 256
+/* W rows per GEMM task at most: a 256 x KC panel is 256 KiB, within L2. */
+#define GEMM_CHUNK_MAX 256
+
+/* M from which the packed GEMM beats row dots, per weight type (measured on
+ * Zen 4 with tests/unit/engine/test_matmul's sizes; see the commit log). */
+static int64_t gemm_min_m(hearth_dtype t)
+{
+    return hearth_quant_uses_q8a(t) ? 16 : 4;
+}
+
+const char *hearth_cpu_isa_name(hearth_cpu_isa isa)
+{
+    switch (isa) {
+    case HEARTH_ISA_SCALAR: return "scalar";
+    case HEARTH_ISA_AVX2: return "avx2";
+    case HEARTH_ISA_AVX512: return "avx512";
+    default: return "?";
+    }
+}
+
+int hearth_cpu_isa_available(hearth_cpu_isa isa)
+{
+    const hearth_cpu_info *c = hearth_cpu();
+    switch (isa) {
+    case HEARTH_ISA_SCALAR: return 1;
+    case HEARTH_ISA_AVX2: return c->avx2 && c->fma && c->f16c;
+    case HEARTH_ISA_AVX512:
+        return c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512_vnni && c->avx2 && c->fma &&
+               c->f16c;
+    default: return 0;
+    }
+}
+
+static hearth_cpu_isa g_isa;
+static pthread_once_t g_isa_once = PTHREAD_ONCE_INIT;
+
+static void pick_isa(void)
+{
+    g_isa = hearth_cpu_isa_available(HEARTH_ISA_AVX512) ? HEARTH_ISA_AVX512
+            : hearth_cpu_isa_available(HEARTH_ISA_AVX2) ? HEARTH_ISA_AVX2
+                                                         : HEARTH_ISA_SCALAR;
+}
+
+hearth_cpu_isa hearth_cpu_matmul_isa(void)
+{
+    pthread_once(&g_isa_once, pick_isa);
+    return g_isa;
+}
+
+static const hearth_cpu_kernels *kernels_of(hearth_cpu_isa isa)
+{
+    switch (isa) {
+    case HEARTH_ISA_AVX2: return &hearth_cpu_kernels_avx2;
+    case HEARTH_ISA_AVX512: return &hearth_cpu_kernels_avx512;
+    default: return &hearth_cpu_kernels_scalar;
+    }
+}
+
+typedef struct job {
+    const hearth_cpu_kernels *kt;
+    hearth_vec_dot_fn dot;
+    hearth_dtype wt;
+    const char *W;
+    size_t w_row_bytes;
+    int64_t N, K, M, ldx, ldy, chunk;
+    const float *X;
+    const hearth_block_q8a *xq; /* M rows of K / 32 blocks, or NULL: dot with X */
+    float *Y;
+    size_t block_bytes;
+    int64_t block;
+    _Atomic int failed;
+} job;
+
+static void rowdot_task(void *ctx, int64_t t, int64_t n_tasks)
+{
+    job *j = ctx;
+    int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
+    for (int64_t n = n0; n < n1; n++) {
+        const char *w = j->W + (size_t)n * j->w_row_bytes;
+        for (int64_t m = 0; m < j->M; m++) {
+            const void *x = j->xq ? (const void *)(j->xq + m * (j->K / 32)) : (const void *)(j->X + m * j->ldx);
+            j->Y[m * j->ldy + n] = j->dot(w, x, j->K);
+        }
+    }
+}
+
+/* W rows [n0, n1), columns [k0, k0 + kc) into panels of nr_max rows, each
+ * [kc][nr_max], zero past n1. tmp holds kc floats. */
+static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, float *panels, float *tmp)
+{
+    const int nr = j->kt->nr_max;
+    int64_t n_end = n0 + (n1 - n0 + nr - 1) / nr * nr;
+    size_t off = (size_t)(k0 / j->block) * j->block_bytes;
+    for (int64_t n = n0; n < n_end; n++) {
+        float *dst = panels + (n - n0) / nr * kc * nr + (n - n0) % nr;
+        if (n >= n1) {
+            for (int64_t k = 0; k < kc; k++)
+                dst[k * nr] = 0;
+            continue;
+        }
+        const char *src = j->W + (size_t)n * j->w_row_bytes + off;
+        const float *s = (const float *)src;
+        if (j->wt != HEARTH_F32) {
+            hearth_quant_dequantize_row(j->wt, src, tmp, kc);
+            s = tmp;
+        }
+        for (int64_t k = 0; k < kc; k++)
+            dst[k * nr] = s[k];
+    }
+}
+
+static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
+{
+    job *j = ctx;
+    const hearth_cpu_kernels *kt = j->kt;
+    const int nr = kt->nr_max, mr = kt->mr_max;
+    int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
+    int64_t n_panels = (n1 - n0 + nr - 1) / nr;
+    size_t panel_bytes = (size_t)n_panels * nr * KC * sizeof(float);
+    float *panels = aligned_alloc(64, panel_bytes);
+    float *tmp = malloc(KC * sizeof *tmp);
+    if (!panels || !tmp) {
+        atomic_store(&j->failed, 1);
+        goto done;
+    }
+    for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
+        int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
+        pack(j, n0, n1, k0, kc, panels, tmp);
+        for (int64_t m0 = 0; m0 < j->M; m0 += mr) {
+            int rows = j->M - m0 < mr ? (int)(j->M - m0) : mr;
+            for (int64_t p = 0; p < n_panels; p++) {
+                int64_t nc = n0 + p * nr;
+                int cols = n1 - nc < nr ? (int)(n1 - nc) : nr;
+                kt->gemm_tile(j->X + m0 * j->ldx + k0, j->ldx, panels + p * kc * nr, kc, j->Y + m0 * j->ldy + nc,
+                              j->ldy, rows, cols, k0 > 0);
+            }
+        }
+    }
+done:
+    free(panels);
+    free(tmp);
+}
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes,
+                         int64_t N, int64_t K, const float *X, int64_t x_stride, int64_t M, float *Y,
+                         int64_t y_stride)
+{
+    if (isa < 0 || isa >= HEARTH_ISA_COUNT_ || !hearth_cpu_isa_available(isa))
+        return HEARTH_EUNSUPPORTED;
+    const hearth_dtype_info *info = hearth_dtype_get((uint32_t)wt);
+    size_t row_bytes;
+    if (!info || N < 0 || M < 0 || !hearth_dtype_row_bytes(wt, K, &row_bytes) || x_stride < K || y_stride < N ||
+        (N > 0 && row_bytes > w_row_bytes))
+        return HEARTH_EINVAL;
+    if (N == 0 || M == 0)
+        return 0;
+    if (!W || !X || !Y)
+        return HEARTH_EINVAL;
+    if (K == 0) {
+        for (int64_t m = 0; m < M; m++)
+            memset(Y + m * y_stride, 0, (size_t)N * sizeof *Y);
+        return 0;
+    }
+    job j = {
+        .kt = kernels_of(isa), .wt = wt, .W = W, .w_row_bytes = w_row_bytes, .N = N, .K = K, .M = M,
+        .ldx = x_stride, .ldy = y_stride, .X = X, .Y = Y, .block_bytes = info->block_bytes, .block = info->block,
+    };
+    j.dot = j.kt->vec_dot[wt] ? j.kt->vec_dot[wt] : hearth_quant_vec_dot_ref_fn(wt);
+    int threads = hearth_pool_size(pool);
+    int rc = 0;
+    hearth_block_q8a *xq = NULL;
+    if (M >= gemm_min_m(wt)) {
+        /* at least two tasks per thread so an uneven last chunk is absorbed */
+        int64_t nr = j.kt->nr_max;
+        j.chunk = ceil_div(ceil_div(N, 2 * (int64_t)threads), nr) * nr;
+        if (j.chunk > GEMM_CHUNK_MAX)
+            j.chunk = GEMM_CHUNK_MAX;
+        hearth_pool_run(pool, gemm_task, &j, ceil_div(N, j.chunk));
+    } else {
+        if (hearth_quant_uses_q8a(wt)) {
+            xq = malloc((size_t)M * (size_t)(K / 32) * sizeof *xq);
+            if (!xq)
+                return HEARTH_ENOMEM;
+            for (int64_t m = 0; m < M; m++)
+                hearth_quant_q8a_row(X + m * x_stride, xq + m * (K / 32), K);
+            j.xq = xq;
+        }
+        /* ~8 tasks per thread: rows are cheap, balance matters more */
+        j.chunk = ceil_div(N, 8 * (int64_t)threads);
+        hearth_pool_run(pool, rowdot_task, &j, ceil_div(N, j.chunk));
+    }
+    if (atomic_load(&j.failed))
+        rc = HEARTH_ENOMEM;
+    free(xq);
+    return rc;
+}
+
+int hearth_cpu_matmul(hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N, int64_t K,
+                      const float *X, int64_t x_stride, int64_t M, float *Y, int64_t y_stride)
+{
+    return hearth_cpu_matmul_on(hearth_cpu_matmul_isa(), pool, wt, W, w_row_bytes, N, K, X, x_stride, M, Y,
+                                y_stride);
+}

@@ -1,0 +1,66 @@
+/* matmul.h: Y = X W^T for weights of any supported type, on the CPU.
+ *
+ *   Y[m][n] = sum_k X[m][k] * W[n][k]
+ *   X: (M, K) f32, row stride x_stride elements
+ *   W: (N, K) of type wt, row-major as GGUF stores it, row stride w_row_bytes
+ *   Y: (M, N) f32, row stride y_stride elements
+ *
+ * W is read in place (quantized blocks are never expanded into a full f32
+ * copy). The kernels are chosen once, at the first call, from hearth_cpu():
+ * AVX-512 (F, BW, VL, DQ, VNNI), else AVX2 + FMA + F16C, else portable C.
+ * HEARTH_CPU_DISABLE masks features, so the fallbacks can be forced.
+ *
+ * Paths: for small M (decode) each weight row is read once and dotted with
+ * every X row; the quantized types first quantize X to q8a blocks
+ * (quant.h) so the inner loops are integer dot products, which costs about
+ * 1/250 relative error per element of X. For larger M the weights are
+ * converted tile by tile into a small packed f32 buffer that feeds an f32
+ * register-blocked kernel (no X quantization). Work is split over N across
+ * the pool; pool may be NULL (runs on the caller).
+ *
+ * All functions return 0, HEARTH_EINVAL (unsupported type, K not a multiple
+ * of the type's block, strides too small, negative sizes), HEARTH_ENOMEM, or
+ * for hearth_cpu_matmul_on, HEARTH_EUNSUPPORTED when the CPU lacks the ISA.
+ * Thread-safe as long as the pool runs one job at a time (see pool.h); the
+ * output must not overlap the inputs. */
+#ifndef HEARTH_ENGINE_CPU_MATMUL_H
+#define HEARTH_ENGINE_CPU_MATMUL_H
+
+#include "base/pool.h"
+#include "engine/dtype.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum hearth_cpu_isa {
+    HEARTH_ISA_SCALAR = 0,
+    HEARTH_ISA_AVX2 = 1,
+    HEARTH_ISA_AVX512 = 2,
+    HEARTH_ISA_COUNT_ = 3,
+} hearth_cpu_isa;
+
+int hearth_cpu_matmul(hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N,
+                      int64_t K, const float *X, int64_t x_stride, int64_t M, float *Y, int64_t y_stride);
+
+/* The same, on the kernels of one ISA (for tests and benchmarks). */
+int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes,
+                         int64_t N, int64_t K, const float *X, int64_t x_stride, int64_t M, float *Y,
+                         int64_t y_stride);
+
+/* The scalar oracle: each W row dequantized to f32 and dotted with each
+ * unquantized X row, accumulating in double. Slow; for tests. */
+int hearth_cpu_matmul_ref(hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N,
+                          int64_t K, const float *X, int64_t x_stride, int64_t M, float *Y, int64_t y_stride);
+
+/* The best ISA this CPU (and HEARTH_CPU_DISABLE) allows; decided once. */
+hearth_cpu_isa hearth_cpu_matmul_isa(void);
+/* Whether hearth_cpu_matmul_on can use isa here. */
+int hearth_cpu_isa_available(hearth_cpu_isa isa);
+/* "scalar", "avx2", "avx512". */
+const char *hearth_cpu_isa_name(hearth_cpu_isa isa);
+
+/* Measured f32 FMA throughput in GFLOP/s over all threads of pool (NULL: the
+ * caller alone), with the best ISA's widest vectors. Runs ~0.3 s. */
+double hearth_cpu_peak_gflops(hearth_pool *pool);
+
+#endif
