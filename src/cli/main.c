@@ -10,6 +10,8 @@ static void usage(FILE *f)
                "commands:\n"
                "  serve    serve models over HTTP\n"
                "  doctor   print what this binary was built for and what it found, as JSON\n"
+               "  run      generate text from a GGUF model (--bench: prompt and decode speed)\n"
+               "  quantize write a GGUF model's weight matrices in another type\n"
                "\nRun `hearth <command> --help` for a command's options.\n");
 }
 
@@ -32,6 +34,8 @@ int main(int argc, char **argv)
         return hearth_cmd_serve(argc - 1, argv + 1, argv);
     if (strcmp(cmd, "doctor") == 0)
         return hearth_cmd_doctor(argc - 1, argv + 1);
+    if (strcmp(cmd, "quantize") == 0)
+        return hearth_cmd_quantize(argc - 1, argv + 1);
     fprintf(stderr, "hearth: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;
