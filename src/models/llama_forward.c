@@ -1,0 +1,360 @@
+/* llama_forward.c: the forward pass of a llama-family decoder over a batch of
+ * tokens from one or more KV-cache slots.
+ *
+ * How: the batch is checked whole first (ids, slots, room in each slot), so
+ * a refused batch leaves the cache as it was. It then runs in chunks of at
+ * most LLAMA_CHUNK tokens; within a chunk every layer works on all the
+ * chunk's rows at once: one matmul per weight with M = rows (a decode step of
+ * several slots reads each weight once; a prompt is a GEMM). Per layer:
+ *     h = rmsnorm(x) * attn_norm
+ *     q, k, v = h Wq^T, h Wk^T, h Wv^T (+ biases: qwen2)
+ *     qwen3: q, k = rmsnorm per head * q_norm / k_norm
+ *     q, k = rope(q, k) at each token's position (NORM: llama, NEOX: qwen)
+ *     k, v rows appended to the token's slot at its position
+ *     att = softmax(q K^T / sqrt(head_dim), causal) V per (token, head),
+ *           q head h reading kv head h / (n_head / n_head_kv)
+ *     x += att Wo^T
+ *     h = rmsnorm(x) * ffn_norm; x += (silu(h Wg^T) * h Wu^T) Wd^T
+ * then the final norm and the output projection for the rows that want
+ * logits only. Tokens of one slot come in order, so a token's K/V row is in
+ * the cache before any later token of the chunk attends to it.
+ *
+ * Attention is split over (token, head) on the pool. Each task streams the
+ * slot's K and V rows once with an online softmax in blocks of ATT_BLOCK
+ * scores on the stack (running max and sum rescaled when the max grows), so
+ * no per-thread score buffer of n_ctx floats is needed.
+ *
+ * Scratch activations live in the model, sized at first use for the chunk
+ * size and reused: no allocation per token in steady state, and therefore
+ * one forward at a time per model.
+ *
+ * Rejected: a graph/tensor abstraction (one fixed architecture family does
+ * not need it yet); fusing Q/K/V into one matmul (the weights are separate
+ * tensors in the file and the kernels already read each once). */
+#include "models/llama_int.h"
+
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ATT_BLOCK 256
+
+/* out = x * rsqrt(mean(x^2) + eps) * w over n elements; the sum in double. */
+static void rmsnorm_row(float *out, const float *x, const float *w, int64_t n, float eps)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+    for (int64_t i = 0; i < n; i++)
+        out[i] = x[i] * r * w[i];
+}
+
+/* Rotates the first n_rot dims of each of n_heads heads of x by the angles
+ * whose cos/sin are cs[2i], cs[2i+1]. */
+static void rope_heads(float *x, int64_t n_heads, int64_t hd, int64_t n_rot, const float *cs, int type)
+{
+    int64_t half = n_rot / 2;
+    for (int64_t h = 0; h < n_heads; h++) {
+        float *p = x + h * hd;
+        for (int64_t i = 0; i < half; i++) {
+            float c = cs[2 * i], s = cs[2 * i + 1];
+            int64_t ia = type == HEARTH_ROPE_NORM ? 2 * i : i;
+            int64_t ib = type == HEARTH_ROPE_NORM ? 2 * i + 1 : i + half;
+            float a = p[ia], b = p[ib];
+            p[ia] = a * c - b * s;
+            p[ib] = a * s + b * c;
+        }
+    }
+}
+
+static float dot(const float *a, const float *b, int64_t n)
+{
+    /* eight partial sums: lets the compiler keep a vector register of them */
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            acc[j] += a[i + j] * b[i + j];
+    float s = 0;
+    for (; i < n; i++)
+        s += a[i] * b[i];
+    return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+typedef struct att_job {
+    const hearth_llama *m;
+    const hearth_kv *kv;
+    int64_t layer;
+    const int32_t *slot; /* (n) */
+    const int64_t *pos;  /* (n) */
+    const float *q;      /* (n, n_head*hd) */
+    float *out;          /* (n, n_head*hd) */
+    float scale;
+} att_job;
+
+static void att_task(void *ctx, int64_t task, int64_t n_tasks)
+{
+    const att_job *J = ctx;
+    const hearth_llama_hparams *hp = &J->m->hp;
+    int64_t hd = hp->head_dim, qd = hp->n_head * hd, kvd = J->kv->kv_dim;
+    int64_t i = task / hp->n_head, h = task % hp->n_head;
+    int64_t kvh = h / (hp->n_head / hp->n_head_kv);
+    const float *q = J->q + i * qd + h * hd;
+    const float *K = llama_kv_k(J->kv, J->slot[i], J->layer) + kvh * hd;
+    const float *V = llama_kv_v(J->kv, J->slot[i], J->layer) + kvh * hd;
+    int64_t n_pos = J->pos[i] + 1;
+    float acc[LLAMA_HEAD_DIM_MAX], sc[ATT_BLOCK];
+    memset(acc, 0, (size_t)hd * sizeof acc[0]);
+    float mx = -INFINITY, sum = 0;
+    for (int64_t p0 = 0; p0 < n_pos; p0 += ATT_BLOCK) {
+        int64_t np = n_pos - p0 < ATT_BLOCK ? n_pos - p0 : ATT_BLOCK;
+        float bm = -INFINITY;
+        for (int64_t j = 0; j < np; j++) {
+            sc[j] = dot(q, K + (p0 + j) * kvd, hd) * J->scale;
+            if (sc[j] > bm)
+                bm = sc[j];
+        }
+        if (bm > mx) {
+            /* new running max: earlier terms shrink by exp(old - new) */
+            float r = expf(mx - bm);
+            sum *= r;
+            for (int64_t d = 0; d < hd; d++)
+                acc[d] *= r;
+            mx = bm;
+        }
+        for (int64_t j = 0; j < np; j++) {
+            float w = expf(sc[j] - mx);
+            const float *v = V + (p0 + j) * kvd;
+            sum += w;
+            for (int64_t d = 0; d < hd; d++)
+                acc[d] += w * v[d];
+        }
+    }
+    float *o = J->out + i * qd + h * hd;
+    float inv = 1.0f / sum;
+    for (int64_t d = 0; d < hd; d++)
+        o[d] = acc[d] * inv;
+}
+
+static int grow_scratch(hearth_llama *m, int64_t cap, hearth_err *err)
+{
+    llama_scratch *s = &m->s;
+    if (s->cap >= cap)
+        return 0;
+    const hearth_llama_hparams *hp = &m->hp;
+    size_t c = (size_t)cap, qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim);
+    float **bufs[] = {&s->x, &s->h, &s->q, &s->k, &s->v, &s->att, &s->g, &s->u};
+    size_t sizes[] = {(size_t)hp->n_embd, (size_t)hp->n_embd, qd, kvd, kvd, qd, (size_t)hp->n_ff, (size_t)hp->n_ff};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        free(*bufs[i]);
+        *bufs[i] = malloc(c * sizes[i] * sizeof(float));
+    }
+    free(s->pos);
+    free(s->row);
+    s->pos = malloc(c * sizeof *s->pos);
+    s->row = malloc(c * sizeof *s->row);
+    bool ok = s->pos && s->row;
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        ok = ok && *bufs[i];
+    /* On failure the buffers stay allocated (or NULL) but cap stays at 0, so
+     * the next call retries and close frees whatever is there. */
+    s->cap = ok ? cap : 0;
+    return ok ? 0 : hearth_err_set(err, HEARTH_ENOMEM, "llama: out of memory for activations of %lld tokens",
+                                   (long long)cap);
+}
+
+static int mm(hearth_pool *pool, const llama_mat *w, const float *X, int64_t M, float *Y, int64_t y_stride,
+              hearth_err *err)
+{
+    int rc = hearth_cpu_matmul(pool, w->type, w->data, w->row_bytes, w->n_out, w->n_in, X, w->n_in, M, Y, y_stride);
+    if (rc)
+        hearth_err_set(err, rc, "llama: matmul of %lld x %lld weights failed", (long long)w->n_out,
+                       (long long)w->n_in);
+    return rc;
+}
+
+static void add_bias(float *y, const float *b, int64_t rows, int64_t n)
+{
+    if (!b)
+        return;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++)
+            y[r * n + i] += b[i];
+}
+
+static void add_rows(float *x, const float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] += y[i];
+}
+
+/* q/k norm (qwen3) and RoPE on the chunk's q and k rows. */
+static void qk_prepare(const hearth_llama *m, const llama_layer *L, int64_t nc)
+{
+    const hearth_llama_hparams *hp = &m->hp;
+    const llama_scratch *s = &m->s;
+    int64_t hd = hp->head_dim, half = hp->n_rot / 2;
+    float cs[LLAMA_HEAD_DIM_MAX];
+    for (int64_t i = 0; i < nc; i++) {
+        float *q = s->q + i * hp->n_head * hd, *k = s->k + i * hp->n_head_kv * hd;
+        if (L->q_norm) {
+            for (int64_t h = 0; h < hp->n_head; h++)
+                rmsnorm_row(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+            for (int64_t h = 0; h < hp->n_head_kv; h++)
+                rmsnorm_row(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+        }
+        for (int64_t j = 0; j < half; j++) {
+            double a = (double)s->pos[i] * m->inv_freq[j];
+            cs[2 * j] = (float)cos(a);
+            cs[2 * j + 1] = (float)sin(a);
+        }
+        rope_heads(q, hp->n_head, hd, hp->n_rot, cs, hp->rope_type);
+        rope_heads(k, hp->n_head_kv, hd, hp->n_rot, cs, hp->rope_type);
+    }
+}
+
+static int layer_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int64_t il, const int32_t *slot,
+                         int64_t nc, hearth_err *err)
+{
+    const hearth_llama_hparams *hp = &m->hp;
+    const llama_layer *L = &m->layers[il];
+    llama_scratch *s = &m->s;
+    int64_t E = hp->n_embd, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
+    int rc;
+    for (int64_t i = 0; i < nc; i++)
+        rmsnorm_row(s->h + i * E, s->x + i * E, L->attn_norm, E, hp->rms_eps);
+    if ((rc = mm(pool, &L->wq, s->h, nc, s->q, qd, err)) || (rc = mm(pool, &L->wk, s->h, nc, s->k, kvd, err)) ||
+        (rc = mm(pool, &L->wv, s->h, nc, s->v, kvd, err)))
+        return rc;
+    add_bias(s->q, L->bq, nc, qd);
+    add_bias(s->k, L->bk, nc, kvd);
+    add_bias(s->v, L->bv, nc, kvd);
+    qk_prepare(m, L, nc);
+    for (int64_t i = 0; i < nc; i++) {
+        memcpy(llama_kv_k(kv, slot[i], il) + s->pos[i] * kvd, s->k + i * kvd, (size_t)kvd * sizeof(float));
+        memcpy(llama_kv_v(kv, slot[i], il) + s->pos[i] * kvd, s->v + i * kvd, (size_t)kvd * sizeof(float));
+    }
+    att_job J = {m, kv, il, slot, s->pos, s->q, s->att, (float)(1.0 / sqrt((double)hd))};
+    hearth_pool_run(pool, att_task, &J, nc * hp->n_head);
+    if ((rc = mm(pool, &L->wo, s->att, nc, s->h, E, err)))
+        return rc;
+    add_rows(s->x, s->h, nc * E);
+    for (int64_t i = 0; i < nc; i++)
+        rmsnorm_row(s->h + i * E, s->x + i * E, L->ffn_norm, E, hp->rms_eps);
+    if ((rc = mm(pool, &L->gate, s->h, nc, s->g, hp->n_ff, err)) ||
+        (rc = mm(pool, &L->up, s->h, nc, s->u, hp->n_ff, err)))
+        return rc;
+    for (int64_t i = 0; i < nc * hp->n_ff; i++) {
+        float g = s->g[i];
+        s->g[i] = g / (1.0f + expf(-g)) * s->u[i];
+    }
+    if ((rc = mm(pool, &L->down, s->g, nc, s->h, E, err)))
+        return rc;
+    add_rows(s->x, s->h, nc * E);
+    return 0;
+}
+
+/* Runs tokens [0, nc) (a chunk of the batch) and writes the logits rows they want. */
+static int chunk_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const int32_t *tokens,
+                         const int32_t *slot, int64_t nc, float *logits, hearth_err *err)
+{
+    const hearth_llama_hparams *hp = &m->hp;
+    llama_scratch *s = &m->s;
+    int64_t E = hp->n_embd;
+    for (int64_t i = 0; i < nc; i++) {
+        s->pos[i] = kv->len[slot[i]] + kv->pend[slot[i]]++;
+        const uint8_t *row = (const uint8_t *)m->embd.data + (size_t)tokens[i] * m->embd.row_bytes;
+        int rc = hearth_quant_dequantize_row(m->embd.type, row, s->x + i * E, E);
+        if (rc)
+            return hearth_err_set(err, rc, "llama: token_embd row %d cannot be read", tokens[i]);
+    }
+    for (int64_t il = 0; il < hp->n_layer; il++) {
+        int rc = layer_forward(m, kv, pool, il, slot, nc, err);
+        if (rc)
+            return rc;
+    }
+    for (int64_t i = 0; i < nc; i++) {
+        kv->len[slot[i]] += kv->pend[slot[i]];
+        kv->pend[slot[i]] = 0;
+    }
+    /* final norm of the rows that want logits, packed to the front of h */
+    int64_t n_out = 0, first = -1;
+    for (int64_t i = 0; i < nc; i++) {
+        if (s->row[i] < 0)
+            continue;
+        if (first < 0)
+            first = s->row[i];
+        rmsnorm_row(s->h + n_out * E, s->x + i * E, m->out_norm, E, hp->rms_eps);
+        n_out++;
+    }
+    if (n_out == 0)
+        return 0;
+    return mm(pool, &m->out, s->h, n_out, logits + (size_t)first * (size_t)hp->n_vocab, hp->n_vocab, err);
+}
+
+static int check_batch(const hearth_llama *m, const hearth_kv *kv, const hearth_llama_batch *b, const float *logits,
+                       hearth_err *err)
+{
+    const hearth_llama_hparams *hp = &m->hp;
+    if (b->n < 0 || (b->n > 0 && (!b->tokens || !b->slot)))
+        return hearth_err_set(err, HEARTH_EINVAL, "llama: batch of %d tokens without tokens or slots", b->n);
+    if (kv->n_layer != hp->n_layer || kv->kv_dim != hp->n_head_kv * hp->head_dim)
+        return hearth_err_set(err, HEARTH_EINVAL, "llama: kv cache of %lld layers x %lld was not made for this model",
+                              (long long)kv->n_layer, (long long)kv->kv_dim);
+    bool any = false;
+    for (int32_t i = 0; i < b->n; i++) {
+        if (b->tokens[i] < 0 || b->tokens[i] >= hp->n_vocab)
+            return hearth_err_set(err, HEARTH_EINVAL, "llama: batch token %d: id %d out of range [0, %lld)", i,
+                                  b->tokens[i], (long long)hp->n_vocab);
+        if (b->slot[i] < 0 || b->slot[i] >= kv->n_slots)
+            return hearth_err_set(err, HEARTH_EINVAL, "llama: batch token %d: slot %d out of range [0, %d)", i,
+                                  b->slot[i], kv->n_slots);
+        any = any || !b->want_logits || b->want_logits[i];
+    }
+    if (any && !logits)
+        return hearth_err_set(err, HEARTH_EINVAL, "llama: logits wanted but no output buffer given");
+    return 0;
+}
+
+int hearth_llama_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const hearth_llama_batch *b, float *logits,
+                         hearth_err *err)
+{
+    int rc = check_batch(m, kv, b, logits, err);
+    if (rc || b->n == 0)
+        return rc;
+    /* room in every slot, checked before anything is written */
+    for (int32_t i = 0; i < b->n; i++)
+        kv->pend[b->slot[i]]++;
+    for (int32_t i = 0; i < b->n; i++) {
+        int sl = b->slot[i];
+        if (kv->pend[sl] && kv->len[sl] + kv->pend[sl] > kv->n_ctx)
+            rc = hearth_err_set(err, HEARTH_ELIMIT, "llama: slot %d holds %lld positions; %lld more exceed n_ctx %lld",
+                                sl, (long long)kv->len[sl], (long long)kv->pend[sl], (long long)kv->n_ctx);
+    }
+    for (int32_t i = 0; i < b->n; i++)
+        kv->pend[b->slot[i]] = 0;
+    if (rc)
+        return rc;
+    int64_t chunk = b->n < LLAMA_CHUNK ? b->n : LLAMA_CHUNK;
+    if ((rc = grow_scratch(m, chunk, err)))
+        return rc;
+    int32_t out_row = 0;
+    for (int32_t c0 = 0; c0 < b->n; c0 += (int32_t)chunk) {
+        int64_t nc = b->n - c0 < chunk ? b->n - c0 : chunk;
+        for (int64_t i = 0; i < nc; i++) {
+            bool want = b->want_logits ? b->want_logits[c0 + i] : c0 + i == b->n - 1;
+            m->s.row[i] = want ? out_row++ : -1;
+        }
+        rc = chunk_forward(m, kv, pool, b->tokens + c0, b->slot + c0, nc, logits, err);
+        if (rc) {
+            for (int32_t i = 0; i < b->n; i++)
+                kv->pend[b->slot[i]] = 0;
+            return rc;
+        }
+    }
+    return 0;
+}

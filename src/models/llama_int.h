@@ -1,0 +1,86 @@
+/* llama_int.h: private layout of a llama model and its KV cache, shared by
+ * llama.c (open), llama_forward.c (the forward pass) and kv_cache.c. */
+#ifndef HEARTH_MODELS_LLAMA_INT_H
+#define HEARTH_MODELS_LLAMA_INT_H
+
+#include "models/llama.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Largest head_dim accepted: attention and RoPE keep a head on the stack. */
+#define LLAMA_HEAD_DIM_MAX 1024
+/* Tokens run through the layers at once; a longer batch is cut into chunks of
+ * this many so the activation scratch stays bounded (a few MB per 100M
+ * parameters) whatever the batch size. */
+#define LLAMA_CHUNK 512
+
+/* A weight matrix (n_out, n_in), used in place from the mapping. */
+typedef struct llama_mat {
+    const void *data;
+    hearth_dtype type;
+    size_t row_bytes;
+    int64_t n_in, n_out;
+} llama_mat;
+
+typedef struct llama_layer {
+    float *attn_norm, *ffn_norm;  /* (n_embd) owned f32 copies */
+    float *bq, *bk, *bv;          /* (n_head*hd), (n_head_kv*hd) x2: qwen2, else NULL */
+    float *q_norm, *k_norm;       /* (head_dim): qwen3, else NULL */
+    llama_mat wq;                 /* (n_head*hd, n_embd) */
+    llama_mat wk, wv;             /* (n_head_kv*hd, n_embd) */
+    llama_mat wo;                 /* (n_embd, n_head*hd) */
+    llama_mat gate, up;           /* (n_ff, n_embd) */
+    llama_mat down;               /* (n_embd, n_ff) */
+} llama_layer;
+
+/* Activations of one chunk of up to cap tokens, kept between calls. */
+typedef struct llama_scratch {
+    int64_t cap;
+    float *x;       /* (cap, n_embd) residual stream */
+    float *h;       /* (cap, n_embd) normed input of a sub-layer */
+    float *q;       /* (cap, n_head*hd) */
+    float *k, *v;   /* (cap, n_head_kv*hd) */
+    float *att;     /* (cap, n_head*hd) attention output */
+    float *g, *u;   /* (cap, n_ff) FFN gate and up */
+    int64_t *pos;   /* (cap) position of each token */
+    int32_t *row;   /* (cap) logits row of each token, -1 for none */
+} llama_scratch;
+
+struct hearth_llama {
+    hearth_gguf g;
+    hearth_llama_hparams hp;
+    hearth_vocab vocab;
+    hearth_tokenizer tok;
+    bool tok_ready;
+    llama_mat embd;          /* (n_vocab, n_embd) token_embd */
+    llama_mat out;           /* (n_vocab, n_embd) output, or token_embd when tied */
+    float *out_norm;         /* (n_embd) */
+    double *inv_freq;        /* (n_rot/2) RoPE frequencies, freq scale and rope_freqs folded in */
+    llama_layer *layers;     /* (n_layer) */
+    hearth_dtype wtype;
+    uint64_t wbytes;
+    llama_scratch s;
+};
+
+/* n_slots x n_layer x {K, V} blocks of (n_ctx, kv_dim) f32; see kv_cache.c. */
+struct hearth_kv {
+    int n_slots;
+    int64_t n_ctx, n_layer, kv_dim;
+    int64_t *len;            /* (n_slots) */
+    int64_t *pend;           /* (n_slots) forward's scratch: tokens per slot in a batch */
+    float *k, *v;
+    uint64_t bytes;
+};
+
+/* Rows (n_ctx, kv_dim) of K and V of one slot and layer. */
+static inline float *llama_kv_k(const hearth_kv *kv, int slot, int64_t layer)
+{
+    return kv->k + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim;
+}
+static inline float *llama_kv_v(const hearth_kv *kv, int slot, int64_t layer)
+{
+    return kv->v + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim;
+}
+
+#endif

@@ -1,0 +1,545 @@
+/* Unit tests for the llama forward pass and KV cache (src/models/llama*.c,
+ * kv_cache.c).
+ *
+ * Independent references: stories260K's greedy ids and position-0 logits
+ * from GOLDEN.txt (made by a separate port of llama2.c). The rest compare the
+ * forward with itself along paths that must agree (a prompt at once vs token
+ * by token, slots together vs alone, a truncated or copied cache vs a
+ * recomputation), and open errors on files made broken on purpose. Parity
+ * with the PyTorch reference is tests/integration/test_llama_parity.py. */
+#include "harness.h"
+
+#include "models/gguf.h"
+#include "models/gguf_write.h"
+#include "models/llama.h"
+#include "models/llama_demo.h"
+
+#include <stdint.h>
+#include <unistd.h>
+
+static const char *stories(char *buf, size_t n)
+{
+    return hearth_test_shared_path(buf, n, "models/stories260K/stories260K.gguf");
+}
+
+static hearth_llama *open_stories(void)
+{
+    char p[1024];
+    if (!stories(p, sizeof p))
+        return NULL;
+    hearth_llama *m = NULL;
+    hearth_err e = {0};
+    int rc = hearth_llama_open(&m, p, &e);
+    CHECK_MSG(rc == 0, "%s", e.msg);
+    return m;
+}
+
+static int argmax(const float *v, int64_t n)
+{
+    int best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (v[i] > v[best])
+            best = (int)i;
+    return best;
+}
+
+/* One token of one slot; logits of it into out. */
+static int step(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int32_t tok, int32_t slot, float *out)
+{
+    hearth_llama_batch b = {1, &tok, &slot, NULL};
+    hearth_err e = {0};
+    int rc = hearth_llama_forward(m, kv, pool, &b, out, &e);
+    CHECK_MSG(rc == 0, "%s", e.msg);
+    return rc;
+}
+
+/* Reads GOLDEN.txt: the 5 logits after "first 5 values: [" and the 60 ids
+ * on the line after "first 60 generated ids:". */
+static int read_golden(float logit5[5], int ids[60])
+{
+    char p[1024];
+    if (!hearth_test_shared_path(p, sizeof p, "models/stories260K/GOLDEN.txt"))
+        return -1;
+    FILE *f = fopen(p, "r");
+    char line[4096];
+    int state = 0, got_logits = 0, got_ids = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        const char *s = strstr(line, "first 5 values: [");
+        if (s) {
+            got_logits = sscanf(s + strlen("first 5 values: ["), "%f, %f, %f, %f, %f", &logit5[0], &logit5[1],
+                                &logit5[2], &logit5[3], &logit5[4]) == 5;
+        } else if (strstr(line, "first 60 generated ids:")) {
+            state = 1;
+        } else if (state == 1) {
+            char *q = line;
+            for (got_ids = 0; got_ids < 60; got_ids++) {
+                char *end;
+                long v = strtol(q, &end, 10);
+                if (end == q)
+                    break;
+                ids[got_ids] = (int)v;
+                q = end;
+            }
+            state = 2;
+        }
+    }
+    if (f)
+        fclose(f);
+    CHECK(got_logits);
+    CHECK_EQ_INT(got_ids, 60);
+    return got_logits && got_ids == 60 ? 0 : -1;
+}
+
+static void golden_stories260k(void)
+{
+    float want5[5];
+    int want[60];
+    if (read_golden(want5, want))
+        return;
+    hearth_llama *m = open_stories();
+    if (!m)
+        return;
+    const hearth_llama_hparams *hp = hearth_llama_hparams_get(m);
+    CHECK_EQ_INT(hp->n_vocab, 512);
+    CHECK_EQ_INT(hp->n_layer, 5);
+    CHECK_EQ_INT(hp->n_head_kv, 4);
+    CHECK_EQ_INT(hp->rope_type, HEARTH_ROPE_NORM);
+    hearth_pool *pool = hearth_pool_new(2);
+    hearth_err e = {0};
+    hearth_kv *kv = hearth_kv_new(m, 1, 128, &e);
+    CHECK_MSG(kv != NULL, "%s", e.msg);
+    float *logits = malloc((size_t)hp->n_vocab * sizeof(float));
+    if (kv && step(m, kv, pool, 1, 0, logits) == 0) {
+        for (int i = 0; i < 5; i++)
+            CHECK_NEAR(logits[i], want5[i], 1e-4);
+        int n_ok = 0;
+        for (int t = 0; t < 60; t++) {
+            int id = argmax(logits, hp->n_vocab);
+            if (id != want[t]) {
+                CHECK_MSG(id == want[t], "token %d: got %d, want %d", t, id, want[t]);
+                break;
+            }
+            n_ok++;
+            if (step(m, kv, pool, id, 0, logits))
+                break;
+        }
+        CHECK_EQ_INT(n_ok, 60);
+        CHECK_EQ_INT(hearth_kv_len(kv, 0), 61);
+    }
+    free(logits);
+    hearth_kv_free(kv);
+    hearth_pool_free(pool);
+    hearth_llama_close(m);
+}
+
+/* ---- helpers for comparing runs ---- */
+
+/* max |a - b| / max |b| over one row of n */
+static double rel_row(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        num = d > num ? d : num;
+        den = fabs((double)b[i]) > den ? fabs((double)b[i]) : den;
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* Runs ids[0..n) of one slot as one batch (want all logits) into out[n][n_vocab]. */
+static int batch_all(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const int32_t *ids, int n, int32_t slot,
+                     float *out)
+{
+    int32_t *slots = malloc((size_t)n * sizeof *slots);
+    bool *want = malloc((size_t)n * sizeof *want);
+    for (int i = 0; i < n; i++) {
+        slots[i] = slot;
+        want[i] = true;
+    }
+    hearth_llama_batch b = {n, ids, slots, want};
+    hearth_err e = {0};
+    int rc = hearth_llama_forward(m, kv, pool, &b, out, &e);
+    CHECK_MSG(rc == 0, "%s", e.msg);
+    free(slots);
+    free(want);
+    return rc;
+}
+
+/* Token ids for tests: a fixed pseudo-random walk over the vocabulary. */
+static void some_ids(int32_t *ids, int n, int64_t n_vocab, uint32_t salt)
+{
+    uint32_t x = 2463534242u ^ salt;
+    for (int i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        ids[i] = (int32_t)(x % (uint32_t)n_vocab);
+    }
+    ids[0] = 1;
+}
+
+/* A tiny random-weight model of arch and type in a temp file (NULL on failure). */
+static hearth_llama *open_demo(const char *arch, hearth_dtype t, char *path, size_t n)
+{
+    char voc[1024];
+    if (!stories(voc, sizeof voc))
+        return NULL;
+    hearth_llama_demo d;
+    hearth_llama_demo_tiny(&d, arch);
+    d.vocab_path = voc;
+    d.wtype = t;
+    snprintf(path, n, "/tmp/hearth-test-llama-%d-%s.gguf", (int)getpid(), arch);
+    hearth_err e = {0};
+    hearth_llama *m = NULL;
+    int rc = hearth_llama_demo_write(&d, path, &e);
+    if (!rc)
+        rc = hearth_llama_open(&m, path, &e);
+    CHECK_MSG(rc == 0, "%s", e.msg);
+    unlink(path);
+    return m;
+}
+
+/* (2) a prompt in one batch == the same tokens one forward each. n = 600
+ * crosses the forward's 512-token chunk. */
+static void prefill_equals_one_by_one_model(hearth_llama *m, int n, const char *what)
+{
+    int64_t nv = hearth_llama_hparams_get(m)->n_vocab;
+    hearth_pool *pool = hearth_pool_new(2);
+    hearth_err e = {0};
+    hearth_kv *a = hearth_kv_new(m, 1, n, &e), *b = hearth_kv_new(m, 1, n, &e);
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    float *la = malloc((size_t)n * (size_t)nv * sizeof(float)), *lb = malloc((size_t)nv * sizeof(float));
+    some_ids(ids, n, nv, 7);
+    if (a && b && batch_all(m, a, pool, ids, n, 0, la) == 0) {
+        double worst = 0;
+        for (int i = 0; i < n; i++) {
+            if (step(m, b, pool, ids[i], 0, lb))
+                break;
+            double r = rel_row(la + (size_t)i * (size_t)nv, lb, nv);
+            worst = r > worst ? r : worst;
+        }
+        CHECK_MSG(worst <= 1e-5, "%s: prefill vs one by one: relative error %g", what, worst);
+        CHECK_EQ_INT(hearth_kv_len(a, 0), n);
+        CHECK_EQ_INT(hearth_kv_len(b, 0), n);
+    }
+    free(ids);
+    free(la);
+    free(lb);
+    hearth_kv_free(a);
+    hearth_kv_free(b);
+    hearth_pool_free(pool);
+}
+
+static void prefill_equals_one_by_one(void)
+{
+    hearth_llama *m = open_stories();
+    if (m)
+        prefill_equals_one_by_one_model(m, 600, "stories260K");
+    hearth_llama_close(m);
+    char p[256];
+    m = open_demo("qwen3", HEARTH_F32, p, sizeof p);
+    if (m)
+        prefill_equals_one_by_one_model(m, 40, "qwen3 demo");
+    hearth_llama_close(m);
+}
+
+/* (3) slots in one batch == each slot alone: two decode streams together,
+ * and a decode step batched with another slot's prompt. */
+static void slots_together_model(hearth_llama *m, const char *what)
+{
+    int64_t nv = hearth_llama_hparams_get(m)->n_vocab;
+    hearth_pool *pool = hearth_pool_new(2);
+    hearth_err e = {0};
+    hearth_kv *both = hearth_kv_new(m, 2, 64, &e), *alone = hearth_kv_new(m, 2, 64, &e);
+    int32_t pa[7], pb[3], dec[2][6];
+    some_ids(pa, 7, nv, 1);
+    some_ids(pb, 3, nv, 2);
+    some_ids(dec[0], 6, nv, 3);
+    some_ids(dec[1], 6, nv, 4);
+    float *lt = malloc(8 * (size_t)nv * sizeof(float)), *l1 = malloc(8 * (size_t)nv * sizeof(float));
+    if (!both || !alone)
+        goto done;
+    /* slot 0's prompt alone in both caches */
+    if (batch_all(m, both, pool, pa, 7, 0, lt) || batch_all(m, alone, pool, pa, 7, 0, l1))
+        goto done;
+    /* one batch: a decode token of slot 0 and slot 1's whole prompt */
+    int32_t mt[4] = {dec[0][0], pb[0], pb[1], pb[2]}, ms[4] = {0, 1, 1, 1};
+    bool mw[4] = {true, false, true, true};
+    hearth_llama_batch mb = {4, mt, ms, mw};
+    CHECK_EQ_INT(hearth_llama_forward(m, both, pool, &mb, lt, &e), 0);
+    CHECK(step(m, alone, pool, dec[0][0], 0, l1) == 0);
+    CHECK(batch_all(m, alone, pool, pb, 3, 1, l1 + (size_t)nv) == 0);
+    double worst = rel_row(lt, l1, nv);
+    for (int r = 1; r < 3; r++) {
+        double x = rel_row(lt + (size_t)r * (size_t)nv, l1 + (size_t)(r + 1) * (size_t)nv, nv);
+        worst = x > worst ? x : worst;
+    }
+    /* then decode steps of both slots together vs each alone */
+    for (int t = 1; t < 6; t++) {
+        int32_t tk[2] = {dec[0][t], dec[1][t]}, sl[2] = {1, 0}; /* order in the batch is free */
+        tk[0] = dec[1][t];
+        tk[1] = dec[0][t];
+        hearth_llama_batch b = {2, tk, sl, (const bool[]){true, true}};
+        CHECK_EQ_INT(hearth_llama_forward(m, both, pool, &b, lt, &e), 0);
+        step(m, alone, pool, dec[0][t], 0, l1);
+        step(m, alone, pool, dec[1][t], 1, l1 + (size_t)nv);
+        double x0 = rel_row(lt + (size_t)nv, l1, nv), x1 = rel_row(lt, l1 + (size_t)nv, nv);
+        worst = x0 > worst ? x0 : worst;
+        worst = x1 > worst ? x1 : worst;
+    }
+    CHECK_MSG(worst <= 1e-6, "%s: batched slots vs alone: relative error %g", what, worst);
+    CHECK_EQ_INT(hearth_kv_len(both, 0), 13);
+    CHECK_EQ_INT(hearth_kv_len(both, 1), 8);
+done:
+    free(lt);
+    free(l1);
+    hearth_kv_free(both);
+    hearth_kv_free(alone);
+    hearth_pool_free(pool);
+}
+
+static void slots_together_equal_alone(void)
+{
+    hearth_llama *m = open_stories();
+    if (m)
+        slots_together_model(m, "stories260K");
+    hearth_llama_close(m);
+    char p[256];
+    m = open_demo("qwen2", HEARTH_Q4_K, p, sizeof p);
+    if (m)
+        slots_together_model(m, "qwen2 q4_k demo");
+    hearth_llama_close(m);
+}
+
+/* (4) a batch that would pass n_ctx, or names a bad id or slot, is refused
+ * and the cache is as before: the next token's logits equal a clean run. */
+static void overflow_refused_cache_unchanged(void)
+{
+    hearth_llama *m = open_stories();
+    if (!m)
+        return;
+    int64_t nv = hearth_llama_hparams_get(m)->n_vocab;
+    hearth_err e = {0};
+    hearth_kv *kv = hearth_kv_new(m, 2, 8, &e), *ref = hearth_kv_new(m, 1, 8, &e);
+    int32_t ids[8];
+    some_ids(ids, 8, nv, 9);
+    float *l = malloc(8 * (size_t)nv * sizeof(float)), *lr = malloc(8 * (size_t)nv * sizeof(float));
+    if (kv && ref && batch_all(m, kv, NULL, ids, 6, 0, l) == 0) {
+        int32_t more[3] = {5, 6, 7}, sl[3] = {0, 0, 0};
+        hearth_llama_batch b = {3, more, sl, NULL};
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &b, l, &e), HEARTH_ELIMIT);
+        CHECK_MSG(strstr(e.msg, "6 positions") && strstr(e.msg, "3 more") && strstr(e.msg, "n_ctx 8"), "%s", e.msg);
+        /* a batch spread over two slots where only one overflows: nothing runs */
+        int32_t more4[4] = {5, 6, 7, 8}, sl4[4] = {1, 0, 0, 0};
+        hearth_llama_batch b4 = {4, more4, sl4, NULL};
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &b4, l, &e), HEARTH_ELIMIT);
+        CHECK_EQ_INT(hearth_kv_len(kv, 1), 0);
+        int32_t bad[2] = {1, (int32_t)nv}, sl1[2] = {0, 0};
+        hearth_llama_batch bb = {2, bad, sl1, NULL};
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &bb, l, &e), HEARTH_EINVAL);
+        CHECK(strstr(e.msg, "out of range") != NULL);
+        int32_t good[1] = {1}, badslot[1] = {2};
+        hearth_llama_batch bs = {1, good, badslot, NULL};
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &bs, l, &e), HEARTH_EINVAL);
+        CHECK_EQ_INT(hearth_kv_len(kv, 0), 6);
+        /* exactly filling the context is allowed; the logits match a clean run */
+        CHECK(batch_all(m, kv, NULL, ids + 6, 2, 0, l) == 0);
+        CHECK(batch_all(m, ref, NULL, ids, 8, 0, lr) == 0);
+        CHECK(rel_row(l + (size_t)nv, lr + 7 * (size_t)nv, nv) <= 1e-5);
+        CHECK_EQ_INT(hearth_kv_len(kv, 0), 8);
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &bs, l, &e), HEARTH_EINVAL);
+        bs.slot = sl1;
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &bs, l, &e), HEARTH_ELIMIT);
+        CHECK_MSG(strstr(e.msg, "8 positions") && strstr(e.msg, "1 more") && strstr(e.msg, "n_ctx 8"), "%s", e.msg);
+    }
+    free(l);
+    free(lr);
+    hearth_kv_free(kv);
+    hearth_kv_free(ref);
+    hearth_llama_close(m);
+}
+
+/* (5) truncate and copy_prefix, then continue == a recomputation. */
+static void truncate_and_copy_prefix(void)
+{
+    hearth_llama *m = open_stories();
+    if (!m)
+        return;
+    int64_t nv = hearth_llama_hparams_get(m)->n_vocab;
+    hearth_err e = {0};
+    hearth_pool *pool = hearth_pool_new(2);
+    hearth_kv *kv = hearth_kv_new(m, 3, 32, &e), *ref = hearth_kv_new(m, 1, 32, &e);
+    int32_t ids[12], alt[12];
+    some_ids(ids, 12, nv, 11);
+    some_ids(alt, 12, nv, 12);
+    for (int i = 0; i < 5; i++)
+        alt[i] = ids[i];
+    float *l = malloc(12 * (size_t)nv * sizeof(float)), *lr = malloc(12 * (size_t)nv * sizeof(float));
+    if (!kv || !ref || batch_all(m, kv, pool, ids, 10, 0, l))
+        goto done;
+    CHECK_EQ_INT(hearth_kv_slots(kv), 3);
+    CHECK_EQ_INT(hearth_kv_ctx(kv), 32);
+    CHECK(hearth_kv_bytes(kv) == 3ull * 32 * 5 * 32 * 4 * 2); /* slots, ctx, layers, kv dim, f32, K+V */
+    /* rollback: keep 5, continue with alt[5..12) */
+    hearth_kv_truncate(kv, 0, 5);
+    CHECK_EQ_INT(hearth_kv_len(kv, 0), 5);
+    hearth_kv_truncate(kv, 0, 9); /* growing is not truncating: ignored */
+    CHECK_EQ_INT(hearth_kv_len(kv, 0), 5);
+    CHECK(batch_all(m, kv, pool, alt + 5, 7, 0, l) == 0);
+    CHECK(batch_all(m, ref, pool, alt, 12, 0, lr) == 0);
+    double worst = 0;
+    for (int i = 0; i < 7; i++) {
+        double x = rel_row(l + (size_t)i * (size_t)nv, lr + (size_t)(i + 5) * (size_t)nv, nv);
+        worst = x > worst ? x : worst;
+    }
+    /* prefix copy: slot 2 gets slot 0's first 8 (alt[0..8)), then continues
+     * with alt[8..12); slot 0 itself is untouched by continuing slot 2 */
+    hearth_kv_copy_prefix(kv, 0, 2, 8);
+    CHECK_EQ_INT(hearth_kv_len(kv, 2), 8);
+    CHECK(batch_all(m, kv, pool, alt + 8, 4, 2, l) == 0);
+    for (int i = 0; i < 4; i++) {
+        double x = rel_row(l + (size_t)i * (size_t)nv, lr + (size_t)(i + 8) * (size_t)nv, nv);
+        worst = x > worst ? x : worst;
+    }
+    CHECK_EQ_INT(hearth_kv_len(kv, 0), 12);
+    /* copying more than the source holds copies what it holds */
+    hearth_kv_copy_prefix(kv, 1, 2, 5);
+    CHECK_EQ_INT(hearth_kv_len(kv, 2), 0);
+    CHECK_MSG(worst <= 1e-5, "continue after truncate/copy vs recompute: relative error %g", worst);
+done:
+    free(l);
+    free(lr);
+    hearth_kv_free(kv);
+    hearth_kv_free(ref);
+    hearth_pool_free(pool);
+    hearth_llama_close(m);
+}
+
+/* ---- (6) open errors, on copies of stories260K.gguf broken one way each ---- */
+
+typedef struct breakage {
+    const char *drop;       /* tensor left out */
+    const char *transpose;  /* tensor written with its two dims swapped */
+    const char *arch;       /* general.architecture replaced */
+} breakage;
+
+static int copy_kv(hearth_gguf_writer *w, const hearth_gguf_kv *kv, const breakage *br, char ***strs, size_t *n_strs)
+{
+    if (br->arch && !strcmp(kv->key, "general.architecture"))
+        return hearth_gguf_writer_add_str(w, kv->key, br->arch);
+    if (kv->type == HEARTH_GGUF_STRING) {
+        char *s = strndup((const char *)kv->data, (size_t)kv->str_len);
+        (*strs)[(*n_strs)++] = s;
+        return hearth_gguf_writer_add_str(w, kv->key, s);
+    }
+    if (kv->type != HEARTH_GGUF_ARRAY)
+        return hearth_gguf_writer_add_scalar(w, kv->key, kv->type, kv->data);
+    int rc = 0;
+    if (kv->arr_type == HEARTH_GGUF_STRING) {
+        char **ss = calloc((size_t)kv->arr_n, sizeof *ss);
+        for (uint64_t j = 0; j < kv->arr_n; j++) {
+            const char *s;
+            size_t n;
+            hearth_gguf_arr_str(kv, j, &s, &n);
+            ss[j] = strndup(s, n);
+        }
+        rc = hearth_gguf_writer_add_arr_str(w, kv->key, (const char *const *)ss, (size_t)kv->arr_n);
+        for (uint64_t j = 0; j < kv->arr_n; j++)
+            free(ss[j]);
+        free(ss);
+    } else if (kv->arr_type == HEARTH_GGUF_F32) {
+        float *v = calloc((size_t)kv->arr_n, sizeof *v);
+        for (uint64_t j = 0; j < kv->arr_n; j++)
+            hearth_gguf_arr_f32(kv, j, &v[j]);
+        rc = hearth_gguf_writer_add_arr_f32(w, kv->key, v, (size_t)kv->arr_n);
+        free(v);
+    } else {
+        int32_t *v = calloc((size_t)kv->arr_n, sizeof *v);
+        for (uint64_t j = 0; j < kv->arr_n; j++)
+            hearth_gguf_arr_i32(kv, j, &v[j]);
+        rc = hearth_gguf_writer_add_arr_i32(w, kv->key, v, (size_t)kv->arr_n);
+        free(v);
+    }
+    return rc;
+}
+
+/* Opens a broken copy of stories260K; returns the open's status, message in e. */
+static int open_broken(const breakage *br, char *path, size_t pn, hearth_err *e)
+{
+    char src[1024];
+    if (!stories(src, sizeof src))
+        return 0;
+    hearth_gguf g = {0};
+    if (hearth_gguf_open(&g, src, e))
+        return 0;
+    hearth_gguf_writer *w = hearth_gguf_writer_new();
+    char **strs = calloc((size_t)g.n_kv, sizeof *strs);
+    size_t n_strs = 0;
+    for (uint64_t i = 0; i < g.n_kv; i++)
+        copy_kv(w, &g.kv[i], br, &strs, &n_strs);
+    for (uint64_t i = 0; i < g.n_tensors; i++) {
+        const hearth_gguf_tensor *t = &g.tensors[i];
+        if (br->drop && !strcmp(t->name, br->drop))
+            continue;
+        int64_t ne[4] = {t->ne[0], t->ne[1], t->ne[2], t->ne[3]};
+        if (br->transpose && !strcmp(t->name, br->transpose)) {
+            ne[0] = t->ne[1];
+            ne[1] = t->ne[0];
+        }
+        hearth_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, ne, t->data, t->nbytes);
+    }
+    snprintf(path, pn, "/tmp/hearth-test-broken-%d.gguf", (int)getpid());
+    int wrc = hearth_gguf_writer_write(w, path, 0, e);
+    CHECK_MSG(wrc == 0, "%s", e->msg);
+    hearth_gguf_writer_free(w);
+    for (size_t i = 0; i < n_strs; i++)
+        free(strs[i]);
+    free(strs);
+    hearth_gguf_close(&g);
+    hearth_llama *m = NULL;
+    int rc = hearth_llama_open(&m, path, e);
+    hearth_llama_close(m);
+    unlink(path);
+    return rc;
+}
+
+static void open_errors_name_file_and_tensor(void)
+{
+    char p[256];
+    hearth_err e = {0};
+    breakage none = {0};
+    CHECK_EQ_INT(open_broken(&none, p, sizeof p, &e), 0); /* the copy itself is fine */
+
+    breakage drop = {.drop = "blk.3.ffn_up.weight"};
+    CHECK_EQ_INT(open_broken(&drop, p, sizeof p, &e), HEARTH_EINVAL);
+    CHECK_MSG(strstr(e.msg, p) && strstr(e.msg, "'blk.3.ffn_up.weight'") && strstr(e.msg, "missing"), "%s", e.msg);
+
+    breakage tr = {.transpose = "blk.1.attn_k.weight"};
+    CHECK_EQ_INT(open_broken(&tr, p, sizeof p, &e), HEARTH_EINVAL);
+    CHECK_MSG(strstr(e.msg, p) && strstr(e.msg, "'blk.1.attn_k.weight'") && strstr(e.msg, "[32, 64") &&
+                  strstr(e.msg, "want [64, 32]"),
+              "%s", e.msg);
+
+    breakage arch = {.arch = "gpt2"};
+    CHECK_EQ_INT(open_broken(&arch, p, sizeof p, &e), HEARTH_EUNSUPPORTED);
+    CHECK_MSG(strstr(e.msg, p) && strstr(e.msg, "'gpt2'"), "%s", e.msg);
+
+    breakage norm = {.drop = "output_norm.weight"};
+    CHECK_EQ_INT(open_broken(&norm, p, sizeof p, &e), HEARTH_EINVAL);
+    CHECK_MSG(strstr(e.msg, p) && strstr(e.msg, "'output_norm.weight'"), "%s", e.msg);
+
+    hearth_llama *m = NULL;
+    CHECK(hearth_llama_open(&m, "/nonexistent/model.gguf", &e) != 0);
+    CHECK(m == NULL && strstr(e.msg, "/nonexistent/model.gguf") != NULL);
+}
+
+int main(void)
+{
+    RUN(golden_stories260k);
+    RUN(prefill_equals_one_by_one);
+    RUN(slots_together_equal_alone);
+    RUN(overflow_refused_cache_unchanged);
+    RUN(truncate_and_copy_prefix);
+    RUN(open_errors_name_file_and_tensor);
+    TEST_EXIT();
+}
