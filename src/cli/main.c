@@ -34,6 +34,8 @@ int main(int argc, char **argv)
         return hearth_cmd_serve(argc - 1, argv + 1, argv);
     if (strcmp(cmd, "doctor") == 0)
         return hearth_cmd_doctor(argc - 1, argv + 1);
+    if (strcmp(cmd, "run") == 0)
+        return hearth_cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "quantize") == 0)
         return hearth_cmd_quantize(argc - 1, argv + 1);
     fprintf(stderr, "hearth: unknown command '%s'\n", cmd);
