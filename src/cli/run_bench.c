@@ -72,6 +72,17 @@ static void human_count(char *out, size_t n, double x)
         snprintf(out, n, "%.2f K", x / 1e3);
 }
 
+/* llama-bench's short model label: "llama 7B", "qwen2 494M", "llama 293K". */
+static void short_count(char *out, size_t n, double x)
+{
+    if (x >= 1e9)
+        snprintf(out, n, "%.0fB", x / 1e9);
+    else if (x >= 1e6)
+        snprintf(out, n, "%.0fM", x / 1e6);
+    else
+        snprintf(out, n, "%.0fK", x / 1e3);
+}
+
 static void human_bytes(char *out, size_t n, double x)
 {
     if (x >= (double)(1u << 30))
@@ -134,10 +145,11 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
         params += (double)(t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3]);
         bytes += (double)t->nbytes;
     }
-    char name[64], size[32], count[32];
+    char name[64], size[32], count[32], label[32];
     human_count(count, sizeof count, params);
+    short_count(label, sizeof label, params);
     human_bytes(size, sizeof size, bytes);
-    snprintf(name, sizeof name, "%s %s", hp->arch, count);
+    snprintf(name, sizeof name, "%s %s", hp->arch, label);
     const hearth_dtype_info *wt = hearth_dtype_get(hearth_llama_weight_type(m));
     double wbytes = (double)hearth_llama_weight_bytes(m);
     printf("| %-24s | %10s | %10s | %-6s | %7s | %8s | %20s | %8s |\n", "model", "size", "params", "type", "threads",
