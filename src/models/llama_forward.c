@@ -19,14 +19,17 @@
  * logits only. Tokens of one slot come in order, so a token's K/V row is in
  * the cache before any later token of the chunk attends to it.
  *
- * Attention is split over (token, head) on the pool. Each task streams the
- * slot's K and V rows once with an online softmax in blocks of ATT_BLOCK
- * scores on the stack (running max and sum rescaled when the max grows), so
- * no per-thread score buffer of n_ctx floats is needed.
+ * Attention is split over (token, head) on the pool; each task is one head
+ * of one token over its slot's positions (llama_attn.h: an online softmax
+ * that streams K and V once and needs no scratch).
  *
  * Scratch activations live in the model, sized at first use for the chunk
  * size and reused: no allocation per token in steady state, and therefore
  * one forward at a time per model.
+ *
+ * Norms, SwiGLU and residual adds are engine/cpu/ops.h's. RoPE is kept
+ * here: ops.h's hearth_cpu_rope takes only a theta base (no linear freq
+ * scale, no per-dim rope_freqs factors, both of which GGUF files carry).
  *
  * Rejected: a graph/tensor abstraction (one fixed architecture family does
  * not need it yet); fusing Q/K/V into one matmul (the weights are separate
@@ -34,24 +37,12 @@
 #include "models/llama_int.h"
 
 #include "engine/cpu/matmul.h"
+#include "engine/cpu/ops.h"
 #include "engine/cpu/quant.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ATT_BLOCK 256
-
-/* out = x * rsqrt(mean(x^2) + eps) * w over n elements; the sum in double. */
-static void rmsnorm_row(float *out, const float *x, const float *w, int64_t n, float eps)
-{
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++)
-        ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
-    for (int64_t i = 0; i < n; i++)
-        out[i] = x[i] * r * w[i];
-}
 
 /* Rotates the first n_rot dims of each of n_heads heads of x by the angles
  * whose cos/sin are cs[2i], cs[2i+1]. */
@@ -69,20 +60,6 @@ static void rope_heads(float *x, int64_t n_heads, int64_t hd, int64_t n_rot, con
             p[ib] = a * s + b * c;
         }
     }
-}
-
-static float dot(const float *a, const float *b, int64_t n)
-{
-    /* eight partial sums: lets the compiler keep a vector register of them */
-    float acc[8] = {0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++)
-            acc[j] += a[i + j] * b[i + j];
-    float s = 0;
-    for (; i < n; i++)
-        s += a[i] * b[i];
-    return s + ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
 typedef struct att_job {
@@ -106,38 +83,7 @@ static void att_task(void *ctx, int64_t task, int64_t n_tasks)
     const float *q = J->q + i * qd + h * hd;
     const float *K = llama_kv_k(J->kv, J->slot[i], J->layer) + kvh * hd;
     const float *V = llama_kv_v(J->kv, J->slot[i], J->layer) + kvh * hd;
-    int64_t n_pos = J->pos[i] + 1;
-    float acc[LLAMA_HEAD_DIM_MAX], sc[ATT_BLOCK];
-    memset(acc, 0, (size_t)hd * sizeof acc[0]);
-    float mx = -INFINITY, sum = 0;
-    for (int64_t p0 = 0; p0 < n_pos; p0 += ATT_BLOCK) {
-        int64_t np = n_pos - p0 < ATT_BLOCK ? n_pos - p0 : ATT_BLOCK;
-        float bm = -INFINITY;
-        for (int64_t j = 0; j < np; j++) {
-            sc[j] = dot(q, K + (p0 + j) * kvd, hd) * J->scale;
-            if (sc[j] > bm)
-                bm = sc[j];
-        }
-        if (bm > mx) {
-            /* new running max: earlier terms shrink by exp(old - new) */
-            float r = expf(mx - bm);
-            sum *= r;
-            for (int64_t d = 0; d < hd; d++)
-                acc[d] *= r;
-            mx = bm;
-        }
-        for (int64_t j = 0; j < np; j++) {
-            float w = expf(sc[j] - mx);
-            const float *v = V + (p0 + j) * kvd;
-            sum += w;
-            for (int64_t d = 0; d < hd; d++)
-                acc[d] += w * v[d];
-        }
-    }
-    float *o = J->out + i * qd + h * hd;
-    float inv = 1.0f / sum;
-    for (int64_t d = 0; d < hd; d++)
-        o[d] = acc[d] * inv;
+    J->m->attn(J->out + i * qd + h * hd, q, K, V, kvd, J->pos[i] + 1, hd, J->scale);
 }
 
 static int grow_scratch(hearth_llama *m, int64_t cap, hearth_err *err)
@@ -186,12 +132,6 @@ static void add_bias(float *y, const float *b, int64_t rows, int64_t n)
             y[r * n + i] += b[i];
 }
 
-static void add_rows(float *x, const float *y, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] += y[i];
-}
-
 /* q/k norm (qwen3) and RoPE on the chunk's q and k rows. */
 static void qk_prepare(const hearth_llama *m, const llama_layer *L, int64_t nc)
 {
@@ -203,9 +143,9 @@ static void qk_prepare(const hearth_llama *m, const llama_layer *L, int64_t nc)
         float *q = s->q + i * hp->n_head * hd, *k = s->k + i * hp->n_head_kv * hd;
         if (L->q_norm) {
             for (int64_t h = 0; h < hp->n_head; h++)
-                rmsnorm_row(q + h * hd, q + h * hd, L->q_norm, hd, hp->rms_eps);
+                hearth_cpu_rmsnorm(q + h * hd, q + h * hd, hd, L->q_norm, hp->rms_eps);
             for (int64_t h = 0; h < hp->n_head_kv; h++)
-                rmsnorm_row(k + h * hd, k + h * hd, L->k_norm, hd, hp->rms_eps);
+                hearth_cpu_rmsnorm(k + h * hd, k + h * hd, hd, L->k_norm, hp->rms_eps);
         }
         for (int64_t j = 0; j < half; j++) {
             double a = (double)s->pos[i] * m->inv_freq[j];
@@ -226,7 +166,7 @@ static int layer_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int6
     int64_t E = hp->n_embd, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
     int rc;
     for (int64_t i = 0; i < nc; i++)
-        rmsnorm_row(s->h + i * E, s->x + i * E, L->attn_norm, E, hp->rms_eps);
+        hearth_cpu_rmsnorm(s->h + i * E, s->x + i * E, E, L->attn_norm, hp->rms_eps);
     if ((rc = mm(pool, &L->wq, s->h, nc, s->q, qd, err)) || (rc = mm(pool, &L->wk, s->h, nc, s->k, kvd, err)) ||
         (rc = mm(pool, &L->wv, s->h, nc, s->v, kvd, err)))
         return rc;
@@ -242,19 +182,16 @@ static int layer_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int6
     hearth_pool_run(pool, att_task, &J, nc * hp->n_head);
     if ((rc = mm(pool, &L->wo, s->att, nc, s->h, E, err)))
         return rc;
-    add_rows(s->x, s->h, nc * E);
+    hearth_cpu_add(s->x, s->x, s->h, nc * E);
     for (int64_t i = 0; i < nc; i++)
-        rmsnorm_row(s->h + i * E, s->x + i * E, L->ffn_norm, E, hp->rms_eps);
+        hearth_cpu_rmsnorm(s->h + i * E, s->x + i * E, E, L->ffn_norm, hp->rms_eps);
     if ((rc = mm(pool, &L->gate, s->h, nc, s->g, hp->n_ff, err)) ||
         (rc = mm(pool, &L->up, s->h, nc, s->u, hp->n_ff, err)))
         return rc;
-    for (int64_t i = 0; i < nc * hp->n_ff; i++) {
-        float g = s->g[i];
-        s->g[i] = g / (1.0f + expf(-g)) * s->u[i];
-    }
+    hearth_cpu_swiglu(s->g, s->g, s->u, nc * hp->n_ff);
     if ((rc = mm(pool, &L->down, s->g, nc, s->h, E, err)))
         return rc;
-    add_rows(s->x, s->h, nc * E);
+    hearth_cpu_add(s->x, s->x, s->h, nc * E);
     return 0;
 }
 
@@ -288,7 +225,7 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, cons
             continue;
         if (first < 0)
             first = s->row[i];
-        rmsnorm_row(s->h + n_out * E, s->x + i * E, m->out_norm, E, hp->rms_eps);
+        hearth_cpu_rmsnorm(s->h + n_out * E, s->x + i * E, E, m->out_norm, hp->rms_eps);
         n_out++;
     }
     if (n_out == 0)

@@ -4,6 +4,7 @@
 #define HEARTH_MODELS_LLAMA_INT_H
 
 #include "models/llama.h"
+#include "models/llama_attn.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -60,6 +61,7 @@ struct hearth_llama {
     llama_layer *layers;     /* (n_layer) */
     hearth_dtype wtype;
     uint64_t wbytes;
+    llama_attn_fn attn;      /* one head's attention, widest vectors the CPU allows */
     llama_scratch s;
 };
 

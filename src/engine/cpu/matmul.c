@@ -19,8 +19,8 @@
  * Rejected: a full f32 copy of quantized weights (4-8x the memory, and the
  * whole point of the quantized formats is to read fewer bytes); threading
  * over M (decode has M = 1, and splitting N keeps each weight row read by
- * exactly one thread); packing X too (the tile reads X rows sequentially from
- * L1 already, measured no gain). */
+ * exactly one thread); packing X too (the tile reads its 8 X rows
+ * sequentially and they stay in L1; not measured). */
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_impl.h"
 
@@ -36,11 +36,17 @@
 /* W rows per GEMM task at most: a 256 x KC panel is 256 KiB, within L2. */
 #define GEMM_CHUNK_MAX 256
 
-/* M from which the packed GEMM beats row dots, per weight type (measured on
- * Zen 4 with tests/unit/engine/test_matmul's sizes; see the commit log). */
+/* M from which the packed GEMM beats row dots, per weight type. Measured on
+ * the 2-core Zen 4 with N = K = 2048 (ms per call, AVX-512, 2 threads):
+ *   f32:  row dots 0.49 per X row; GEMM 5.3 at M=16, 6.5 at M=32
+ *   f16:  row dots 0.20 per row;   GEMM 14.5 at M=16, 15.8 at M=32
+ *   q8_0: row dots 0.13 per row;   GEMM 5.8 at M=16, 9.5 at M=32
+ *   q4_k: row dots 0.24 per row;   GEMM 12.5 at M=16, 12.2 at M=32
+ * The GEMM's fixed cost is the packing (scalar dequantize + transpose into
+ * the panel, 1-3 ns per weight), hence the high crossover for all but f32. */
 static int64_t gemm_min_m(hearth_dtype t)
 {
-    return hearth_quant_uses_q8a(t) ? 16 : 4;
+    return t == HEARTH_F32 ? 12 : 64;
 }
 
 const char *hearth_cpu_isa_name(hearth_cpu_isa isa)

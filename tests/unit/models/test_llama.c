@@ -9,9 +9,11 @@
  * with the PyTorch reference is tests/integration/test_llama_parity.py. */
 #include "harness.h"
 
+#include "base/cpu.h"
 #include "models/gguf.h"
 #include "models/gguf_write.h"
 #include "models/llama.h"
+#include "models/llama_attn.h"
 #include "models/llama_demo.h"
 
 #include <stdint.h>
@@ -130,6 +132,66 @@ static void golden_stories260k(void)
     hearth_kv_free(kv);
     hearth_pool_free(pool);
     hearth_llama_close(m);
+}
+
+/* The attention head in each vector width == a double-precision softmax,
+ * over more positions than one online-softmax block, and head sizes with
+ * and without a vector tail. */
+static void attention_head_widths(void)
+{
+    const hearth_cpu_info *c = hearth_cpu();
+    struct {
+        llama_attn_fn fn;
+        bool ok;
+        const char *name;
+    } v[3] = {{llama_attn_head_sse, true, "sse"},
+              {llama_attn_head_avx2, c->avx2 && c->fma && c->f16c, "avx2"},
+              {llama_attn_head_avx512, llama_attn_pick() == llama_attn_head_avx512, "avx512"}};
+    int64_t n_pos = 600, stride = 200;
+    float *K = malloc((size_t)(n_pos * stride) * sizeof(float)), *V = malloc((size_t)(n_pos * stride) * sizeof(float));
+    float q[128], out[128];
+    uint32_t x = 12345;
+    for (int64_t i = 0; i < n_pos * stride; i++) {
+        x = x * 1664525u + 1013904223u;
+        K[i] = (float)(x >> 8) / 16777216.0f * 2 - 1;
+        x = x * 1664525u + 1013904223u;
+        V[i] = (float)(x >> 8) / 16777216.0f * 2 - 1;
+    }
+    int64_t hds[] = {64, 40, 3};
+    for (int h = 0; h < 3; h++) {
+        int64_t hd = hds[h];
+        for (int64_t d = 0; d < hd; d++)
+            q[d] = 3.0f * K[7 * stride + d] + 0.01f * (float)d; /* one clear peak plus spread */
+        for (int64_t np = 1; np <= n_pos; np += 299) {
+            double w[600], mx = -1e300, sum = 0, ref[128] = {0};
+            for (int64_t j = 0; j < np; j++) {
+                double s = 0;
+                for (int64_t d = 0; d < hd; d++)
+                    s += (double)q[d] * K[j * stride + d];
+                w[j] = s / sqrt((double)hd);
+                mx = w[j] > mx ? w[j] : mx;
+            }
+            for (int64_t j = 0; j < np; j++) {
+                w[j] = exp(w[j] - mx);
+                sum += w[j];
+            }
+            for (int64_t j = 0; j < np; j++)
+                for (int64_t d = 0; d < hd; d++)
+                    ref[d] += w[j] / sum * V[j * stride + d];
+            for (int k = 0; k < 3; k++) {
+                if (!v[k].ok)
+                    continue;
+                v[k].fn(out, q, K, V, stride, np, hd, (float)(1.0 / sqrt((double)hd)));
+                double worst = 0;
+                for (int64_t d = 0; d < hd; d++)
+                    worst = fmax(worst, fabs(out[d] - ref[d]));
+                CHECK_MSG(worst <= 1e-5, "%s hd %lld n_pos %lld: max error %g", v[k].name, (long long)hd,
+                          (long long)np, worst);
+            }
+        }
+    }
+    free(K);
+    free(V);
 }
 
 /* ---- helpers for comparing runs ---- */
@@ -536,6 +598,7 @@ static void open_errors_name_file_and_tensor(void)
 int main(void)
 {
     RUN(golden_stories260k);
+    RUN(attention_head_widths);
     RUN(prefill_equals_one_by_one);
     RUN(slots_together_equal_alone);
     RUN(overflow_refused_cache_unchanged);

@@ -1,0 +1,86 @@
+/* llama_attn_impl.h: the body of one attention head, included by
+ * llama_attn.c (baseline SSE2), llama_attn_avx2.c and llama_attn_avx512.c,
+ * each defining ATTN_NAME and ATTN_VBYTES (vector bytes) first. Written with
+ * GCC/Clang vector extensions so one source serves every width; the
+ * compiler flags of the including file (Makefile ISA_*) pick the
+ * instructions.
+ *
+ * How: K and V rows are streamed once, front to back, with an online
+ * softmax in blocks of ATTN_BLOCK scores kept on the stack: per block the
+ * scores and their max; when the max grows the running sum and the output
+ * accumulator are rescaled by exp(old - new). So no scratch of n_pos floats
+ * is needed, whatever the context. */
+#include "models/llama_int.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ATTN_BLOCK 256
+#define VL (ATTN_VBYTES / 4)
+
+typedef float vf __attribute__((vector_size(ATTN_VBYTES)));
+
+static inline vf vload(const float *p)
+{
+    vf v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+static inline float vdot(const float *a, const float *b, int64_t hv, int64_t n)
+{
+    vf s0 = {0}, s1 = {0};
+    int64_t d = 0;
+    for (; d + 2 * VL <= hv; d += 2 * VL) {
+        s0 += vload(a + d) * vload(b + d);
+        s1 += vload(a + d + VL) * vload(b + d + VL);
+    }
+    for (; d < hv; d += VL)
+        s0 += vload(a + d) * vload(b + d);
+    s0 += s1;
+    float s = 0;
+    for (int l = 0; l < VL; l++)
+        s += s0[l];
+    for (; d < n; d++)
+        s += a[d] * b[d];
+    return s;
+}
+
+void ATTN_NAME(float *out, const float *q, const float *K, const float *V, int64_t stride, int64_t n_pos, int64_t hd,
+               float scale)
+{
+    float acc[LLAMA_HEAD_DIM_MAX], sc[ATTN_BLOCK];
+    int64_t hv = hd - hd % VL;
+    memset(acc, 0, (size_t)hd * sizeof acc[0]);
+    float mx = -INFINITY, sum = 0;
+    for (int64_t p0 = 0; p0 < n_pos; p0 += ATTN_BLOCK) {
+        int64_t np = n_pos - p0 < ATTN_BLOCK ? n_pos - p0 : ATTN_BLOCK;
+        float bm = -INFINITY;
+        for (int64_t j = 0; j < np; j++) {
+            sc[j] = vdot(q, K + (p0 + j) * stride, hv, hd) * scale;
+            bm = sc[j] > bm ? sc[j] : bm;
+        }
+        if (bm > mx) {
+            float r = expf(mx - bm); /* 0 on the first block: mx is -inf */
+            sum *= r;
+            for (int64_t d = 0; d < hd; d++)
+                acc[d] *= r;
+            mx = bm;
+        }
+        for (int64_t j = 0; j < np; j++) {
+            float w = expf(sc[j] - mx);
+            const float *v = V + (p0 + j) * stride;
+            sum += w;
+            int64_t d = 0;
+            for (; d < hv; d += VL)
+                vstore(acc + d, vload(acc + d) + w * vload(v + d));
+            for (; d < hd; d++)
+                acc[d] += w * v[d];
+        }
+    }
+    float inv = 1.0f / sum;
+    for (int64_t d = 0; d < hd; d++)
+        out[d] = acc[d] * inv;
+}

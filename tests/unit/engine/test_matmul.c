@@ -1,0 +1,251 @@
+/* Unit tests for src/engine/cpu/matmul*.c: every dot-product kernel of every
+ * ISA this CPU has against the scalar oracle of quant_ref.c, and every matmul
+ * path (row dots and packed GEMM, each ISA, with and without a pool) against
+ * hearth_cpu_matmul_ref on odd sizes and strides. Ends by printing the
+ * measured FMA peak, an f32 GEMM's GFLOP/s and a Q8_0 mat-vec's GB/s (prints
+ * only: this machine's cores are shared, timings are not asserted). */
+#include "harness.h"
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "engine/cpu/matmul.h"
+#include "engine/cpu/matmul_impl.h"
+
+#include <stdint.h>
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+static float frand(void)
+{
+    return (float)((double)rnd() / 2147483648.0 - 1.0);
+}
+
+static const hearth_dtype TYPES[] = {HEARTH_F32, HEARTH_F16, HEARTH_BF16, HEARTH_Q8_0,
+                                     HEARTH_Q4_0, HEARTH_Q4_K, HEARTH_Q6_K};
+enum { N_TYPES = sizeof TYPES / sizeof TYPES[0] };
+
+static const hearth_cpu_kernels *table_of(hearth_cpu_isa isa)
+{
+    return isa == HEARTH_ISA_AVX512 ? &hearth_cpu_kernels_avx512
+           : isa == HEARTH_ISA_AVX2 ? &hearth_cpu_kernels_avx2
+                                    : &hearth_cpu_kernels_scalar;
+}
+
+/* K values to try for a type: odd ones where the type allows, else block multiples. */
+static int ks_of(hearth_dtype t, int64_t *ks)
+{
+    int64_t block = hearth_dtype_get(t)->block;
+    if (block == 1) {
+        const int64_t v[] = {1, 7, 16, 33, 100, 257, 515};
+        memcpy(ks, v, sizeof v);
+        return 7;
+    }
+    if (block == 32) {
+        const int64_t v[] = {32, 96, 288, 544};
+        memcpy(ks, v, sizeof v);
+        return 4;
+    }
+    ks[0] = 256, ks[1] = 768;
+    return 2;
+}
+
+/* A random weight matrix of type t: N rows of K, with row stride row_bytes. */
+static void *make_weights(hearth_dtype t, int64_t N, int64_t K, size_t *row_bytes)
+{
+    size_t rb;
+    hearth_dtype_row_bytes(t, K, &rb);
+    *row_bytes = rb + 8; /* padded rows: the stride must be honoured */
+    char *w = calloc((size_t)N, *row_bytes);
+    float *row = malloc((size_t)K * sizeof *row);
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t k = 0; k < K; k++)
+            row[k] = frand() * (rnd() % 16 == 0 ? 4.0f : 1.0f);
+        hearth_quant_quantize_row(t, row, w + (size_t)n * *row_bytes, K);
+    }
+    free(row);
+    return w;
+}
+
+static void vec_dots_match_oracle(void)
+{
+    for (int isa = HEARTH_ISA_AVX2; isa < HEARTH_ISA_COUNT_; isa++) {
+        if (!hearth_cpu_isa_available((hearth_cpu_isa)isa)) {
+            printf("# %s not available: its kernels are not tested here\n", hearth_cpu_isa_name((hearth_cpu_isa)isa));
+            continue;
+        }
+        const hearth_cpu_kernels *kt = table_of((hearth_cpu_isa)isa);
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            hearth_dtype t = TYPES[ti];
+            int64_t ks[8];
+            int nk = ks_of(t, ks);
+            for (int ki = 0; ki < nk; ki++) {
+                int64_t K = ks[ki];
+                size_t rb;
+                void *w = make_weights(t, 1, K, &rb);
+                float *x = malloc((size_t)K * sizeof *x), *wd = malloc((size_t)K * sizeof *wd);
+                for (int64_t k = 0; k < K; k++)
+                    x[k] = frand();
+                hearth_block_q8a *xq = malloc((size_t)(K / 32 + 1) * sizeof *xq);
+                hearth_quant_q8a_row(x, xq, K);
+                const void *xv = hearth_quant_uses_q8a(t) ? (const void *)xq : (const void *)x;
+                hearth_quant_dequantize_row(t, w, wd, K);
+                double sumabs = 0;
+                for (int64_t k = 0; k < K; k++)
+                    sumabs += fabs((double)wd[k] * x[k]);
+                float want = hearth_quant_vec_dot_ref(t, w, xv, K), got = kt->vec_dot[t](w, xv, K);
+                /* same integer sums; float scaling/summation order differ: a few ulps of sum|w x| */
+                CHECK_MSG(fabs(got - want) <= 1e-5 * sumabs + 1e-6, "%s %s K=%lld: %g vs %g", kt->name,
+                          hearth_dtype_get(t)->name, (long long)K, got, want);
+                free(w), free(x), free(wd), free(xq);
+            }
+        }
+    }
+}
+
+/* Y from matmul_on vs the oracle, with the bound for each element written out:
+ * f32 accumulation error 2e-5 sum|x w| (K <= 768, blocked sums), plus for the
+ * quantized types the q8a rounding of X: sum_k |w_k| * (amax of x's block)/254. */
+static int check_case(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype t, int64_t M, int64_t N, int64_t K)
+{
+    size_t rb;
+    void *w = make_weights(t, N, K, &rb);
+    int64_t ldx = K + 3, ldy = N + 2;
+    float *x = malloc((size_t)(M * ldx) * sizeof *x), *y = malloc((size_t)(M * ldy) * sizeof *y),
+          *yr = malloc((size_t)(M * ldy) * sizeof *yr), *wd = malloc((size_t)K * sizeof *wd);
+    for (int64_t i = 0; i < M * ldx; i++)
+        x[i] = frand();
+    for (int64_t i = 0; i < M * ldy; i++)
+        y[i] = yr[i] = -7.0f; /* canary in the stride padding */
+    int rc = hearth_cpu_matmul_on(isa, pool, t, w, rb, N, K, x, ldx, M, y, ldy);
+    int rc_ref = hearth_cpu_matmul_ref(NULL, t, w, rb, N, K, x, ldx, M, yr, ldy);
+    int bad = rc != 0 || rc_ref != 0;
+    for (int64_t n = 0; n < N && !bad; n++) {
+        hearth_quant_dequantize_row(t, (char *)w + (size_t)n * rb, wd, K);
+        for (int64_t m = 0; m < M; m++) {
+            const float *xm = x + m * ldx;
+            double sumabs = 0, qerr = 0;
+            for (int64_t k = 0; k < K; k++) {
+                sumabs += fabs((double)wd[k] * xm[k]);
+                if (hearth_quant_uses_q8a(t) && k % 32 == 0) {
+                    float amax = 0, wsum = 0;
+                    for (int l = 0; l < 32; l++) {
+                        amax = fmaxf(amax, fabsf(xm[k + l]));
+                        wsum += fabsf(wd[k + l]);
+                    }
+                    qerr += (double)wsum * amax / 254 * (1 + 1e-6);
+                }
+            }
+            double tol = 2e-5 * sumabs + qerr + 1e-6;
+            double e = fabs((double)y[m * ldy + n] - yr[m * ldy + n]);
+            if (!(e <= tol)) {
+                if (bad++ < 3)
+                    fprintf(stderr, "  %s %s M=%lld N=%lld K=%lld: Y[%lld][%lld] = %g, oracle %g, tol %g\n",
+                            hearth_cpu_isa_name(isa), hearth_dtype_get(t)->name, (long long)M, (long long)N,
+                            (long long)K, (long long)m, (long long)n, y[m * ldy + n], yr[m * ldy + n], tol);
+            }
+        }
+    }
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = N; n < ldy; n++)
+            bad += y[m * ldy + n] != -7.0f;
+    free(w), free(x), free(y), free(yr), free(wd);
+    return bad;
+}
+
+static void matmul_matches_oracle(void)
+{
+    /* 65: past every type's switch to the packed GEMM (matmul.c, gemm_min_m) */
+    const int64_t ms[] = {1, 2, 3, 7, 16, 33, 65}, ns[] = {1, 5, 37, 70};
+    hearth_pool *pool = hearth_pool_new(2);
+    for (int isa = 0; isa < HEARTH_ISA_COUNT_; isa++) {
+        if (!hearth_cpu_isa_available((hearth_cpu_isa)isa))
+            continue;
+        int bad = 0;
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            int64_t ks[8];
+            int nk = ks_of(TYPES[ti], ks);
+            for (int ki = 0; ki < nk; ki++)
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                        bad += check_case((hearth_cpu_isa)isa, (mi + ni) % 2 ? pool : NULL, TYPES[ti], ms[mi],
+                                          ns[ni], ks[ki]);
+        }
+        CHECK_MSG(bad == 0, "%s: %d mismatches", hearth_cpu_isa_name((hearth_cpu_isa)isa), bad);
+    }
+    hearth_pool_free(pool);
+}
+
+static void bad_arguments_are_rejected(void)
+{
+    float x[64] = {0}, y[4];
+    uint8_t w[256] = {0};
+    CHECK_EQ_INT(hearth_cpu_matmul(NULL, HEARTH_Q8_0, w, 34, 1, 48, x, 48, 1, y, 1), HEARTH_EINVAL); /* K % 32 */
+    CHECK_EQ_INT(hearth_cpu_matmul(NULL, (hearth_dtype)5, w, 64, 1, 32, x, 32, 1, y, 1), HEARTH_EINVAL);
+    CHECK_EQ_INT(hearth_cpu_matmul(NULL, HEARTH_F32, w, 60, 1, 16, x, 16, 1, y, 1), HEARTH_EINVAL); /* row short */
+    CHECK_EQ_INT(hearth_cpu_matmul(NULL, HEARTH_F32, w, 64, 1, 16, x, 8, 1, y, 1), HEARTH_EINVAL);  /* x stride */
+    CHECK_EQ_INT(hearth_cpu_matmul(NULL, HEARTH_F32, w, 64, 2, 16, x, 16, 1, y, 1), HEARTH_EINVAL); /* y stride */
+    CHECK_EQ_INT(hearth_cpu_matmul(NULL, HEARTH_F32, w, 64, 0, 16, x, 16, 1, y, 1), 0);
+    CHECK_EQ_INT(hearth_cpu_matmul_on(HEARTH_ISA_COUNT_, NULL, HEARTH_F32, w, 64, 1, 16, x, 16, 1, y, 1),
+                 HEARTH_EUNSUPPORTED);
+}
+
+static double seconds_of_best(int reps, hearth_pool *pool, hearth_dtype t, const void *w, size_t rb, int64_t N,
+                              int64_t K, const float *x, int64_t M, float *y)
+{
+    double best = 1e9;
+    for (int r = 0; r < reps; r++) {
+        uint64_t t0 = hearth_now_ns();
+        hearth_cpu_matmul(pool, t, w, rb, N, K, x, K, M, y, N);
+        double s = (double)(hearth_now_ns() - t0) / 1e9;
+        best = s < best ? s : best;
+    }
+    return best;
+}
+
+static void print_speed(void)
+{
+    hearth_pool *pool = hearth_pool_new(0);
+    printf("# isa %s, %d threads\n", hearth_cpu_isa_name(hearth_cpu_matmul_isa()), hearth_pool_size(pool));
+    printf("# fma peak: %.1f GFLOP/s\n", hearth_cpu_peak_gflops(pool));
+    {
+        int64_t M = 256, N = 1536, K = 384;
+        size_t rb;
+        void *w = make_weights(HEARTH_F32, N, K, &rb);
+        float *x = malloc((size_t)(M * K) * sizeof *x), *y = malloc((size_t)(M * N) * sizeof *y);
+        for (int64_t i = 0; i < M * K; i++)
+            x[i] = frand();
+        double s = seconds_of_best(10, pool, HEARTH_F32, w, rb, N, K, x, M, y);
+        printf("# f32 gemm %lldx%lldx%lld: %.1f GFLOP/s\n", (long long)M, (long long)N, (long long)K,
+               2.0 * M * N * K / s / 1e9);
+        free(w), free(x), free(y);
+    }
+    const hearth_dtype mv[] = {HEARTH_Q8_0, HEARTH_Q4_0, HEARTH_Q4_K, HEARTH_Q6_K, HEARTH_F16};
+    for (size_t i = 0; i < sizeof mv / sizeof mv[0]; i++) {
+        int64_t N = 4096, K = 4096;
+        size_t rb;
+        void *w = make_weights(mv[i], N, K, &rb);
+        float *x = malloc((size_t)K * sizeof *x), *y = malloc((size_t)N * sizeof *y);
+        for (int64_t k = 0; k < K; k++)
+            x[k] = frand();
+        double s = seconds_of_best(20, pool, mv[i], w, rb, N, K, x, 1, y);
+        printf("# %s mat-vec %lldx%lld, M=1: %.1f GB/s of weights (%.2f ms)\n", hearth_dtype_get(mv[i])->name,
+               (long long)N, (long long)K, (double)rb * N / s / 1e9, s * 1e3);
+        free(w), free(x), free(y);
+    }
+    hearth_pool_free(pool);
+}
+
+int main(void)
+{
+    RUN(vec_dots_match_oracle);
+    RUN(matmul_matches_oracle);
+    RUN(bad_arguments_are_rejected);
+    print_speed();
+    TEST_EXIT();
+}
