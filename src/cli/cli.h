@@ -18,5 +18,9 @@ struct opt;
  * positional need argc entries each (embed.c). */
 int hearth_cli_split_args(const struct opt *opts, int n_opts, int argc, char **argv, char **flags, int *n_flags,
                           char **positional, int *n_positional);
+/* `hearth run`: generate text from a GGUF model (also --bench, --dump-logits). */
+int hearth_cmd_run(int argc, char **argv);
+/* `hearth quantize IN OUT TYPE`: re-quantize a GGUF model's weight matrices. */
+int hearth_cmd_quantize(int argc, char **argv);
 
 #endif

@@ -12,6 +12,8 @@ static void usage(FILE *f)
                "  doctor   print what this binary was built for and what it found, as JSON\n"
                "  embed    print sentence embeddings as JSON, or --bench the encoder\n"
                "  convert  write a sentence-transformers BERT folder as a bert GGUF file\n"
+               "  run      generate text from a GGUF model (--bench: prompt and decode speed)\n"
+               "  quantize write a GGUF model's weight matrices in another type\n"
                "\nRun `hearth <command> --help` for a command's options.\n");
 }
 
@@ -38,6 +40,10 @@ int main(int argc, char **argv)
         return hearth_cmd_embed(argc - 1, argv + 1);
     if (strcmp(cmd, "convert") == 0)
         return hearth_cmd_convert(argc - 1, argv + 1);
+    if (strcmp(cmd, "run") == 0)
+        return hearth_cmd_run(argc - 1, argv + 1);
+    if (strcmp(cmd, "quantize") == 0)
+        return hearth_cmd_quantize(argc - 1, argv + 1);
     fprintf(stderr, "hearth: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;
