@@ -260,12 +260,7 @@ static void place_conn(hearth_io *io, int fd)
     adopt_conn(io, fd, false);
 }
 
-static void resume_accept(hearth_loop *loop, void *arg)
-{
-    hearth_io *io = arg;
-    if (!io->draining && !io->listening && hearth_loop_add_fd(loop, io->s->listen_fd, HEARTH_EV_READ, hearth_io_accept_ready, io) == 0)
-        io->listening = true;
-}
+static void resume_accept(hearth_loop *loop, void *arg) { hearth_io_start_accepting(arg); }
 
 void hearth_io_accept_ready(hearth_loop *loop, int lfd, unsigned events, void *arg)
 {
@@ -396,16 +391,29 @@ static int io_init(hearth_server *s, hearth_io *io, int index, hearth_err *err)
     if (!io->loop)
         return err ? err->code : HEARTH_EIO;
     hearth_loop_set_wake_cb(io->loop, hearth_io_wake_cb, io);
-    if (hearth_loop_add_fd(io->loop, s->listen_fd, HEARTH_EV_READ, hearth_io_accept_ready, io) != 0)
-        return hearth_err_set(err, HEARTH_EIO, "cannot poll the listening socket");
-    io->listening = true;
     if (hearth_loop_add_fd(io->loop, s->handoff_fd[2 * io->gslot], HEARTH_EV_READ, hearth_io_handoff_ready, io) != 0)
         return hearth_err_set(err, HEARTH_EIO, "cannot poll the hand-off socket");
     hearth_slot_stats *st = &s->shared->slot[io->gslot];
     atomic_store(&st->conns, 0);
     atomic_store(&st->inflight, 0);
-    atomic_store(&st->alive, 1);
+    /* A single process takes connections at once and answers 503 while its
+     * models load. A worker waits until its models are loaded: its siblings
+     * serve meanwhile, so a respawned worker never answers 503. */
+    if (s->worker_index < 0 || !s->init_cb)
+        hearth_io_start_accepting(io);
     return HEARTH_OK;
+}
+
+void hearth_io_start_accepting(hearth_io *io)
+{
+    if (io->draining || io->listening)
+        return;
+    if (hearth_loop_add_fd(io->loop, io->s->listen_fd, HEARTH_EV_READ, hearth_io_accept_ready, io) != 0) {
+        HLOG_ERROR("cannot poll the listening socket");
+        return;
+    }
+    io->listening = true;
+    atomic_store(&io->s->shared->slot[io->gslot].alive, 1);
 }
 
 static void *init_main(void *arg)
@@ -414,7 +422,11 @@ static void *init_main(void *arg)
     if (s->init_cb(s, s->init_ctx) != 0) {
         atomic_store(&s->init_failed, 1);
         kill(getpid(), SIGTERM); /* the main thread's sigwait takes it and stops the process */
+        return NULL;
     }
+    atomic_store(&s->init_done, 1);
+    for (int i = 0; i < s->cfg.threads; i++)
+        hearth_loop_wake(s->io[i].loop); /* each loop starts accepting on its own thread */
     return NULL;
 }
 

@@ -159,6 +159,7 @@ struct hearth_server {
     hearth_process_exit_cb exit_cb;
     void *exit_ctx;
     _Atomic int init_failed;
+    _Atomic int init_done;
 };
 
 /* server.c */
@@ -167,6 +168,8 @@ void hearth_io_handoff_ready(hearth_loop *loop, int fd, unsigned events, void *a
 void hearth_io_maybe_stop(hearth_io *io);
 /* Stops accepting, closes idle connections, lets busy ones finish (loop thread). */
 void hearth_io_begin_drain(hearth_io *io);
+/* Polls the listener and accepts hand-offs (loop thread); a no-op when draining or already listening. */
+void hearth_io_start_accepting(hearth_io *io);
 
 /* conn.c */
 int hearth_conn_open(hearth_io *io, int fd);
