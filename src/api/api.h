@@ -32,6 +32,13 @@ typedef struct hearth_api_config {
     int max_concurrent;
     int max_client_batch;
     int compute_threads;         /* 0: one per physical core */
+    /* generation */
+    int parallel;                /* --parallel live sequences per model (4) */
+    int cache_slots;             /* --cache-slots idle KV slots kept for prefix reuse (4) */
+    int ctx_size;                /* --ctx-size positions per sequence (0: the model's, capped at 4096) */
+    int max_queue;               /* --max-queue waiting generation requests (64) */
+    int batch_size;              /* --batch-size tokens per forward pass (512) */
+    const char *chat_template;   /* --chat-template override */
 } hearth_api_config;
 
 typedef struct hearth_api {
@@ -49,6 +56,9 @@ void hearth_api_config_default(hearth_api_config *cfg);
 int hearth_api_register_system(hearth_api *api, hearth_server *s);
 /* Registers the embedding APIs: TEI /embed and /tokenize, OpenAI /v1/embeddings. */
 int hearth_api_register_embed(hearth_api *api, hearth_server *s);
+/* Registers the generation APIs: llama-server's /completion, /detokenize,
+ * /props and OpenAI's /v1/completions, /v1/chat/completions. */
+int hearth_api_register_generation(hearth_api *api, hearth_server *s);
 /* Loads the configured models (or writes and loads the demos) in this process;
  * sets ready. Returns 0 or a negative status with err naming the model. */
 int hearth_api_load_models(hearth_api *api, hearth_err *err);

@@ -8,7 +8,12 @@
 
 #include "base/pool.h"
 #include "engine/embed_queue.h"
+#include "engine/gen_sched.h"
 #include "models/bert.h"
+#include "models/llama.h"
+#include "text/chat_template.h"
+
+#include <cjson/cJSON.h>
 
 /* Options of the embedding family, from serve's flags. */
 typedef struct hearth_embed_opts {
@@ -25,14 +30,51 @@ typedef struct hearth_embed_model {
     hearth_pool *pool;           /* borrowed from hearth_api_state */
 } hearth_embed_model;
 
+/* Options of the generation family, from serve's flags. */
+typedef struct hearth_gen_opts {
+    int n_parallel;              /* --parallel: live sequences per model */
+    int n_cache_slots;           /* --cache-slots: extra KV slots that keep idle prefixes */
+    int64_t n_ctx;               /* --ctx-size per sequence (0: the model's, capped at 4096) */
+    int max_queue;               /* --max-queue: waiting requests; past it 503 */
+    int32_t n_batch;             /* --batch-size: tokens per forward pass */
+    const char *chat_template;   /* --chat-template override, or NULL */
+} hearth_gen_opts;
+
+/* A generation model: the llama weights, its KV cache and scheduler thread. */
+typedef struct hearth_gen_entry {
+    hearth_api_model *info;
+    hearth_llama *llama;
+    hearth_kv *kv;
+    hearth_gen_sched *sched;
+    hearth_pool *pool;           /* borrowed */
+    int64_t n_ctx;               /* per sequence */
+    int n_parallel;
+    bool has_template;
+    hearth_chat_template_kind tmpl;
+    char tmpl_source[16];        /* "gguf", "override" or "none" */
+    char bos_text[64];           /* the BOS token's text, for templates that write it */
+} hearth_gen_entry;
+
 struct hearth_api_state {
     hearth_pool *pool;           /* the compute threads, shared by the models */
     hearth_embed_opts embed;
     hearth_embed_model embed_models[HEARTH_API_MAX_MODELS];
     int n_embed;
+    hearth_gen_opts gen;
+    hearth_gen_entry gen_models[HEARTH_API_MAX_MODELS];
+    int n_gen;
 };
 
 /* The embedding model a request names (NULL name: the first one); NULL when none matches. */
 hearth_embed_model *hearth_api_find_embed(hearth_api *api, const char *name);
+/* The generation model a request names (NULL name: the first one); NULL when none matches. */
+hearth_gen_entry *hearth_api_find_gen(hearth_api *api, const char *name);
+
+/* llama-server's /tokenize ({"content": ...}): /tokenize is shared with TEI's
+ * form ({"inputs": ...}); embed.c dispatches on the body (completion.c). */
+void hearth_api_llama_tokenize(hearth_request *req, hearth_api *api, const cJSON *doc);
+
+/* Appends the generation families' metrics (models.c). */
+int hearth_api_metrics(hearth_api *api, hearth_buf *out);
 
 #endif
