@@ -46,8 +46,9 @@
 #define HEARTH_ST_MAX_NAME 4096u                   /* bytes in a tensor name or metadata key */
 #define HEARTH_ST_MAX_TENSORS ((size_t)1 << 20)
 /* Commas outside strings in the header: bounds cJSON's node count (and so its
- * memory) before it parses; a real header has about 6 per tensor. */
-#define HEARTH_ST_MAX_JSON_COMMAS ((size_t)8 << 20)
+ * memory: about 64 bytes a node, so ~130 MiB at most) before it parses; a real
+ * header has about 6 per tensor, 60 thousand for 10 thousand tensors. */
+#define HEARTH_ST_MAX_JSON_COMMAS ((size_t)2 << 20)
 
 typedef struct hearth_st_tensor {
     char *name;               /* NUL-terminated copy, owned */
