@@ -18,7 +18,8 @@ vocab.txt, optional tokenizer_config.json, 1_Pooling/config.json, modules.json).
 How: the tokenizer is bench/peers/wordpiece.py (pure Python BERT BasicTokenizer
 + WordPiece, checked against Hugging Face's ids); the forward pass is
 tests/ref/bert_ref.py's BertRef in float32 under torch.inference_mode with
-torch.set_num_threads(THREADS). All inputs of one request run as one
+torch.set_num_threads(THREADS), OpenBLAS held to one thread of its own (see
+OPENBLAS_NUM_THREADS below). All inputs of one request run as one
 right-padded batch. The forward pass runs on the event loop thread, so requests
 are served one at a time and the other connections wait: that is what a
 one-worker server without a batching queue does, and with torch already using
@@ -30,6 +31,7 @@ transformers/sentence-transformers (not in Debian; the forward pass is the same
 math as bert_ref.py, which is the project's reference).
 """
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -196,16 +198,8 @@ def main():
           flush=True)
     print("embed_uvicorn: BLAS libraries loaded: %s" % (", ".join(loaded_blas()) or "none found"), flush=True)
     print("embed_uvicorn: torch config:\n" + torch.__config__.show(), flush=True)
-    try:
-        import uvloop  # noqa: F401
-        loop = "uvloop"
-    except ImportError:
-        loop = "asyncio"
-    try:
-        import httptools  # noqa: F401
-        http = "httptools"
-    except ImportError:
-        http = "h11"
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     print("embed_uvicorn: loop %s, http %s, port %d" % (loop, http, a.port), flush=True)
     uvicorn.run(make_app(emb), host=a.host, port=a.port, workers=1, loop=loop, http=http,
                 access_log=False, log_level="warning")
