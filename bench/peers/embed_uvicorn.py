@@ -41,6 +41,11 @@ import sys
 # OpenBLAS at 1 (torch's OpenMP still 2) ~11 ms. Set before torch is imported;
 # an OPENBLAS_NUM_THREADS from the environment wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# torch's OpenMP threads spin between parallel regions; wrk and the other
+# servers share these cores, and a spinning thread that loses its core stalls
+# the region: on a loaded machine one sentence took 132 ms spinning, 38 ms
+# passive. (Re-check on an idle machine; OMP_WAIT_POLICY=active to compare.)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -193,9 +198,9 @@ def main():
     import uvicorn
     emb = Embedder(a.model_dir, a.threads)
     emb.embed(["warm up the kernels and the BLAS"], True, True)
-    print("embed_uvicorn: torch %s, %d threads, OPENBLAS_NUM_THREADS=%s, uvicorn %s"
-          % (torch.__version__, torch.get_num_threads(), os.environ["OPENBLAS_NUM_THREADS"], uvicorn.__version__),
-          flush=True)
+    print("embed_uvicorn: torch %s, %d threads, OPENBLAS_NUM_THREADS=%s, OMP_WAIT_POLICY=%s, uvicorn %s"
+          % (torch.__version__, torch.get_num_threads(), os.environ["OPENBLAS_NUM_THREADS"],
+             os.environ["OMP_WAIT_POLICY"], uvicorn.__version__), flush=True)
     print("embed_uvicorn: BLAS libraries loaded: %s" % (", ".join(loaded_blas()) or "none found"), flush=True)
     print("embed_uvicorn: torch config:\n" + torch.__config__.show(), flush=True)
     loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
