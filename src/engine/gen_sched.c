@@ -1,0 +1,554 @@
+/* gen_sched.c: the continuous-batching scheduler (see gen_sched.h).
+ *
+ * One thread, one loop: admit waiting requests into free slots (choosing the
+ * slot by longest cached prefix, else least recently used), build one batch
+ * (a decode row for every live sequence past its prompt, then prompt chunks
+ * from the others in admission order, within n_batch tokens), run it, and
+ * sample, detokenize and stop-check every row that produced logits.
+ *
+ * The lock guards only the waiting queue and the metrics; slots belong to
+ * the thread. Callbacks run without the lock. A cancelled request is noticed
+ * at the top of the next step (submitters poke the thread so that is at
+ * once), its slot freed and its cache kept for reuse.
+ *
+ * Rejected: a thread per sequence (each would read the weights on its own,
+ * which is the cost continuous batching exists to share), and splitting the
+ * KV cache per request dynamically (a paged cache): fixed slots are simpler and
+ * the slot count is the memory budget. */
+#include "gen_sched.h"
+
+#include "base/clock.h"
+#include "base/log.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+const double hearth_gen_sched_hist_bounds[12] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 0};
+
+typedef struct seq {
+    int slot;
+    hearth_gen_req *req;      /* NULL when idle */
+    int32_t *tokens;          /* what the slot's cache holds, for prefix matching */
+    int64_t n_tokens, cap;
+    uint64_t last_used;       /* for LRU eviction of idle caches */
+    uint64_t admit_order;
+    /* the live request */
+    int64_t n_prompt_done;    /* prompt positions in the cache */
+    int64_t n_cached;         /* of them, reused */
+    int32_t next_token;       /* sampled, to be fed in the next step */
+    bool decoding;
+    hearth_sampler *sampler;
+    hearth_stopper stopper;
+    void *detok;
+    int64_t n_gen;
+    uint64_t t_admit, t_first, t_last;
+} seq;
+
+struct hearth_gen_sched {
+    hearth_gen_batch_model m;
+    hearth_gen_sched_config cfg;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    hearth_gen_req *q_head, *q_tail;
+    int queued;
+    bool stopping;
+    bool poked;
+    bool inited, started;
+    seq *seqs;
+    int live;
+    uint64_t admit_counter;
+    hearth_gen_sched_metrics metrics;
+    /* batch scratch */
+    int32_t *b_tokens, *b_slots;
+    bool *b_want;
+    seq **b_seq;              /* the sequence of each logits row */
+    float *b_logits;
+    hearth_buf text, out;
+};
+
+static int hist_index(double sec)
+{
+    int b = 0;
+    while (b < 11 && sec > hearth_gen_sched_hist_bounds[b])
+        b++;
+    return b;
+}
+
+static void seq_push_token(seq *q, int32_t t)
+{
+    if (q->n_tokens < q->cap) /* cap is the context: the model refuses more before this */
+        q->tokens[q->n_tokens++] = t;
+}
+
+/* Emits the text that became final; returns true when a stop string matched. */
+static bool emit(hearth_gen_sched *s, seq *q, const char *text, size_t n, int32_t token, const hearth_gen_probs *probs)
+{
+    hearth_buf_reset(&s->out, 1 << 16);
+    int rc = hearth_stopper_push(&q->stopper, text, n, &s->out);
+    if (s->out.len)
+        q->req->on_text(q->req, s->out.data, s->out.len, token, probs);
+    return rc == 1;
+}
+
+static void finish(hearth_gen_sched *s, seq *q, int status, enum hearth_gen_finish why, const char *msg)
+{
+    hearth_gen_req *req = q->req;
+    uint64_t now = hearth_now_ns();
+    if (status == 0) {
+        /* release held text: a partial character, a stop-string prefix that never completed */
+        hearth_buf_reset(&s->text, 1 << 16);
+        if (s->m.detok_flush)
+            s->m.detok_flush(s->m.ctx, q->detok, &s->text);
+        hearth_buf_reset(&s->out, 1 << 16);
+        if (s->text.len)
+            hearth_stopper_push(&q->stopper, s->text.data, s->text.len, &s->out);
+        if (why != HEARTH_GEN_STOP)
+            hearth_stopper_finish(&q->stopper, &s->out);
+        if (s->out.len)
+            req->on_text(req, s->out.data, s->out.len, -1, NULL);
+    }
+    hearth_gen_stats st = {
+        .finish = why,
+        .stop_index = q->stopper.matched,
+        .n_prompt = req->n_prompt,
+        .n_cached = q->n_cached,
+        .n_gen = q->n_gen,
+        .queue_ms = (double)(q->t_admit - req->submitted_ns) / 1e6,
+        .prompt_ms = q->t_first ? (double)(q->t_first - q->t_admit) / 1e6 : (double)(now - q->t_admit) / 1e6,
+        .gen_ms = q->t_first ? (double)(now - q->t_first) / 1e6 : 0,
+        .slot = q->slot,
+    };
+    hearth_sampler_free(q->sampler);
+    q->sampler = NULL;
+    hearth_stopper_deinit(&q->stopper);
+    q->req = NULL;
+    q->decoding = false;
+    q->last_used = now;
+    s->live--;
+    pthread_mutex_lock(&s->lock);
+    if (status == 0)
+        s->metrics.requests_done++;
+    else if (status == HEARTH_ENOTFOUND)
+        s->metrics.requests_cancelled++;
+    else
+        s->metrics.requests_failed++;
+    s->metrics.live = s->live;
+    pthread_mutex_unlock(&s->lock);
+    req->on_done(req, status, msg, &st);
+}
+
+static int64_t common_prefix(const seq *q, const hearth_gen_req *req)
+{
+    int64_t n = q->n_tokens < req->n_prompt ? q->n_tokens : req->n_prompt;
+    int64_t i = 0;
+    while (i < n && q->tokens[i] == req->prompt[i])
+        i++;
+    return i;
+}
+
+/* Picks the idle slot for req: the longest cached prefix, else the least recently used. */
+static seq *pick_slot(hearth_gen_sched *s, const hearth_gen_req *req, int64_t *keep)
+{
+    seq *best = NULL, *lru = NULL;
+    int64_t best_n = 0;
+    for (int i = 0; i < s->m.n_slots; i++) {
+        seq *q = &s->seqs[i];
+        if (q->req)
+            continue;
+        if (!lru || q->last_used < lru->last_used)
+            lru = q;
+        int64_t n = req->cache_prompt ? common_prefix(q, req) : 0;
+        if (n > best_n || (n == best_n && n > 0 && q->last_used < best->last_used)) {
+            best = q;
+            best_n = n;
+        }
+    }
+    if (!best) {
+        *keep = 0;
+        return lru;
+    }
+    /* at least the last prompt token is computed again: its logits start the answer */
+    *keep = best_n < req->n_prompt ? best_n : req->n_prompt - 1;
+    return best;
+}
+
+static bool admit(hearth_gen_sched *s, seq *q, hearth_gen_req *req, int64_t keep)
+{
+    hearth_err err = {0};
+    q->sampler = hearth_sampler_new(&req->sampling, s->m.n_vocab, &err);
+    if (!q->sampler || hearth_stopper_init(&q->stopper, req->stop, req->n_stop, &err) != 0) {
+        hearth_sampler_free(q->sampler);
+        q->sampler = NULL;
+        req->on_done(req, err.code ? err.code : HEARTH_EINVAL, err.msg, NULL);
+        return false;
+    }
+    for (int64_t i = 0; i < req->n_prompt; i++)
+        hearth_sampler_accept(q->sampler, req->prompt[i]);
+    s->m.truncate(s->m.ctx, q->slot, keep);
+    q->n_tokens = keep;
+    q->req = req;
+    q->n_prompt_done = keep;
+    q->n_cached = keep;
+    q->n_gen = 0;
+    q->decoding = false;
+    q->t_admit = hearth_now_ns();
+    q->t_first = q->t_last = 0;
+    q->admit_order = s->admit_counter++;
+    s->m.detok_init(s->m.ctx, q->detok);
+    s->live++;
+    HLOG_INFO("slot %d: kept %lld of %lld positions (%lld to compute)", q->slot, (long long)keep, (long long)req->n_prompt,
+              (long long)(req->n_prompt - keep));
+    pthread_mutex_lock(&s->lock);
+    s->metrics.prompt_tokens_cached += (uint64_t)keep;
+    s->metrics.prefix_hits += keep > 0;
+    s->metrics.live = s->live;
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
+static bool is_end(const hearth_gen_sched *s, int32_t t)
+{
+    for (int i = 0; i < s->m.n_end_ids; i++)
+        if (s->m.end_ids[i] == t)
+            return true;
+    return false;
+}
+
+/* Samples the row of logits for q; finishes q when it is done. */
+static void sample_row(hearth_gen_sched *s, seq *q, const float *logits)
+{
+    hearth_gen_req *req = q->req;
+    int32_t tok = hearth_sampler_sample(q->sampler, logits);
+    hearth_gen_probs probs, *pp = NULL;
+    if (req->n_probs > 0) {
+        probs.n = hearth_sampler_top_probs(q->sampler, req->n_probs > 16 ? 16 : req->n_probs, probs.ids, probs.probs);
+        if (probs.n > 0)
+            pp = &probs;
+    }
+    hearth_sampler_accept(q->sampler, tok);
+    uint64_t now = hearth_now_ns();
+    pthread_mutex_lock(&s->lock);
+    s->metrics.gen_tokens++;
+    if (!q->t_first) {
+        double ttft = (double)(now - req->submitted_ns) / 1e9;
+        s->metrics.ttft_bucket[hist_index(ttft)]++;
+        s->metrics.ttft_sum += ttft;
+        s->metrics.ttft_count++;
+    } else {
+        double itl = (double)(now - q->t_last) / 1e9;
+        s->metrics.itl_bucket[hist_index(itl)]++;
+        s->metrics.itl_sum += itl;
+        s->metrics.itl_count++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!q->t_first)
+        q->t_first = now;
+    q->t_last = now;
+    q->n_gen++;
+    if (is_end(s, tok)) {
+        finish(s, q, 0, HEARTH_GEN_EOS, NULL);
+        return;
+    }
+    hearth_buf_reset(&s->text, 1 << 16);
+    s->m.detok_push(s->m.ctx, q->detok, tok, &s->text);
+    if (emit(s, q, s->text.data ? s->text.data : "", s->text.len, tok, pp)) {
+        finish(s, q, 0, HEARTH_GEN_STOP, NULL);
+        return;
+    }
+    /* the sampled token needs one more position to be fed back */
+    if ((req->n_predict >= 0 && q->n_gen >= req->n_predict) || q->n_tokens + 1 > s->m.n_ctx) {
+        finish(s, q, 0, HEARTH_GEN_LENGTH, NULL);
+        return;
+    }
+    q->next_token = tok;
+    q->decoding = true;
+}
+
+/* One step: returns false when there was nothing to run. */
+static bool step(hearth_gen_sched *s)
+{
+    int n = 0, rows = 0;
+    /* decode rows first: they are what the streams are waiting for */
+    for (int i = 0; i < s->m.n_slots; i++) {
+        seq *q = &s->seqs[i];
+        if (!q->req || !q->decoding)
+            continue;
+        s->b_tokens[n] = q->next_token;
+        s->b_slots[n] = q->slot;
+        s->b_want[n] = true;
+        s->b_seq[rows++] = q;
+        n++;
+    }
+    int32_t budget = s->cfg.n_batch - n;
+    if (budget < 1)
+        budget = 1;
+    /* then prompt chunks, oldest admission first */
+    for (;;) {
+        seq *next = NULL;
+        for (int i = 0; i < s->m.n_slots; i++) {
+            seq *q = &s->seqs[i];
+            if (q->req && !q->decoding && q->n_prompt_done < q->req->n_prompt && (!next || q->admit_order < next->admit_order)) {
+                bool in_batch = false;
+                for (int k = 0; k < n && !in_batch; k++)
+                    in_batch = s->b_slots[k] == q->slot;
+                if (!in_batch)
+                    next = q;
+            }
+        }
+        if (!next || budget <= 0)
+            break;
+        int64_t left = next->req->n_prompt - next->n_prompt_done;
+        int64_t take = left < budget ? left : budget;
+        for (int64_t k = 0; k < take; k++) {
+            s->b_tokens[n] = next->req->prompt[next->n_prompt_done + k];
+            s->b_slots[n] = next->slot;
+            s->b_want[n] = false;
+            n++;
+        }
+        if (take == left) {
+            s->b_want[n - 1] = true; /* the prompt's last token: its logits start the answer */
+            s->b_seq[rows++] = next;
+        }
+        budget -= (int32_t)take;
+    }
+    if (n == 0)
+        return false;
+    hearth_err err = {0};
+    int rc = s->m.forward(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_logits, &err);
+    pthread_mutex_lock(&s->lock);
+    s->metrics.steps++;
+    pthread_mutex_unlock(&s->lock);
+    if (rc) {
+        HLOG_ERROR("forward pass of %d tokens failed: %s", n, err.msg);
+        for (int i = 0; i < s->m.n_slots; i++) {
+            seq *q = &s->seqs[i];
+            bool in_batch = false;
+            for (int k = 0; k < n && !in_batch; k++)
+                in_batch = s->b_slots[k] == q->slot;
+            if (q->req && in_batch) {
+                s->m.truncate(s->m.ctx, q->slot, 0);
+                q->n_tokens = 0;
+                finish(s, q, rc, HEARTH_GEN_NONE, err.msg);
+            }
+        }
+        return true;
+    }
+    /* record what entered each cache (seqs[i] is slot i) */
+    uint64_t prompt_evaluated = 0;
+    for (int k = 0; k < n; k++) {
+        seq *q = &s->seqs[s->b_slots[k]];
+        seq_push_token(q, s->b_tokens[k]);
+        if (!q->decoding) {
+            q->n_prompt_done++;
+            prompt_evaluated++;
+        }
+    }
+    pthread_mutex_lock(&s->lock);
+    s->metrics.prompt_tokens += prompt_evaluated;
+    pthread_mutex_unlock(&s->lock);
+    for (int r = 0; r < rows; r++) {
+        seq *q = s->b_seq[r];
+        if (q->req)
+            sample_row(s, q, s->b_logits + (size_t)r * (size_t)s->m.n_vocab);
+    }
+    return true;
+}
+
+static void *run(void *arg)
+{
+    hearth_gen_sched *s = arg;
+    for (;;) {
+        hearth_gen_req *dropped = NULL;
+        pthread_mutex_lock(&s->lock);
+        while (!s->stopping && !s->poked && (!s->q_head || s->live >= s->cfg.n_parallel) && s->live == 0)
+            pthread_cond_wait(&s->wake, &s->lock);
+        s->poked = false;
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->lock);
+            break;
+        }
+        /* admit what fits */
+        hearth_gen_req *admitted[256];
+        int n_admitted = 0;
+        while (s->q_head && s->live + n_admitted < s->cfg.n_parallel && n_admitted < 256) {
+            hearth_gen_req *req = s->q_head;
+            s->q_head = req->link;
+            if (!s->q_head)
+                s->q_tail = NULL;
+            s->queued--;
+            if (atomic_load(&req->cancelled)) {
+                req->link = dropped;
+                dropped = req;
+                continue;
+            }
+            admitted[n_admitted++] = req;
+        }
+        s->metrics.queued = s->queued;
+        pthread_mutex_unlock(&s->lock);
+        while (dropped) {
+            hearth_gen_req *next = dropped->link;
+            pthread_mutex_lock(&s->lock);
+            s->metrics.requests_cancelled++;
+            pthread_mutex_unlock(&s->lock);
+            dropped->on_done(dropped, HEARTH_ENOTFOUND, "cancelled while queued", NULL);
+            dropped = next;
+        }
+        for (int i = 0; i < n_admitted; i++) {
+            int64_t keep;
+            seq *q = pick_slot(s, admitted[i], &keep);
+            admit(s, q, admitted[i], keep);
+        }
+        /* cancellations of live sequences */
+        for (int i = 0; i < s->m.n_slots; i++) {
+            seq *q = &s->seqs[i];
+            if (q->req && atomic_load(&q->req->cancelled)) {
+                HLOG_INFO("slot %d: request cancelled after %lld tokens; slot freed", q->slot, (long long)q->n_gen);
+                finish(s, q, HEARTH_ENOTFOUND, HEARTH_GEN_CANCELLED, "cancelled");
+            }
+        }
+        step(s);
+    }
+    return NULL;
+}
+
+hearth_gen_sched *hearth_gen_sched_new(const hearth_gen_batch_model *m, const hearth_gen_sched_config *cfg, hearth_err *err)
+{
+    if (m->n_slots < 1 || cfg->n_parallel < 1 || cfg->n_parallel > m->n_slots || cfg->n_batch < 1 || cfg->max_queue < 1 ||
+        !m->forward || !m->truncate || !m->detok_init || !m->detok_push) {
+        hearth_err_set(err, HEARTH_EINVAL, "scheduler: %d parallel of %d slots, batch %d, queue %d: bad configuration",
+                       cfg->n_parallel, m->n_slots, (int)cfg->n_batch, cfg->max_queue);
+        return NULL;
+    }
+    hearth_gen_sched *s = calloc(1, sizeof *s);
+    if (!s)
+        goto oom;
+    s->m = *m;
+    s->cfg = *cfg;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    s->inited = true;
+    hearth_buf_init(&s->text, (size_t)1 << 20);
+    hearth_buf_init(&s->out, (size_t)1 << 20);
+    int rows_max = cfg->n_batch + m->n_slots;
+    s->seqs = calloc((size_t)m->n_slots, sizeof *s->seqs);
+    s->b_tokens = malloc((size_t)rows_max * sizeof *s->b_tokens);
+    s->b_slots = malloc((size_t)rows_max * sizeof *s->b_slots);
+    s->b_want = malloc((size_t)rows_max * sizeof *s->b_want);
+    s->b_seq = malloc((size_t)m->n_slots * sizeof *s->b_seq);
+    s->b_logits = malloc((size_t)m->n_slots * (size_t)m->n_vocab * sizeof *s->b_logits);
+    if (!s->seqs || !s->b_tokens || !s->b_slots || !s->b_want || !s->b_seq || !s->b_logits)
+        goto oom;
+    for (int i = 0; i < m->n_slots; i++) {
+        s->seqs[i].slot = i;
+        s->seqs[i].detok = calloc(1, m->detok_size ? m->detok_size : 1);
+        s->seqs[i].tokens = malloc((size_t)m->n_ctx * sizeof(int32_t));
+        s->seqs[i].cap = m->n_ctx;
+        if (!s->seqs[i].detok || !s->seqs[i].tokens)
+            goto oom;
+    }
+    s->metrics.kv_positions_total = (int64_t)m->n_slots * m->n_ctx;
+    if (pthread_create(&s->thread, NULL, run, s) != 0) {
+        hearth_err_set(err, HEARTH_EIO, "scheduler: cannot start its thread");
+        hearth_gen_sched_free(s);
+        return NULL;
+    }
+    s->started = true;
+    return s;
+oom:
+    hearth_err_set(err, HEARTH_ENOMEM, "scheduler: out of memory");
+    hearth_gen_sched_free(s);
+    return NULL;
+}
+
+void hearth_gen_sched_free(hearth_gen_sched *s)
+{
+    if (!s)
+        return;
+    if (s->started) {
+        pthread_mutex_lock(&s->lock);
+        s->stopping = true;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+        pthread_join(s->thread, NULL);
+    }
+    for (int i = 0; s->seqs && i < s->m.n_slots; i++) {
+        seq *q = &s->seqs[i];
+        if (q->req)
+            finish(s, q, HEARTH_ENOTFOUND, HEARTH_GEN_CANCELLED, "the server is shutting down");
+        free(q->tokens);
+        free(q->detok);
+    }
+    hearth_gen_req *req = s->q_head;
+    while (req) {
+        hearth_gen_req *next = req->link;
+        req->on_done(req, HEARTH_ENOTFOUND, "the server is shutting down", NULL);
+        req = next;
+    }
+    hearth_buf_deinit(&s->text);
+    hearth_buf_deinit(&s->out);
+    free(s->seqs);
+    free(s->b_tokens);
+    free(s->b_slots);
+    free(s->b_want);
+    free(s->b_seq);
+    free(s->b_logits);
+    if (s->inited) {
+        pthread_mutex_destroy(&s->lock);
+        pthread_cond_destroy(&s->wake);
+    }
+    free(s);
+}
+
+int hearth_gen_sched_submit(hearth_gen_sched *s, hearth_gen_req *req, hearth_err *err)
+{
+    if (req->n_prompt < 1)
+        return hearth_err_set(err, HEARTH_EINVAL, "the prompt is empty");
+    if (req->n_prompt >= s->m.n_ctx)
+        return hearth_err_set(err, HEARTH_EINVAL, "the prompt is %lld tokens; the context holds %lld (leaving room for at least one generated token)",
+                              (long long)req->n_prompt, (long long)s->m.n_ctx);
+    for (int64_t i = 0; i < req->n_prompt; i++)
+        if (req->prompt[i] < 0 || req->prompt[i] >= s->m.n_vocab)
+            return hearth_err_set(err, HEARTH_EINVAL, "prompt token %lld is %d, not an id in 0..%d", (long long)i,
+                                  (int)req->prompt[i], (int)s->m.n_vocab - 1);
+    if (req->n_stop > HEARTH_GEN_MAX_STOP)
+        return hearth_err_set(err, HEARTH_EINVAL, "at most %d stop strings", HEARTH_GEN_MAX_STOP);
+    req->link = NULL;
+    req->submitted_ns = hearth_now_ns();
+    pthread_mutex_lock(&s->lock);
+    if (s->queued >= s->cfg.max_queue || s->stopping) {
+        pthread_mutex_unlock(&s->lock);
+        return hearth_err_set(err, HEARTH_ELIMIT, "%d requests are already waiting (--max-queue); retry later", s->queued);
+    }
+    if (s->q_tail)
+        s->q_tail->link = req;
+    else
+        s->q_head = req;
+    s->q_tail = req;
+    s->queued++;
+    s->metrics.queued = s->queued;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    return HEARTH_OK;
+}
+
+void hearth_gen_sched_poke(hearth_gen_sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->poked = true;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void hearth_gen_sched_get_metrics(hearth_gen_sched *s, hearth_gen_sched_metrics *out)
+{
+    pthread_mutex_lock(&s->lock);
+    *out = s->metrics;
+    pthread_mutex_unlock(&s->lock);
+    /* read without the lock: slots belong to the thread, and a torn sum is harmless here */
+    int64_t used = 0;
+    for (int i = 0; i < s->m.n_slots; i++)
+        used += s->seqs[i].n_tokens;
+    out->kv_positions_used = used;
+}

@@ -1,0 +1,347 @@
+/* Unit tests for engine/gen_sched: continuous batching with a fake model
+ * whose next token depends on everything in its slot's cache, so a row fed
+ * to the wrong slot, out of order or twice changes the text. Checks: batched
+ * == alone, prefix reuse (longest match over all idle slots), n_predict, end
+ * ids, stop strings, cancellation, the queue bound, context limits. */
+#include "harness.h"
+
+#include "engine/gen_sched.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#define VOCAB 32
+#define SLOTS 4
+#define CTX 64
+#define END_ID 1
+
+typedef struct fake {
+    int32_t cache[SLOTS][CTX];
+    int64_t len[SLOTS];
+    _Atomic int forwards;
+    _Atomic int max_rows;
+    _Atomic int slow_us;
+} fake;
+
+/* next token: a hash of the whole history, never the end id unless the history says so */
+static int32_t next_of(const int32_t *hist, int64_t n)
+{
+    uint32_t h = 2166136261u;
+    for (int64_t i = 0; i < n; i++)
+        h = (h ^ (uint32_t)hist[i]) * 16777619u;
+    if (n > 0 && hist[0] == 31 && n >= 6)
+        return END_ID; /* prompts starting with 31 end after a few tokens */
+    return (int32_t)(2 + h % (VOCAB - 2));
+}
+
+static int fake_forward(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want, float *logits,
+                        hearth_err *err)
+{
+    fake *f = ctx;
+    int row = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int s = slots[i];
+        if (f->len[s] >= CTX)
+            return hearth_err_set(err, HEARTH_ELIMIT, "slot %d full", s);
+        f->cache[s][f->len[s]++] = tokens[i];
+        if (want[i]) {
+            int32_t t = next_of(f->cache[s], f->len[s]);
+            for (int v = 0; v < VOCAB; v++)
+                logits[row * VOCAB + v] = v == t ? 10.0f : 0.0f;
+            row++;
+        }
+    }
+    atomic_fetch_add(&f->forwards, 1);
+    if (n > atomic_load(&f->max_rows))
+        atomic_store(&f->max_rows, n);
+    int us = atomic_load(&f->slow_us);
+    if (us)
+        usleep((useconds_t)us);
+    return 0;
+}
+
+static void fake_truncate(void *ctx, int slot, int64_t n)
+{
+    fake *f = ctx;
+    if (n < f->len[slot])
+        f->len[slot] = n;
+}
+
+static void detok_init(void *ctx, void *state) { (void)ctx, (void)state; }
+static int detok_push(void *ctx, void *state, int32_t id, hearth_buf *out)
+{
+    char c = (char)('a' + (id % 26));
+    return hearth_buf_append(out, &c, 1);
+}
+
+static hearth_gen_batch_model model_of(fake *f)
+{
+    hearth_gen_batch_model m = {
+        .ctx = f, .n_vocab = VOCAB, .n_slots = SLOTS, .n_ctx = CTX, .end_ids = {END_ID}, .n_end_ids = 1,
+        .forward = fake_forward, .truncate = fake_truncate, .detok_size = 8,
+        .detok_init = detok_init, .detok_push = detok_push, .detok_flush = NULL,
+    };
+    return m;
+}
+
+typedef struct treq {
+    hearth_gen_req req;
+    int32_t prompt[CTX];
+    char text[256];
+    size_t n_text;
+    _Atomic int done;
+    int status;
+    hearth_gen_stats stats;
+} treq;
+
+static void on_text(hearth_gen_req *r, const char *text, size_t n, int32_t token, const hearth_gen_probs *probs)
+{
+    treq *t = r->user;
+    if (t->n_text + n < sizeof t->text) {
+        memcpy(t->text + t->n_text, text, n);
+        t->n_text += n;
+        t->text[t->n_text] = 0;
+    }
+}
+
+static void on_done(hearth_gen_req *r, int status, const char *msg, const hearth_gen_stats *st)
+{
+    treq *t = r->user;
+    t->status = status;
+    if (st)
+        t->stats = *st;
+    atomic_store(&t->done, 1);
+}
+
+static void make(treq *t, const int32_t *prompt, int n, int n_predict)
+{
+    memset(t, 0, sizeof *t);
+    memcpy(t->prompt, prompt, (size_t)n * sizeof *prompt);
+    t->req.prompt = t->prompt;
+    t->req.n_prompt = n;
+    hearth_sampler_params_default(&t->req.sampling);
+    t->req.sampling.temperature = 0; /* greedy: the fake's one-hot logits decide */
+    t->req.n_predict = n_predict;
+    t->req.cache_prompt = true;
+    t->req.on_text = on_text;
+    t->req.on_done = on_done;
+    t->req.user = t;
+}
+
+static void wait_done(treq *t)
+{
+    for (int i = 0; i < 5000 && !atomic_load(&t->done); i++)
+        usleep(1000);
+    CHECK(atomic_load(&t->done));
+}
+
+/* The text the fake model gives for prompt, computed directly. */
+static void expected_text(const int32_t *prompt, int n, int n_predict, char *out)
+{
+    int32_t hist[CTX];
+    memcpy(hist, prompt, (size_t)n * sizeof *prompt);
+    int64_t len = n;
+    int k = 0;
+    for (int g = 0; g < n_predict; g++) {
+        int32_t t = next_of(hist, len);
+        if (t == END_ID)
+            break;
+        out[k++] = (char)('a' + t % 26);
+        hist[len++] = t;
+    }
+    out[k] = 0;
+}
+
+static hearth_gen_sched *new_sched(fake *f, int parallel, int queue, int batch)
+{
+    hearth_gen_batch_model m = model_of(f);
+    hearth_gen_sched_config cfg = {.n_parallel = parallel, .max_queue = queue, .n_batch = batch};
+    return hearth_gen_sched_new(&m, &cfg, NULL);
+}
+
+static void batched_equals_alone(void)
+{
+    fake f = {0};
+    hearth_gen_sched *s = new_sched(&f, 4, 16, 8); /* a small batch: prompts arrive in chunks */
+    treq t[6];
+    int32_t prompts[6][12];
+    for (int i = 0; i < 6; i++) {
+        for (int k = 0; k < 12; k++)
+            prompts[i][k] = 2 + (i * 7 + k * 3) % 29;
+        make(&t[i], prompts[i], 5 + i, 10 + i);
+    }
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[i].req, NULL), 0);
+    for (int i = 0; i < 6; i++) {
+        wait_done(&t[i]);
+        char want[64];
+        expected_text(prompts[i], 5 + i, 10 + i, want);
+        CHECK_EQ_INT(t[i].status, 0);
+        CHECK_EQ_STR(t[i].text, want);
+        CHECK_EQ_INT(t[i].stats.n_gen, 10 + i);
+        CHECK_EQ_INT(t[i].stats.finish, HEARTH_GEN_LENGTH);
+    }
+    CHECK(atomic_load(&f.max_rows) <= 8 + SLOTS);
+    hearth_gen_sched_free(s);
+}
+
+static void prefix_reuse_picks_the_longest_match(void)
+{
+    fake f = {0};
+    hearth_gen_sched *s = new_sched(&f, 1, 16, 64);
+    int32_t a[20], b[20];
+    for (int k = 0; k < 20; k++) {
+        a[k] = 2 + k;
+        b[k] = 20 - k / 2 + 2;
+    }
+    treq t;
+    make(&t, a, 20, 3);
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    make(&t, b, 20, 3);
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    /* a's second turn: its prompt, its answer's tokens, then more */
+    int32_t a2[30];
+    memcpy(a2, a, sizeof a);
+    for (int k = 20; k < 30; k++)
+        a2[k] = 3 + k % 5;
+    make(&t, a2, 30, 4);
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.n_cached, 20); /* all of a's prompt, from the older of two idle slots */
+    char want[64];
+    expected_text(a2, 30, 4, want);
+    CHECK_EQ_STR(t.text, want);
+    /* the same prompt again: everything but the last token is reused */
+    make(&t, a2, 30, 4);
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.n_cached, 29);
+    CHECK_EQ_STR(t.text, want);
+    /* cache_prompt off: nothing reused */
+    make(&t, a2, 30, 4);
+    t.req.cache_prompt = false;
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.n_cached, 0);
+    CHECK_EQ_STR(t.text, want);
+    hearth_gen_sched_metrics mt;
+    hearth_gen_sched_get_metrics(s, &mt);
+    CHECK_EQ_INT(mt.prefix_hits, 2);
+    CHECK_EQ_INT(mt.prompt_tokens_cached, 49);
+    hearth_gen_sched_free(s);
+}
+
+static const char *const STOPS[] = {"zz-never", NULL};
+
+static void end_ids_stop_strings_and_context(void)
+{
+    fake f = {0};
+    hearth_gen_sched *s = new_sched(&f, 2, 16, 64);
+    int32_t p[3] = {31, 5, 6};
+    treq t;
+    make(&t, p, 3, 50);
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.finish, HEARTH_GEN_EOS);
+    char want[64];
+    expected_text(p, 3, 50, want);
+    CHECK_EQ_STR(t.text, want);
+    /* a stop string made of the 3rd and 4th characters of the answer */
+    int32_t q[4] = {2, 3, 4, 5};
+    expected_text(q, 4, 20, want);
+    char stop[3] = {want[2], want[3], 0};
+    const char *stops[1] = {stop};
+    make(&t, q, 4, 20);
+    t.req.stop = stops;
+    t.req.n_stop = 1;
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.finish, HEARTH_GEN_STOP);
+    CHECK(strstr(want, stop) != NULL);
+    size_t cut = (size_t)(strstr(want, stop) - want);
+    CHECK_EQ_INT(t.n_text, cut);
+    CHECK(strncmp(t.text, want, cut) == 0);
+    /* the context ends generation with "length" */
+    int32_t longp[60];
+    for (int k = 0; k < 60; k++)
+        longp[k] = 2 + k % 20;
+    make(&t, longp, 60, -1);
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.finish, HEARTH_GEN_LENGTH);
+    CHECK_EQ_INT(t.stats.n_gen, CTX - 60 + 1);
+    /* a prompt that fills the context is refused with both lengths */
+    int32_t full[CTX];
+    for (int k = 0; k < CTX; k++)
+        full[k] = 2;
+    make(&t, full, CTX, 5);
+    hearth_err err = {0};
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, &err), HEARTH_EINVAL);
+    CHECK(strstr(err.msg, "64") != NULL);
+    (void)STOPS;
+    hearth_gen_sched_free(s);
+}
+
+static void cancel_and_queue_bound(void)
+{
+    fake f = {0};
+    atomic_store(&f.slow_us, 2000);
+    hearth_gen_sched *s = new_sched(&f, 1, 2, 64);
+    int32_t p[4] = {2, 3, 4, 5};
+    treq a, b, c, d;
+    make(&a, p, 4, -1);
+    make(&b, p, 4, 5);
+    make(&c, p, 4, 5);
+    make(&d, p, 4, 5);
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &a.req, NULL), 0);
+    usleep(20000); /* a is live; b and c wait */
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &b.req, NULL), 0);
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &c.req, NULL), 0);
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &d.req, NULL), HEARTH_ELIMIT);
+    atomic_store(&c.req.cancelled, 1); /* cancelled while queued */
+    atomic_store(&a.req.cancelled, 1); /* cancelled while live: frees the slot for b */
+    hearth_gen_sched_poke(s);
+    wait_done(&a);
+    wait_done(&b);
+    wait_done(&c);
+    CHECK_EQ_INT(a.status, HEARTH_ENOTFOUND);
+    CHECK_EQ_INT(b.status, 0);
+    CHECK_EQ_INT(b.stats.n_gen, 5);
+    CHECK_EQ_INT(c.status, HEARTH_ENOTFOUND);
+    hearth_gen_sched_metrics mt;
+    hearth_gen_sched_get_metrics(s, &mt);
+    CHECK_EQ_INT(mt.requests_cancelled, 2);
+    CHECK_EQ_INT(mt.live, 0);
+    hearth_gen_sched_free(s);
+}
+
+static void free_with_live_requests(void)
+{
+    fake f = {0};
+    atomic_store(&f.slow_us, 1000);
+    hearth_gen_sched *s = new_sched(&f, 1, 4, 64);
+    int32_t p[4] = {2, 3, 4, 5};
+    treq a, b;
+    make(&a, p, 4, -1);
+    make(&b, p, 4, -1);
+    hearth_gen_sched_submit(s, &a.req, NULL);
+    hearth_gen_sched_submit(s, &b.req, NULL);
+    usleep(10000);
+    hearth_gen_sched_free(s);
+    CHECK(atomic_load(&a.done) && atomic_load(&b.done));
+    CHECK(a.status == HEARTH_ENOTFOUND || a.status == 0);
+    CHECK_EQ_INT(b.status, HEARTH_ENOTFOUND);
+}
+
+int main(void)
+{
+    RUN(batched_equals_alone);
+    RUN(prefix_reuse_picks_the_longest_match);
+    RUN(end_ids_stop_strings_and_context);
+    RUN(cancel_and_queue_bound);
+    RUN(free_with_live_requests);
+    TEST_EXIT();
+}
