@@ -32,6 +32,36 @@ void hearth_api_config_default(hearth_api_config *cfg)
     cfg->max_batch_tokens = 16384;
     cfg->max_concurrent = 512;
     cfg->max_client_batch = 512;
+    cfg->parallel = 4;
+    cfg->cache_slots = 4;
+    cfg->max_queue = 64;
+    cfg->batch_size = 512;
+}
+
+int hearth_api_metrics(hearth_api *api, hearth_buf *out)
+{
+    hearth_api_state *st = api->state;
+    if (!st)
+        return 0;
+    int rc = 0;
+    if (st->n_embed)
+        rc = hearth_buf_appends(out, "# TYPE hearth_embed_batches_total counter\n# TYPE hearth_embed_sequences_total counter\n"
+                                     "# TYPE hearth_embed_tokens_total counter\n# TYPE hearth_embed_queue_depth gauge\n"
+                                     "# TYPE hearth_embed_busy_seconds_total counter\n");
+    for (int i = 0; i < st->n_embed && !rc; i++) {
+        hearth_embed_queue_stats q;
+        hearth_embed_queue_get_stats(st->embed_models[i].queue, &q);
+        const char *n = st->embed_models[i].info->name;
+        rc = hearth_buf_printf(out,
+                               "hearth_embed_batches_total{model=\"%s\"} %llu\nhearth_embed_sequences_total{model=\"%s\"} %llu\n"
+                               "hearth_embed_tokens_total{model=\"%s\"} %llu\nhearth_embed_queue_depth{model=\"%s\"} %d\n"
+                               "hearth_embed_busy_seconds_total{model=\"%s\"} %.6f\n",
+                               n, (unsigned long long)q.batches, n, (unsigned long long)q.sequences, n, (unsigned long long)q.tokens,
+                               n, q.queued_jobs, n, (double)q.busy_ns / 1e9);
+    }
+    if (!rc)
+        rc = hearth_api_gen_metrics(api, out);
+    return rc;
 }
 
 hearth_embed_model *hearth_api_find_embed(hearth_api *api, const char *name)
@@ -160,7 +190,10 @@ static int load_one(hearth_api *api, const char *spec, hearth_err *err)
             return rc;
         if (!strcmp(arch, "bert"))
             return add_embed(api, name, path, false, err);
-        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "%s: architecture '%s' cannot be served yet (embeddings: bert)", path, arch);
+        if (!strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3"))
+            return hearth_api_add_gen(api, name, path, false, err);
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED,
+                              "%s: architecture '%s' cannot be served (embeddings: bert; generation: llama, qwen2, qwen3)", path, arch);
     }
     return hearth_err_set(err, HEARTH_EINVAL, "--model %s: not a model folder (config.json) or a .gguf file", path);
 }
@@ -214,7 +247,10 @@ static int load_demos(hearth_api *api, hearth_err *err)
         if (f)
             fclose(f);
     }
-    return add_embed(api, DEMO_EMBED_NAME, dir, true, err);
+    int rc = add_embed(api, DEMO_EMBED_NAME, dir, true, err);
+    if (!rc)
+        rc = hearth_api_load_gen_demo(api, root, err);
+    return rc;
 }
 
 int hearth_api_load_models(hearth_api *api, hearth_err *err)
@@ -229,6 +265,12 @@ int hearth_api_load_models(hearth_api *api, hearth_err *err)
     st->embed.max_batch_tokens = api->cfg.max_batch_tokens;
     st->embed.max_concurrent = api->cfg.max_concurrent;
     st->embed.max_client_batch = api->cfg.max_client_batch;
+    st->gen.n_parallel = api->cfg.parallel > 0 ? api->cfg.parallel : 4;
+    st->gen.n_cache_slots = api->cfg.cache_slots >= 0 ? api->cfg.cache_slots : 4;
+    st->gen.n_ctx = api->cfg.ctx_size;
+    st->gen.max_queue = api->cfg.max_queue > 0 ? api->cfg.max_queue : 64;
+    st->gen.n_batch = api->cfg.batch_size > 0 ? api->cfg.batch_size : 512;
+    st->gen.chat_template = api->cfg.chat_template;
     st->pool = hearth_pool_new(api->cfg.compute_threads);
     HLOG_INFO("compute pool: %d threads", hearth_pool_size(st->pool));
     if (api->cfg.n_models == 0 && !api->cfg.no_demo)
@@ -246,6 +288,7 @@ void hearth_api_unload_models(hearth_api *api)
     if (!st)
         return;
     atomic_store(&api->ready, 0);
+    hearth_api_unload_gen(api);
     for (int i = 0; i < st->n_embed; i++) {
         hearth_embed_queue_free(st->embed_models[i].queue);
         hearth_bert_close(st->embed_models[i].bert);

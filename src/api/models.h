@@ -74,7 +74,13 @@ hearth_gen_entry *hearth_api_find_gen(hearth_api *api, const char *name);
  * form ({"inputs": ...}); embed.c dispatches on the body (completion.c). */
 void hearth_api_llama_tokenize(hearth_request *req, hearth_api *api, const cJSON *doc);
 
-/* Appends the generation families' metrics (models.c). */
+/* Appends the model families' metrics (models.c). */
 int hearth_api_metrics(hearth_api *api, hearth_buf *out);
+
+/* gen_models.c: a generation model from a llama-family GGUF; the demo; unloading; metrics. */
+int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool demo, hearth_err *err);
+int hearth_api_load_gen_demo(hearth_api *api, const char *dir, hearth_err *err);
+void hearth_api_unload_gen(hearth_api *api);
+int hearth_api_gen_metrics(hearth_api *api, hearth_buf *out);
 
 #endif

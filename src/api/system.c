@@ -3,6 +3,7 @@
  * GET /metrics (Prometheus text format), GET /v1/models (OpenAI's list shape,
  * with hearth's own fields under "meta"). */
 #include "api.h"
+#include "models.h"
 
 #include <cjson/cJSON.h>
 #include <stdatomic.h>
@@ -38,7 +39,7 @@ static void metrics(hearth_request *req, void *ctx)
     hearth_api *api = ctx;
     hearth_buf out;
     hearth_buf_init(&out, (size_t)8 << 20);
-    if (hearth_server_metrics(api->server, &out) != 0) {
+    if (hearth_server_metrics(api->server, &out) != 0 || hearth_api_metrics(api, &out) != 0) {
         hearth_buf_deinit(&out);
         hearth_respond_error(req, 500, "server_error", "metrics did not fit in 8 MiB");
         return;

@@ -8,7 +8,8 @@
  *   run on the same ids.
  *   hearth embed --bench -m MODEL   batches of 1, 8 and 32 ten-word sentences:
  *     sentences/s and the achieved GFLOP/s of the forward pass (FLOPs from
- *     hearth_bert_flops), next to the measured peak of the same threads.
+ *     hearth_bert_flops), next to the measured peak of the same threads;
+ *     peak and batches are interleaved over 3 rounds and medians quoted.
  *
  * Floats are printed with 9 significant digits, enough to round-trip f32.
  * Rejected: printing through cJSON (its number format drops digits past
@@ -152,15 +153,54 @@ static void bench_sentence(int i, char *buf, size_t cap)
         at += (size_t)snprintf(buf + at, cap - at, "%s%s", j ? " " : "", words[((size_t)i * 7 + (size_t)j * 5) % nw]);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Seconds per forward pass of the first n sequences, over about `seconds`
+ * (at least 3 passes), after one warm-up pass; < 0 on error. */
+static double time_batch(hearth_bert *m, hearth_pool *pool, int n, const int32_t *const *ids, const int32_t *lens,
+                         float *out, double seconds)
+{
+    hearth_err err = {0};
+    if (hearth_bert_embed(m, pool, n, ids, lens, false, out, &err)) {
+        fprintf(stderr, "hearth embed: %s\n", err.msg);
+        return -1;
+    }
+    int runs = 0;
+    uint64_t t0 = hearth_now_ns(), t1 = t0;
+    while (runs < 3 || (double)(t1 - t0) * 1e-9 < seconds) {
+        if (hearth_bert_embed(m, pool, n, ids, lens, false, out, &err)) {
+            fprintf(stderr, "hearth embed: %s\n", err.msg);
+            return -1;
+        }
+        runs++;
+        t1 = hearth_now_ns();
+    }
+    return (double)(t1 - t0) * 1e-9 / runs;
+}
+
+/* Rounds of (peak, batch 1, batch 8, batch 32), interleaved so that whatever
+ * else runs on the machine weighs on the peak and the batches alike; the
+ * report quotes medians over the rounds. */
 static int bench(hearth_bert *m, hearth_pool *pool, double seconds)
 {
-    enum { MAX_BATCH = 32 };
-    static const int batches[] = {1, 8, MAX_BATCH};
+    enum { MAX_BATCH = 32, ROUNDS = 3, N_BATCHES = 3 };
+    static const int batches[N_BATCHES] = {1, 8, MAX_BATCH};
     hearth_ids ids[MAX_BATCH];
     const int32_t *ptrs[MAX_BATCH];
     int32_t lens[MAX_BATCH];
     hearth_err err = {0};
     int status = 1;
+    double peak[ROUNDS], per[N_BATCHES][ROUNDS];
     float *out = malloc((size_t)MAX_BATCH * (size_t)hearth_bert_dim(m) * sizeof *out);
     for (int i = 0; i < MAX_BATCH; i++)
         hearth_ids_init(&ids[i], (size_t)hearth_bert_max_tokens(m));
@@ -176,33 +216,23 @@ static int bench(hearth_bert *m, hearth_pool *pool, double seconds)
         ptrs[i] = ids[i].v;
         lens[i] = (int32_t)ids[i].n;
     }
-    double peak = hearth_cpu_peak_gflops(pool);
-    printf("threads %d, kernels %s, peak %.1f GFLOP/s (measured f32 FMA)\n", hearth_pool_size(pool),
-           hearth_cpu_isa_name(hearth_cpu_matmul_isa()), peak);
-    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+    for (int r = 0; r < ROUNDS; r++) {
+        peak[r] = hearth_cpu_peak_gflops(pool);
+        for (int b = 0; b < N_BATCHES; b++)
+            if ((per[b][r] = time_batch(m, pool, batches[b], ptrs, lens, out, seconds / ROUNDS)) < 0)
+                goto done;
+    }
+    double peak_med = median(peak, ROUNDS);
+    printf("threads %d, kernels %s, peak %.1f GFLOP/s (measured f32 FMA, median of %d rounds)\n",
+           hearth_pool_size(pool), hearth_cpu_isa_name(hearth_cpu_matmul_isa()), peak_med, ROUNDS);
+    for (int b = 0; b < N_BATCHES; b++) {
         int n = batches[b];
-        double flops = hearth_bert_flops(m, n, lens);
         int64_t tokens = 0;
         for (int i = 0; i < n; i++)
             tokens += lens[i];
-        /* one warm-up pass, then passes until the time is up (at least 3) */
-        if (hearth_bert_embed(m, pool, n, ptrs, lens, false, out, &err)) {
-            fprintf(stderr, "hearth embed: %s\n", err.msg);
-            goto done;
-        }
-        int runs = 0;
-        uint64_t t0 = hearth_now_ns(), t1 = t0;
-        while (runs < 3 || (double)(t1 - t0) * 1e-9 < seconds) {
-            if (hearth_bert_embed(m, pool, n, ptrs, lens, false, out, &err)) {
-                fprintf(stderr, "hearth embed: %s\n", err.msg);
-                goto done;
-            }
-            runs++;
-            t1 = hearth_now_ns();
-        }
-        double per = (double)(t1 - t0) * 1e-9 / runs, gflops = flops / per * 1e-9;
+        double t = median(per[b], ROUNDS), gflops = hearth_bert_flops(m, n, lens) / t * 1e-9;
         printf("batch %2d: %4lld tokens, %8.1f sentences/s, %7.2f ms/batch, %6.1f GFLOP/s, %5.1f%% of peak\n", n,
-               (long long)tokens, n / per, per * 1e3, gflops, 100.0 * gflops / peak);
+               (long long)tokens, n / t, t * 1e3, gflops, 100.0 * gflops / peak_med);
     }
     status = 0;
 done:
@@ -217,7 +247,7 @@ int hearth_cmd_embed(int argc, char **argv)
     const char *model = NULL, *dtype_name = "f32", *normalize_mode = "auto";
     int threads = 0;
     bool alone = false, truncate = false, do_bench = false;
-    int bench_ms = 2000;
+    int bench_ms = 3000;
     const opt opts[] = {
         {"model", 'm', OPT_STR, &model, "PATH", "a sentence-transformers folder or a bert GGUF file (required)"},
         {"dtype", 0, OPT_STR, &dtype_name, "f32|bf16|int8", "weight type to compute with (f32: as stored)"},
@@ -226,7 +256,7 @@ int hearth_cmd_embed(int argc, char **argv)
         {"truncate", 0, OPT_BOOL, &truncate, NULL, "cut texts longer than the model's limit instead of failing"},
         {"threads", 't', OPT_INT, &threads, "N", "compute threads (0: one per physical core)"},
         {"bench", 0, OPT_BOOL, &do_bench, NULL, "measure sentences/s and GFLOP/s for batches of 1, 8 and 32"},
-        {"bench-ms", 0, OPT_INT, &bench_ms, "MS", "time spent on each batch size with --bench (2000)"},
+        {"bench-ms", 0, OPT_INT, &bench_ms, "MS", "time spent on each batch size with --bench, over all rounds (3000)"},
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     char **flags = calloc((size_t)argc + 1, sizeof *flags), **texts = calloc((size_t)argc + 1, sizeof *texts);

@@ -46,6 +46,12 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"max-concurrent-requests", 0, OPT_INT, &api.cfg.max_concurrent, "N", "requests queued per model; past it 429 (512)"},
         {"max-client-batch", 0, OPT_INT, &api.cfg.max_client_batch, "N", "inputs in one embedding request; past it 413 (512)"},
         {"compute-threads", 0, OPT_INT, &api.cfg.compute_threads, "N", "threads for the forward passes (0: one per physical core)"},
+        {"parallel", 0, OPT_INT, &api.cfg.parallel, "N", "generation: sequences decoded together per model (4)"},
+        {"cache-slots", 0, OPT_INT, &api.cfg.cache_slots, "N", "generation: extra KV slots that keep finished prompts for reuse (4)"},
+        {"ctx-size", 'c', OPT_INT, &api.cfg.ctx_size, "N", "generation: positions per sequence (0: the model's, at most 4096)"},
+        {"max-queue", 0, OPT_INT, &api.cfg.max_queue, "N", "generation: requests waiting for a sequence; past it 503 (64)"},
+        {"batch-size", 'b', OPT_INT, &api.cfg.batch_size, "N", "generation: tokens per forward pass, decode rows and prompt chunks (512)"},
+        {"chat-template", 0, OPT_STR, &api.cfg.chat_template, "NAME", "chatml, llama3, phi3, gemma, mistral or llama2 instead of the model's"},
         {"demo", 0, OPT_BOOL, &demo, NULL, "serve demo models when no --model is given (on; --no-demo serves none)"},
         {"demo-dir", 0, OPT_STR, &api.cfg.demo_dir, "DIR", "where demo models are written (~/.cache/hearth/demo)"},
         {"host", 0, OPT_STR, &cfg.host, "ADDR", "address to listen on (127.0.0.1; 0.0.0.0 or :: for every interface)"},
@@ -96,6 +102,10 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     cfg.limits.max_header_bytes = header_bytes;
     cfg.limits.max_headers = (size_t)max_headers;
     cfg.argv = full_argv;
+    if (api.cfg.parallel < 1 || api.cfg.cache_slots < 0 || api.cfg.ctx_size < 0 || api.cfg.max_queue < 1 || api.cfg.batch_size < 1) {
+        fprintf(stderr, "hearth serve: --parallel, --max-queue and --batch-size must be >= 1; --cache-slots and --ctx-size >= 0\n");
+        return 2;
+    }
     if (max_batch_tokens < 1 || api.cfg.max_concurrent < 1 || api.cfg.max_client_batch < 1 || api.cfg.compute_threads < 0) {
         fprintf(stderr, "hearth serve: --max-batch-tokens, --max-concurrent-requests and --max-client-batch must be >= 1\n");
         return 2;

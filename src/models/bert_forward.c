@@ -36,6 +36,7 @@
 #include "engine/cpu/quant.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,10 +49,10 @@ typedef struct fwd {
     int64_t *start;          /* (n_seqs + 1) first row of each sequence */
     int64_t T, rows_per_task;
     float *x, *qkv, *ctx, *ffn, *y;
-    float *scores;           /* (T * n_head): one len-row of scores per (sequence, head) */
     const bert_layer *l;
     const float *bias;       /* the bias of the pass being run */
     const float *ln_w, *ln_b;
+    _Atomic int failed;      /* a status from a pool task, 0 if none */
 } fwd;
 
 /* Rows [r0, r1) of task t. */
@@ -85,8 +86,11 @@ static void embed_task(void *ctx, int64_t t, int64_t n_tasks)
     }
 }
 
-/* One (sequence, head): add this head's Q/K/V biases to the sequence's rows,
- * then attend each query over the sequence's keys. */
+/* One (sequence, head): add this head's Q/K/V biases to the sequence's rows
+ * (folding the 1/sqrt(head_dim) scale into Q), then S = Q K^T, P =
+ * softmax(S) row by row, ctx = P V, the two products through the matmul
+ * kernels on this thread (V is first transposed, since the matmul takes its
+ * second operand as rows). */
 static void attn_task(void *ctx, int64_t t, int64_t n_tasks)
 {
     fwd *f = ctx;
@@ -94,18 +98,30 @@ static void attn_task(void *ctx, int64_t t, int64_t n_tasks)
     const bert_layer *l = f->l;
     int64_t h = m->hidden, hd = h / m->n_head, s = t / m->n_head, head = t % m->n_head;
     int64_t r0 = f->start[s], len = f->start[s + 1] - r0, c0 = head * hd;
-    float *base = f->qkv + r0 * 3 * h;
-    for (int64_t i = 0; i < len; i++) {
-        float *row = base + i * 3 * h;
-        hearth_cpu_add(row + c0, row + c0, l->bq + c0, hd);
-        hearth_cpu_add(row + h + c0, row + h + c0, l->bk + c0, hd);
-        hearth_cpu_add(row + 2 * h + c0, row + 2 * h + c0, l->bv + c0, hd);
+    float *base = f->qkv + r0 * 3 * h, scale = 1.0f / sqrtf((float)hd);
+    float *scores = malloc((size_t)(len * len + hd * len) * sizeof *scores), *vt = scores + len * len;
+    if (!scores) {
+        atomic_store(&f->failed, HEARTH_ENOMEM);
+        return;
     }
-    float scale = 1.0f / sqrtf((float)hd);
-    float *scores = f->scores + r0 * m->n_head + head * len;
-    for (int64_t i = 0; i < len; i++)
-        hearth_cpu_attn_head(f->ctx + (r0 + i) * h + c0, base + i * 3 * h + c0, base + h + c0, 3 * h,
-                             base + 2 * h + c0, 3 * h, len, hd, scale, NULL, scores);
+    for (int64_t i = 0; i < len; i++) {
+        float *q = base + i * 3 * h + c0, *k = q + h, *v = q + 2 * h;
+        for (int64_t d = 0; d < hd; d++) {
+            q[d] = (q[d] + l->bq[c0 + d]) * scale;
+            k[d] += l->bk[c0 + d];
+            vt[d * len + i] = v[d] + l->bv[c0 + d];
+        }
+    }
+    int rc = hearth_cpu_matmul(NULL, HEARTH_F32, base + h + c0, (size_t)(3 * h) * sizeof(float), len, hd, base + c0,
+                               3 * h, len, scores, len);
+    for (int64_t i = 0; rc == 0 && i < len; i++)
+        hearth_cpu_softmax(scores + i * len, scores + i * len, len);
+    if (rc == 0)
+        rc = hearth_cpu_matmul(NULL, HEARTH_F32, vt, (size_t)len * sizeof(float), hd, len, scores, len, len,
+                               f->ctx + r0 * h + c0, h);
+    if (rc)
+        atomic_store(&f->failed, rc);
+    free(scores);
 }
 
 /* x = LN(x + y + bias) */
@@ -158,6 +174,9 @@ static int run_layer(fwd *f, hearth_pool *pool, int64_t i, hearth_err *err)
         (rc = linear(f, pool, &l->v, f->x, h, f->qkv + 2 * h, 3 * h, "value", i, err)))
         return rc;
     hearth_pool_run(pool, attn_task, f, (int64_t)f->n_seqs * m->n_head);
+    if ((rc = atomic_load(&f->failed)))
+        return hearth_err_set(err, rc, "bert: %s: layer %lld attention: %s", m->path, (long long)i,
+                              hearth_status_name(rc));
     if ((rc = linear(f, pool, &l->o, f->ctx, h, f->y, h, "attention output", i, err)))
         return rc;
     f->bias = l->bo;
@@ -229,8 +248,8 @@ int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32
         f.start[s + 1] = f.start[s] + lens[s];
     f.T = f.start[n_seqs];
     int64_t h = m->hidden;
-    /* floats per row over all buffers: x, qkv, ctx, y, ffn, scores */
-    int64_t per_row = 6 * h + m->n_ff + m->n_head;
+    /* floats per row over all buffers: x, qkv, ctx, y, ffn */
+    int64_t per_row = 6 * h + m->n_ff;
     if (f.T > (int64_t)(SIZE_MAX / sizeof(float) / 2) / per_row) {
         free(f.start);
         return hearth_err_set(err, HEARTH_ENOMEM, "bert: %lld tokens in one batch is too many", (long long)f.T);
@@ -245,7 +264,6 @@ int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32
     f.ctx = f.qkv + f.T * 3 * h;
     f.y = f.ctx + f.T * h;
     f.ffn = f.y + f.T * h;
-    f.scores = f.ffn + f.T * m->n_ff;
     /* about four row tasks per thread, so uneven finishing evens out */
     int64_t n_tasks = 4 * (int64_t)hearth_pool_size(pool);
     f.rows_per_task = (f.T + n_tasks - 1) / n_tasks;

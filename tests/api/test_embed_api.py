@@ -49,8 +49,10 @@ def test_models_lists_the_demo():
     with server() as srv:
         st, _, body = request(srv.port, "GET", "/v1/models")
         data = json.loads(body)["data"]
-        assert [m["id"] for m in data] == [DEMO], data
-        assert data[0]["meta"]["demo"] is True and data[0]["meta"]["family"] == "embedding"
+        by_id = {m["id"]: m for m in data}
+        assert set(by_id) == {DEMO, "demo-llama-tiny"}, data  # one demo per model family
+        assert by_id[DEMO]["meta"]["demo"] is True and by_id[DEMO]["meta"]["family"] == "embedding"
+        assert by_id["demo-llama-tiny"]["meta"]["family"] == "generation"
 
 
 def test_tei_embed_shapes_normalization_and_batch_invariance():
