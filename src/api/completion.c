@@ -1,0 +1,325 @@
+/* completion.c: llama-server's own API: POST /completion (one JSON answer, or
+ * server-sent events with "stream": true), the llama form of POST /tokenize
+ * ({"content": ...}; embed.c dispatches to it), POST /detokenize and
+ * GET /props; and hearth_api_register_generation, which registers these and
+ * OpenAI's generation routes (openai_gen.c).
+ *
+ * Field names and shapes follow llama-server's tools/server README, so its
+ * clients work unchanged: the answer's content, stop, stop_type
+ * ("eos" | "word" | "limit"), stopping_word, tokens_predicted,
+ * tokens_evaluated, tokens_cached, timings, generation_settings and, for
+ * n_probs > 0, completion_probabilities in the newer shape (id, token, bytes,
+ * logprob, top_logprobs). A stream is {"content": piece, "stop": false}
+ * events then one event with "stop": true and the summary; like
+ * llama-server's /completion it ends without "data: [DONE]".
+ *
+ * Deliberate differences: /detokenize drops the space SentencePiece puts
+ * before the first word (llama-server keeps it), so /tokenize then
+ * /detokenize gives back the text sent; the prompt is never truncated
+ * ("truncated" is always false): one longer than the context is a 400. */
+#include "gen_common.h"
+
+#include "models/gguf.h"
+#include "text/unicode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HEARTH_VERSION
+#define HEARTH_VERSION "unknown"
+#endif
+
+static const char *stop_type(const hearth_gen_stats *st)
+{
+    switch (st->finish) {
+    case HEARTH_GEN_EOS:
+        return "eos";
+    case HEARTH_GEN_STOP:
+        return "word";
+    case HEARTH_GEN_LENGTH:
+        return "limit";
+    default:
+        return "none";
+    }
+}
+
+static int append_probs_field(hearth_gen_call *c, hearth_buf *out)
+{
+    if (c->g.n_probs <= 0)
+        return 0;
+    int rc = hearth_buf_appends(out, ",\"completion_probabilities\":[");
+    if (!rc && c->probs.len)
+        rc = hearth_buf_append(out, c->probs.data, c->probs.len);
+    if (!rc)
+        rc = hearth_buf_appends(out, "]");
+    return rc;
+}
+
+static int fmt_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf *out)
+{
+    int rc = hearth_gen_sse_open(out);
+    if (!rc)
+        rc = hearth_buf_appends(out, "{\"index\":0,\"content\":");
+    if (!rc)
+        rc = hearth_json_quote(out, text, n);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"stop\":false");
+    if (!rc)
+        rc = append_probs_field(c, out);
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
+    if (!rc)
+        rc = hearth_gen_sse_close(out);
+    return rc;
+}
+
+static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
+{
+    int rc = c->stream ? hearth_gen_sse_open(out) : 0;
+    if (!rc)
+        rc = hearth_buf_appends(out, "{\"index\":0,\"content\":");
+    if (!rc) /* streamed, the text went out in the pieces */
+        rc = c->stream ? hearth_buf_appends(out, "\"\"") : hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"stop\":true,\"id_slot\":%d,\"model\":", st->slot);
+    if (!rc)
+        rc = hearth_json_quote(out, c->model->info->name, strlen(c->model->info->name));
+    if (!rc)
+        rc = hearth_buf_printf(out,
+                               ",\"tokens_predicted\":%lld,\"tokens_evaluated\":%lld,\"tokens_cached\":%lld,"
+                               "\"truncated\":false,\"stop_type\":\"%s\",\"stopping_word\":",
+                               (long long)st->n_gen, (long long)st->n_prompt, (long long)st->n_cached, stop_type(st));
+    const char *word = st->finish == HEARTH_GEN_STOP && st->stop_index >= 0 && st->stop_index < c->g.n_stop
+                           ? c->stop[st->stop_index]
+                           : "";
+    if (!rc)
+        rc = hearth_json_quote(out, word, strlen(word));
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"generation_settings\":");
+    if (!rc)
+        rc = hearth_gen_append_settings(out, &c->g);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",");
+    if (!rc)
+        rc = hearth_gen_append_timings(out, st);
+    if (!rc)
+        rc = append_probs_field(c, out);
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
+    if (!rc && c->stream)
+        rc = hearth_gen_sse_close(out);
+    return rc;
+}
+
+static const hearth_gen_format completion_format = {NULL, fmt_piece, fmt_end};
+
+/* {"prompt": str | [int], "n_predict", sampling..., "stop", "stream", "cache_prompt", "n_probs"} */
+static void completion(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    cJSON *doc = hearth_gen_parse_body(req);
+    if (!doc)
+        return;
+    const char *name;
+    hearth_gen_entry *m;
+    hearth_gen_call *c = NULL;
+    int64_t n_predict = -1;
+    if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
+        goto out;
+    c = hearth_gen_call_new(m, &completion_format);
+    if (!c) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        goto out;
+    }
+    if (!hearth_gen_parse_sampling(req, doc, c) || hearth_gen_opt_int(req, doc, "n_predict", -1, INT32_MAX, &n_predict) < 0 ||
+        !hearth_gen_prompt_from_json(req, c, cJSON_GetObjectItemCaseSensitive(doc, "prompt"), "prompt"))
+        goto out;
+    hearth_gen_call_submit(req, api, c, n_predict);
+    c = NULL;
+out:
+    hearth_gen_call_free(c);
+    cJSON_Delete(doc);
+}
+
+static void send_buf(hearth_request *req, hearth_buf *out, int rc)
+{
+    if (rc) {
+        hearth_respond_error(req, 413, "request_too_large", "the answer is too large to return");
+        return;
+    }
+    hearth_response res = {200, "application/json", NULL, out->data, out->len};
+    hearth_respond(req, &res);
+}
+
+/* {"content": str, "add_special": false, "parse_special": true, "with_pieces": false}
+ *   -> {"tokens": [id] | [{"id", "piece"}]}; a piece that is not whole UTF-8
+ *   characters is given as its list of bytes, as llama-server does. */
+void hearth_api_llama_tokenize(hearth_request *req, hearth_api *api, const cJSON *doc)
+{
+    const char *name;
+    hearth_gen_entry *m;
+    if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
+        return;
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(doc, "content");
+    if (!cJSON_IsString(content)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'content' must be a string");
+        return;
+    }
+    bool add_special = false, parse_special = true, with_pieces = false;
+    if (hearth_gen_opt_bool(req, doc, "add_special", &add_special) < 0 ||
+        hearth_gen_opt_bool(req, doc, "parse_special", &parse_special) < 0 ||
+        hearth_gen_opt_bool(req, doc, "with_pieces", &with_pieces) < 0)
+        return;
+    const hearth_tokenizer *t = hearth_llama_tokenizer(m->llama);
+    hearth_ids ids;
+    hearth_ids_init(&ids, (size_t)1 << 25);
+    hearth_buf out;
+    hearth_buf_init(&out, (size_t)256 << 20);
+    hearth_err err = {0};
+    int rc = hearth_tokenizer_encode(t, content->valuestring, strlen(content->valuestring), add_special, parse_special, &ids,
+                                     &err);
+    if (rc) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'content' cannot be tokenized: %s", err.msg);
+        goto out;
+    }
+    rc = hearth_buf_appends(&out, "{\"tokens\":[");
+    for (size_t i = 0; i < ids.n && !rc; i++) {
+        if (!with_pieces) {
+            rc = hearth_buf_printf(&out, i ? ",%d" : "%d", ids.v[i]);
+            continue;
+        }
+        char piece[512];
+        int n = hearth_tokenizer_piece_special(t, ids.v[i], piece, sizeof piece);
+        if (n < 0)
+            n = 0;
+        rc = hearth_buf_printf(&out, "%s{\"id\":%d,\"piece\":", i ? "," : "", ids.v[i]);
+        if (!rc && hearth_utf8_validate(piece, (size_t)n, NULL) == HEARTH_OK) {
+            rc = hearth_json_quote(&out, piece, (size_t)n);
+        } else if (!rc) {
+            rc = hearth_buf_appends(&out, "[");
+            for (int k = 0; k < n && !rc; k++)
+                rc = hearth_buf_printf(&out, k ? ",%u" : "%u", (unsigned)(unsigned char)piece[k]);
+            if (!rc)
+                rc = hearth_buf_appends(&out, "]");
+        }
+        if (!rc)
+            rc = hearth_buf_appends(&out, "}");
+    }
+    if (!rc)
+        rc = hearth_buf_appends(&out, "]}");
+    send_buf(req, &out, rc);
+out:
+    hearth_buf_deinit(&out);
+    hearth_ids_deinit(&ids);
+}
+
+/* {"tokens": [id]} -> {"content": str}; control tokens show their text. */
+static void detokenize(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    cJSON *doc = hearth_gen_parse_body(req);
+    if (!doc)
+        return;
+    const char *name;
+    hearth_gen_entry *m;
+    int32_t *ids = NULL;
+    hearth_buf text, out;
+    hearth_buf_init(&text, (size_t)64 << 20);
+    hearth_buf_init(&out, (size_t)128 << 20);
+    if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
+        goto out;
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "tokens");
+    if (!cJSON_IsArray(arr)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'tokens' must be a list of token ids");
+        goto out;
+    }
+    int n = cJSON_GetArraySize(arr);
+    int32_t n_vocab = hearth_llama_vocab(m->llama)->n_tokens;
+    ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
+    if (!ids) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        goto out;
+    }
+    int k = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, arr)
+    {
+        double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!(d >= 0 && d < n_vocab) || d != (double)(int32_t)d) {
+            hearth_respond_error(req, 400, "invalid_request_error", "'tokens'[%d] is not a token id in 0..%d", k,
+                                 (int)n_vocab - 1);
+            goto out;
+        }
+        ids[k++] = (int32_t)d;
+    }
+    int rc = hearth_tokenizer_decode(hearth_llama_tokenizer(m->llama), ids, (size_t)k, true, &text);
+    if (!rc)
+        rc = hearth_buf_appends(&out, "{\"content\":");
+    if (!rc)
+        rc = hearth_json_quote(&out, text.data ? text.data : "", text.len);
+    if (!rc)
+        rc = hearth_buf_appends(&out, "}");
+    send_buf(req, &out, rc);
+out:
+    free(ids);
+    hearth_buf_deinit(&text);
+    hearth_buf_deinit(&out);
+    cJSON_Delete(doc);
+}
+
+/* GET /props: the first generation model's defaults, slots, template. */
+static void props(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    hearth_gen_entry *m = hearth_gen_find_or_respond(req, api, NULL);
+    if (!m)
+        return;
+    hearth_gen_req defaults = {.n_predict = -1, .cache_prompt = true};
+    hearth_sampler_params_default(&defaults.sampling);
+    const char *tmpl = "";
+    size_t tmpl_len = 0;
+    if (hearth_gguf_get_str(hearth_llama_gguf(m->llama), "tokenizer.chat_template", &tmpl, &tmpl_len, NULL) != 0) {
+        tmpl = "";
+        tmpl_len = 0;
+    }
+    const char *tmpl_name = m->has_template ? hearth_chat_template_name(m->tmpl) : "none";
+    hearth_buf out;
+    hearth_buf_init(&out, (size_t)16 << 20);
+    int rc = hearth_buf_printf(&out, "{\"default_generation_settings\":{\"n_ctx\":%lld,\"params\":", (long long)m->n_ctx);
+    if (!rc)
+        rc = hearth_gen_append_settings(&out, &defaults);
+    if (!rc)
+        rc = hearth_buf_printf(&out, "},\"total_slots\":%d,\"model\":", m->n_parallel);
+    if (!rc)
+        rc = hearth_json_quote(&out, m->info->name, strlen(m->info->name));
+    if (!rc)
+        rc = hearth_buf_appends(&out, ",\"model_path\":");
+    if (!rc)
+        rc = hearth_json_quote(&out, m->info->source, strlen(m->info->source));
+    if (!rc)
+        rc = hearth_buf_appends(&out, ",\"chat_template\":");
+    if (!rc)
+        rc = hearth_json_quote(&out, tmpl, tmpl_len);
+    if (!rc)
+        rc = hearth_buf_printf(&out, ",\"chat_template_name\":\"%s\",\"chat_template_source\":\"%s\",\"bos_token\":", tmpl_name,
+                               m->tmpl_source);
+    if (!rc)
+        rc = hearth_json_quote(&out, m->bos_text, strlen(m->bos_text));
+    if (!rc)
+        rc = hearth_buf_appends(&out, ",\"build_info\":\"hearth " HEARTH_VERSION "\"}");
+    send_buf(req, &out, rc);
+    hearth_buf_deinit(&out);
+}
+
+int hearth_api_register_generation(hearth_api *api, hearth_server *s)
+{
+    int rc = hearth_server_route(s, "POST", "/completion", completion, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/detokenize", detokenize, api);
+    if (!rc)
+        rc = hearth_server_route(s, "GET", "/props", props, api);
+    if (!rc)
+        rc = hearth_api_register_openai_gen(api, s);
+    return rc;
+}

@@ -1,0 +1,595 @@
+/* gen_common.c: the machinery the generation APIs share (see gen_common.h).
+ *
+ * A request becomes a hearth_gen_call: the handler parses and validates on
+ * the loop thread (tokenizing there too: microseconds, and a bad prompt gets
+ * its 400 before any queueing), defers the connection, then submits. Deferring
+ * comes first on purpose: the scheduler may answer before submit returns, and
+ * its reply must already have a handle to go to.
+ *
+ * The scheduler thread calls on_text / on_done. A streamed answer posts its
+ * head lazily, from the scheduler thread, with the first event: every message
+ * for the connection then comes from one thread, in order, and a request the
+ * queue refused can still get a plain 503 (not a 200 stream holding an error).
+ * The call is shared by the scheduler (until on_done) and the connection
+ * (until its release callback) and freed by whichever lets go last. A client
+ * that goes away sets g.cancelled and pokes the scheduler, which frees the
+ * slot at its next step rather than generating into the void.
+ *
+ * Rejected: a per-request arena shared across threads (the call is the only
+ * cross-thread object, and it owns plain buffers); formatting with cJSON on
+ * the scheduler thread (the per-token events are a few fixed fields: printf
+ * into a reused buffer costs no allocation per token). */
+#include "gen_common.h"
+
+#include "base/clock.h"
+#include "base/log.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+/* Far above any answer a context of a few thousand tokens can produce; only a bound. */
+#define TEXT_MAX ((size_t)64 << 20)
+/* More ids than a 16 MiB body can tokenize to (a byte per token, plus specials). */
+#define PROMPT_MAX ((size_t)1 << 25)
+
+static uint64_t random_u64(void)
+{
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x)
+        x = hearth_now_ns() * 0x9E3779B97F4A7C15ull; /* getrandom cannot fail for 8 bytes; belt and braces */
+    return x;
+}
+
+hearth_gen_call *hearth_gen_call_new(hearth_gen_entry *m, const hearth_gen_format *fmt)
+{
+    hearth_gen_call *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->model = m;
+    c->fmt = fmt;
+    hearth_sampler_params_default(&c->g.sampling);
+    c->g.n_predict = -1;
+    c->g.cache_prompt = true;
+    c->g.user = c;
+    /* bounded by the body limit, not the context, so a long prompt's 400 can say its length */
+    hearth_ids_init(&c->prompt, PROMPT_MAX);
+    hearth_buf_init(&c->text, TEXT_MAX);
+    hearth_buf_init(&c->probs, TEXT_MAX);
+    hearth_buf_init(&c->scratch, TEXT_MAX);
+    atomic_store(&c->refs, 2);
+    c->created = hearth_unix_time();
+    return c;
+}
+
+void hearth_gen_call_free(hearth_gen_call *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->g.n_stop; i++)
+        free(c->stop[i]);
+    hearth_ids_deinit(&c->prompt);
+    hearth_buf_deinit(&c->text);
+    hearth_buf_deinit(&c->probs);
+    hearth_buf_deinit(&c->scratch);
+    free(c);
+}
+
+static void call_unref(hearth_gen_call *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1)
+        hearth_gen_call_free(c);
+}
+
+void hearth_gen_call_set_id(hearth_gen_call *c, const char *prefix)
+{
+    uint64_t a = random_u64(), b = random_u64();
+    snprintf(c->id, sizeof c->id, "%s%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
+}
+
+/* ---- replying (scheduler thread) ---- */
+
+static void send_error(hearth_gen_call *c, int status, const char *type, const char *msg)
+{
+    hearth_buf body;
+    hearth_buf_init(&body, 8192);
+    hearth_format_error(&body, status, type, msg);
+    if (c->begun) {
+        /* the head said 200 already: the error travels as a last event */
+        hearth_buf ev;
+        hearth_buf_init(&ev, 16384);
+        hearth_gen_sse_open(&ev);
+        hearth_buf_append(&ev, body.data, body.len);
+        hearth_gen_sse_close(&ev);
+        hearth_reply_stream_write(c->server, c->reply, ev.data, ev.len);
+        hearth_reply_stream_end(c->server, c->reply);
+        hearth_buf_deinit(&ev);
+    } else {
+        hearth_response res = {status, "application/json", NULL, body.data, body.len};
+        hearth_reply_send(c->server, c->reply, &res);
+    }
+    hearth_buf_deinit(&body);
+}
+
+static int stream_begin(hearth_gen_call *c)
+{
+    if (c->begun)
+        return HEARTH_OK;
+    c->begun = true;
+    int rc = hearth_reply_stream_begin(c->server, c->reply, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
+    if (!rc && c->fmt->start) {
+        hearth_buf_reset(&c->scratch, 1 << 16);
+        rc = c->fmt->start(c, &c->scratch);
+        if (!rc)
+            rc = hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
+    }
+    return rc;
+}
+
+/* The bytes of token id as a JSON string and a byte list: "token":...,"bytes":[...] */
+static int append_token(hearth_buf *out, const hearth_tokenizer *t, int32_t id)
+{
+    char piece[512];
+    int n = hearth_tokenizer_piece_special(t, id, piece, sizeof piece);
+    if (n < 0)
+        n = 0; /* a token longer than 512 bytes: shown empty rather than failing the answer */
+    int rc = hearth_buf_printf(out, "\"id\":%d,\"token\":", id);
+    if (!rc)
+        rc = hearth_json_quote(out, piece, (size_t)n);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"bytes\":[");
+    for (int i = 0; i < n && !rc; i++)
+        rc = hearth_buf_printf(out, i ? ",%u" : "%u", (unsigned)(unsigned char)piece[i]);
+    if (!rc)
+        rc = hearth_buf_appends(out, "]");
+    return rc;
+}
+
+static int append_logprob(hearth_buf *out, float p)
+{
+    if (!(p > 0))
+        return hearth_buf_appends(out, "-1e30"); /* log 0: JSON has no -Infinity */
+    return hearth_buf_printf(out, "%.6g", log((double)p));
+}
+
+/* One completion_probabilities entry in llama-server's shape:
+ * {"id","token","bytes","logprob","top_logprobs":[{"id","token","bytes","logprob"}]}.
+ * The sampled token's logprob is known only when it is among the candidates
+ * (always so when sampling greedily); otherwise it is null. */
+static int append_probs(hearth_gen_call *c, int32_t token, const hearth_gen_probs *p)
+{
+    const hearth_tokenizer *t = hearth_llama_tokenizer(c->model->llama);
+    hearth_buf *out = &c->probs;
+    int rc = hearth_buf_appends(out, out->len ? ",{" : "{");
+    if (!rc)
+        rc = append_token(out, t, token);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"logprob\":");
+    int found = -1;
+    for (int i = 0; i < p->n; i++)
+        if (p->ids[i] == token)
+            found = i;
+    if (!rc)
+        rc = found >= 0 ? append_logprob(out, p->probs[found]) : hearth_buf_appends(out, "null");
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"top_logprobs\":[");
+    for (int i = 0; i < p->n && !rc; i++) {
+        rc = hearth_buf_appends(out, i ? ",{" : "{");
+        if (!rc)
+            rc = append_token(out, t, p->ids[i]);
+        if (!rc)
+            rc = hearth_buf_appends(out, ",\"logprob\":");
+        if (!rc)
+            rc = append_logprob(out, p->probs[i]);
+        if (!rc)
+            rc = hearth_buf_appends(out, "}");
+    }
+    if (!rc)
+        rc = hearth_buf_appends(out, "]}");
+    return rc;
+}
+
+static void on_text(hearth_gen_req *g, const char *text, size_t n, int32_t token, const hearth_gen_probs *probs)
+{
+    hearth_gen_call *c = g->user;
+    int rc = 0;
+    if (probs && token >= 0)
+        rc = append_probs(c, token, probs);
+    if (!rc && !c->stream)
+        rc = hearth_buf_append(&c->text, text, n);
+    if (!rc && c->stream && n > 0) {
+        rc = stream_begin(c);
+        hearth_buf_reset(&c->scratch, 1 << 16);
+        if (!rc)
+            rc = c->fmt->piece(c, text, n, &c->scratch);
+        if (!rc)
+            rc = hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
+        hearth_buf_reset(&c->probs, 1 << 16);
+    }
+    if (rc) {
+        /* out of memory or past a bound: stop generating; on_done then reports it */
+        HLOG_WARN("generation %s: cannot format the answer (%s): stopping it", c->id, hearth_status_name(rc));
+        atomic_store(&c->g.cancelled, 1);
+    }
+}
+
+static void on_done(hearth_gen_req *g, int status, const char *msg, const hearth_gen_stats *st)
+{
+    hearth_gen_call *c = g->user;
+    if (status == HEARTH_ENOTFOUND) {
+        send_error(c, 503, "unavailable_error", "the request was cancelled (the server is stopping, or the answer could not be formatted)");
+    } else if (status) {
+        char m[600];
+        snprintf(m, sizeof m, "generation failed: %s", msg ? msg : hearth_status_name(status));
+        send_error(c, 500, "server_error", m);
+    } else {
+        int rc = c->stream ? stream_begin(c) : 0;
+        hearth_buf_reset(&c->scratch, 1 << 16);
+        if (!rc)
+            rc = c->fmt->end(c, st, &c->scratch);
+        if (rc) {
+            send_error(c, 500, "server_error", "the answer did not fit in memory");
+        } else if (c->stream) {
+            hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
+            hearth_reply_stream_end(c->server, c->reply);
+        } else {
+            hearth_response res = {200, "application/json", NULL, c->scratch.data, c->scratch.len};
+            hearth_reply_send(c->server, c->reply, &res);
+        }
+    }
+    call_unref(c);
+}
+
+/* The connection ended (loop thread). */
+static void on_release(void *arg, bool cancelled)
+{
+    hearth_gen_call *c = arg;
+    if (cancelled) {
+        atomic_store(&c->g.cancelled, 1);
+        hearth_gen_sched_poke(c->model->sched);
+    }
+    call_unref(c);
+}
+
+void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_call *c, int64_t n_predict)
+{
+    int64_t n_ctx = c->model->n_ctx;
+    int64_t n = (int64_t)c->prompt.n;
+    if (n == 0) {
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "the prompt is empty (and this model's vocabulary adds no BOS token): give at least one token");
+        hearth_gen_call_free(c);
+        return;
+    }
+    if (n >= n_ctx) {
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "the prompt is %lld tokens, which leaves no room in the context of %lld tokens per sequence "
+                             "(--ctx-size): shorten the prompt",
+                             (long long)n, (long long)n_ctx);
+        hearth_gen_call_free(c);
+        return;
+    }
+    /* As llama-server does, a request for more tokens than fit is not an
+     * error: n_predict is capped to the positions left after the prompt, and
+     * the answer ends with finish_reason "length" (stop_type "limit") there. */
+    if (n_predict < 0 || n_predict > n_ctx - n)
+        n_predict = n_ctx - n;
+    c->g.n_predict = (int32_t)n_predict;
+    c->g.prompt = c->prompt.v;
+    c->g.n_prompt = n;
+    c->g.stop = (const char *const *)c->stop;
+    c->g.on_text = on_text;
+    c->g.on_done = on_done;
+    c->server = api->server;
+    c->reply = hearth_request_defer(req, on_release, c);
+    hearth_err err = {0};
+    int rc = hearth_gen_sched_submit(c->model->sched, &c->g, &err);
+    if (rc == 0)
+        return;
+    if (rc == HEARTH_ELIMIT) {
+        char m[512];
+        snprintf(m, sizeof m, "too many generation requests are waiting for model '%s' (--max-queue %d): retry later",
+                 c->model->info->name, api->state->gen.max_queue);
+        send_error(c, 503, "unavailable_error", m);
+    } else {
+        send_error(c, rc == HEARTH_EINVAL ? 400 : 500, rc == HEARTH_EINVAL ? "invalid_request_error" : "server_error",
+                   err.msg[0] ? err.msg : hearth_status_name(rc));
+    }
+    call_unref(c); /* the scheduler's reference: it never took the call */
+}
+
+/* ---- parsing ---- */
+
+cJSON *hearth_gen_parse_body(hearth_request *req)
+{
+    size_t len;
+    const char *body = hearth_request_body(req, &len);
+    if (len == 0) {
+        hearth_respond_error(req, 400, "invalid_request_error", "the request body is empty: expected a JSON object");
+        return NULL;
+    }
+    cJSON *doc = cJSON_ParseWithLength(body, len);
+    if (!doc || !cJSON_IsObject(doc)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "the request body is not a JSON object");
+        cJSON_Delete(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+hearth_gen_entry *hearth_gen_find_or_respond(hearth_request *req, hearth_api *api, const char *name)
+{
+    if (!atomic_load(&api->ready)) {
+        hearth_respond_error(req, 503, "unavailable_error", "models are loading");
+        return NULL;
+    }
+    hearth_gen_entry *m = hearth_api_find_gen(api, name);
+    if (!m && name)
+        hearth_respond_error(req, 404, "not_found_error", "the model '%s' does not exist or does not generate text (see /v1/models)",
+                             name);
+    else if (!m)
+        hearth_respond_error(req, 404, "not_found_error", "no text-generation model is loaded (serve a llama-family .gguf with --model)");
+    return m;
+}
+
+bool hearth_gen_model_name(hearth_request *req, const cJSON *doc, const char **name)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, "model");
+    *name = NULL;
+    if (!f || cJSON_IsNull(f))
+        return true;
+    if (!cJSON_IsString(f)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'model' must be a string");
+        return false;
+    }
+    *name = f->valuestring;
+    return true;
+}
+
+int hearth_gen_opt_num(hearth_request *req, const cJSON *doc, const char *key, double lo, double hi, double *out)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, key);
+    if (!f || cJSON_IsNull(f))
+        return 0;
+    if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble) || f->valuedouble < lo || f->valuedouble > hi) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'%s' must be a number from %g to %g", key, lo, hi);
+        return -1;
+    }
+    *out = f->valuedouble;
+    return 1;
+}
+
+int hearth_gen_opt_int(hearth_request *req, const cJSON *doc, const char *key, int64_t lo, int64_t hi, int64_t *out)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, key);
+    if (!f || cJSON_IsNull(f))
+        return 0;
+    double d = cJSON_IsNumber(f) ? f->valuedouble : NAN;
+    if (!(d >= (double)lo && d <= (double)hi) || d != floor(d)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'%s' must be an integer from %lld to %lld", key,
+                             (long long)lo, (long long)hi);
+        return -1;
+    }
+    *out = (int64_t)d;
+    return 1;
+}
+
+int hearth_gen_opt_bool(hearth_request *req, const cJSON *doc, const char *key, bool *out)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, key);
+    if (!f || cJSON_IsNull(f))
+        return 0;
+    if (!cJSON_IsBool(f)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'%s' must be true or false", key);
+        return -1;
+    }
+    *out = cJSON_IsTrue(f);
+    return 1;
+}
+
+static bool add_stop(hearth_request *req, hearth_gen_call *c, const cJSON *s)
+{
+    if (!cJSON_IsString(s)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'stop' must be a string or a list of strings");
+        return false;
+    }
+    size_t len = strlen(s->valuestring);
+    if (len == 0)
+        return true; /* an empty stop string would end every answer at once: clients mean "none" */
+    if (len > HEARTH_GEN_MAX_STOP_LEN) {
+        hearth_respond_error(req, 400, "invalid_request_error", "a 'stop' string is %zu bytes; at most %d", len,
+                             HEARTH_GEN_MAX_STOP_LEN);
+        return false;
+    }
+    if (c->g.n_stop >= HEARTH_GEN_MAX_STOP) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'stop' has more than %d strings", HEARTH_GEN_MAX_STOP);
+        return false;
+    }
+    c->stop[c->g.n_stop] = strdup(s->valuestring);
+    if (!c->stop[c->g.n_stop]) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return false;
+    }
+    c->g.n_stop++;
+    return true;
+}
+
+bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen_call *c)
+{
+    hearth_sampler_params *p = &c->g.sampling;
+    double d;
+    int64_t i;
+    int r;
+    /* llama-server's ranges where the sampler has one; wide ones where it is only a number */
+    if ((r = hearth_gen_opt_num(req, doc, "temperature", 0, 1e6, &d)) < 0)
+        return false;
+    if (r)
+        p->temperature = (float)d;
+    if ((r = hearth_gen_opt_int(req, doc, "top_k", -1, INT32_MAX, &i)) < 0)
+        return false;
+    if (r)
+        p->top_k = (int)i;
+    if ((r = hearth_gen_opt_num(req, doc, "top_p", 0, 1, &d)) < 0)
+        return false;
+    if (r)
+        p->top_p = (float)d;
+    if ((r = hearth_gen_opt_num(req, doc, "min_p", 0, 1, &d)) < 0)
+        return false;
+    if (r)
+        p->min_p = (float)d;
+    if ((r = hearth_gen_opt_num(req, doc, "repeat_penalty", 1e-6, 1e6, &d)) < 0)
+        return false;
+    if (r)
+        p->repeat_penalty = (float)d;
+    if ((r = hearth_gen_opt_int(req, doc, "repeat_last_n", -1, HEARTH_SAMPLER_MAX_LAST_N, &i)) < 0)
+        return false;
+    if (r) /* llama-server's -1: the whole context */
+        p->repeat_last_n = i < 0 ? (int)(c->model->n_ctx < HEARTH_SAMPLER_MAX_LAST_N ? c->model->n_ctx : HEARTH_SAMPLER_MAX_LAST_N)
+                                 : (int)i;
+    if ((r = hearth_gen_opt_num(req, doc, "presence_penalty", -1e6, 1e6, &d)) < 0)
+        return false;
+    if (r)
+        p->presence_penalty = (float)d;
+    if ((r = hearth_gen_opt_num(req, doc, "frequency_penalty", -1e6, 1e6, &d)) < 0)
+        return false;
+    if (r)
+        p->frequency_penalty = (float)d;
+    /* The seed is drawn here when the client gives none, not by the sampler,
+     * so generation_settings can tell the client which seed repeats the run. */
+    int64_t seed = -1;
+    if ((r = hearth_gen_opt_int(req, doc, "seed", -1, (int64_t)1 << 53, &seed)) < 0)
+        return false;
+    p->seed = seed >= 0 ? (uint64_t)seed : random_u64() >> 11; /* 53 bits: exact as a JSON number */
+    if ((r = hearth_gen_opt_int(req, doc, "n_probs", 0, 16, &i)) < 0)
+        return false;
+    if (r)
+        c->g.n_probs = (int)i;
+    if (hearth_gen_opt_bool(req, doc, "cache_prompt", &c->g.cache_prompt) < 0 ||
+        hearth_gen_opt_bool(req, doc, "stream", &c->stream) < 0)
+        return false;
+    const cJSON *stop = cJSON_GetObjectItemCaseSensitive(doc, "stop");
+    if (stop && !cJSON_IsNull(stop)) {
+        if (cJSON_IsArray(stop)) {
+            const cJSON *s;
+            cJSON_ArrayForEach(s, stop)
+            {
+                if (!add_stop(req, c, s))
+                    return false;
+            }
+        } else if (!add_stop(req, c, stop)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool hearth_gen_encode(hearth_request *req, hearth_gen_call *c, const char *text, size_t n, bool add_special)
+{
+    hearth_err err = {0};
+    int rc = hearth_tokenizer_encode(hearth_llama_tokenizer(c->model->llama), text, n, add_special, true, &c->prompt, &err);
+    if (rc) {
+        hearth_respond_error(req, 400, "invalid_request_error", "the prompt cannot be tokenized: %s", err.msg);
+        return false;
+    }
+    return true;
+}
+
+static bool push_ids(hearth_request *req, hearth_gen_call *c, const cJSON *arr, const char *key)
+{
+    int32_t n_vocab = hearth_llama_vocab(c->model->llama)->n_tokens;
+    int k = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, arr)
+    {
+        double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
+        if (!(d >= 0 && d < n_vocab) || d != floor(d)) {
+            hearth_respond_error(req, 400, "invalid_request_error", "'%s'[%d] is not a token id in 0..%d", key, k,
+                                 (int)n_vocab - 1);
+            return false;
+        }
+        if (hearth_ids_push(&c->prompt, (int32_t)d) != 0) {
+            hearth_respond_error(req, 400, "invalid_request_error",
+                                 "the prompt is longer than the context of %lld tokens per sequence (--ctx-size)",
+                                 (long long)c->model->n_ctx);
+            return false;
+        }
+        k++;
+    }
+    return true;
+}
+
+bool hearth_gen_prompt_from_json(hearth_request *req, hearth_gen_call *c, const cJSON *prompt, const char *key)
+{
+    if (!prompt || cJSON_IsNull(prompt)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'%s' is required", key);
+        return false;
+    }
+    if (cJSON_IsString(prompt))
+        return hearth_gen_encode(req, c, prompt->valuestring, strlen(prompt->valuestring), true);
+    if (!cJSON_IsArray(prompt)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'%s' must be a string or a list of token ids", key);
+        return false;
+    }
+    int n = cJSON_GetArraySize(prompt);
+    const cJSON *first = cJSON_GetArrayItem(prompt, 0);
+    if (n == 0 || cJSON_IsNumber(first))
+        return push_ids(req, c, prompt, key);
+    if (n == 1 && (cJSON_IsString(first) || cJSON_IsArray(first)))
+        return hearth_gen_prompt_from_json(req, c, first, key);
+    hearth_respond_error(req, 400, "invalid_request_error",
+                         "'%s' holds %d prompts: hearth answers one prompt per request (send them as separate requests, "
+                         "they are batched together)",
+                         key, n);
+    return false;
+}
+
+/* ---- formatting ---- */
+
+int hearth_gen_sse_open(hearth_buf *out) { return hearth_buf_append(out, "data: ", 6); }
+
+int hearth_gen_sse_close(hearth_buf *out) { return hearth_buf_append(out, "\n\n", 2); }
+
+static double per(double a, double b) { return b > 0 ? a / b : 0; }
+
+int hearth_gen_append_timings(hearth_buf *out, const hearth_gen_stats *st)
+{
+    double pn = (double)(st->n_prompt - st->n_cached), gn = (double)st->n_gen;
+    return hearth_buf_printf(out,
+                             "\"timings\":{\"cache_n\":%lld,\"prompt_n\":%lld,\"prompt_ms\":%.3f,\"prompt_per_token_ms\":%.3f,"
+                             "\"prompt_per_second\":%.3f,\"predicted_n\":%lld,\"predicted_ms\":%.3f,"
+                             "\"predicted_per_token_ms\":%.3f,\"predicted_per_second\":%.3f}",
+                             (long long)st->n_cached, (long long)(st->n_prompt - st->n_cached), st->prompt_ms,
+                             per(st->prompt_ms, pn), per(pn * 1e3, st->prompt_ms), (long long)st->n_gen, st->gen_ms,
+                             per(st->gen_ms, gn), per(gn * 1e3, st->gen_ms));
+}
+
+int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g)
+{
+    const hearth_sampler_params *p = &g->sampling;
+    long long seed = p->seed == HEARTH_SAMPLER_SEED_RANDOM ? -1 : (long long)p->seed;
+    int rc = hearth_buf_printf(out,
+                               "{\"n_predict\":%d,\"seed\":%lld,\"temperature\":%.6g,\"top_k\":%d,\"top_p\":%.6g,"
+                               "\"min_p\":%.6g,\"repeat_penalty\":%.6g,\"repeat_last_n\":%d,\"presence_penalty\":%.6g,"
+                               "\"frequency_penalty\":%.6g,\"n_probs\":%d,\"cache_prompt\":%s,\"stop\":[",
+                               (int)g->n_predict, seed, (double)p->temperature, p->top_k, (double)p->top_p,
+                               (double)p->min_p, (double)p->repeat_penalty, p->repeat_last_n,
+                               (double)p->presence_penalty, (double)p->frequency_penalty, g->n_probs,
+                               g->cache_prompt ? "true" : "false");
+    for (int i = 0; i < g->n_stop && !rc; i++) {
+        if (i)
+            rc = hearth_buf_append(out, ",", 1);
+        if (!rc)
+            rc = hearth_json_quote(out, g->stop[i], strlen(g->stop[i]));
+    }
+    if (!rc)
+        rc = hearth_buf_appends(out, "]}");
+    return rc;
+}
+
+const char *hearth_gen_finish_reason(const hearth_gen_stats *st)
+{
+    return st->finish == HEARTH_GEN_EOS || st->finish == HEARTH_GEN_STOP ? "stop" : "length";
+}

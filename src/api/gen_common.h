@@ -1,0 +1,122 @@
+/* gen_common.h: what the generation APIs (llama-server's in completion.c,
+ * OpenAI's in openai_gen.c) share: reading sampling parameters from JSON with
+ * clear 400s, turning a prompt into ids, the per-request state that lives
+ * between the connection and the scheduler (hearth_gen_call, reference
+ * counted), submitting it, and replying from the scheduler thread as one JSON
+ * body or as server-sent events. Private to the api layer.
+ *
+ * The helpers that take a hearth_request respond themselves on bad input and
+ * then say so (false, or -1): the handler just returns. */
+#ifndef HEARTH_API_GEN_COMMON_H
+#define HEARTH_API_GEN_COMMON_H
+
+#include "models.h"
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct hearth_gen_call hearth_gen_call;
+
+/* How one API family writes its answer. Called on the scheduler thread, one
+ * call at a time per request. Each appends to out and returns 0 or a
+ * negative status (the out buffer's). */
+typedef struct hearth_gen_format {
+    /* stream: the events before the first piece (chat's role delta); may be NULL */
+    int (*start)(hearth_gen_call *c, hearth_buf *out);
+    /* stream: the event(s) for one piece of final text (whole UTF-8 characters) */
+    int (*piece)(hearth_gen_call *c, const char *text, size_t n, hearth_buf *out);
+    /* stream: every event after the last piece ([DONE] included where the API has it);
+     * not streamed: the whole JSON body, the text being in c->text */
+    int (*end)(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out);
+} hearth_gen_format;
+
+/* One generation request, shared by the connection and the scheduler; freed
+ * by whichever lets go last. The handler fills it, then
+ * hearth_gen_call_submit hands it over; from then on only the scheduler
+ * thread touches it, except g.cancelled (the connection's release callback). */
+struct hearth_gen_call {
+    hearth_gen_req g;              /* g.user is the call */
+    const hearth_gen_format *fmt;
+    hearth_gen_entry *model;       /* borrowed: the models outlive every connection */
+    hearth_server *server;
+    hearth_reply reply;
+    _Atomic int refs;
+    bool stream;
+    bool include_usage;            /* OpenAI stream_options.include_usage */
+    bool begun;                    /* the stream's head has been posted (scheduler thread) */
+    hearth_ids prompt;
+    char *stop[HEARTH_GEN_MAX_STOP]; /* owned copies; g.stop points here */
+    char id[48];                   /* "chatcmpl-<hex>" / "cmpl-<hex>" */
+    int64_t created;               /* unix time of the request */
+    hearth_buf text;               /* not streamed: the whole generated text */
+    hearth_buf probs;              /* n_probs: completion_probabilities entries, comma-separated,
+                                      since the last streamed event (or all of them) */
+    hearth_buf scratch;            /* the event or body being formatted */
+};
+
+/* A call with llama-server's default sampling, no stop strings, n_predict -1,
+ * cache_prompt true, refs 2 (the scheduler's and the connection's). NULL
+ * when out of memory. */
+hearth_gen_call *hearth_gen_call_new(hearth_gen_entry *m, const hearth_gen_format *fmt);
+/* Frees a call that was never submitted. NULL is a no-op. */
+void hearth_gen_call_free(hearth_gen_call *c);
+/* Sets c->id to prefix followed by 24 random hex digits, and c->created. */
+void hearth_gen_call_set_id(hearth_gen_call *c, const char *prefix);
+
+/* Checks the prompt against the context (400 naming both lengths), clamps
+ * n_predict (< 0: until an end or the context is full) to the positions left
+ * after the prompt, defers the request and submits the call. The queue full
+ * gives 503. Takes c in every case: the caller must not touch it afterwards. */
+void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_call *c, int64_t n_predict);
+
+/* ---- request parsing (each responds on bad input) ---- */
+
+/* The JSON object in the body, or NULL after a 400. Free with cJSON_Delete. */
+cJSON *hearth_gen_parse_body(hearth_request *req);
+/* The generation model named (NULL: the first), or NULL after a 503 (loading)
+ * or 404 (no such model / none loaded). */
+hearth_gen_entry *hearth_gen_find_or_respond(hearth_request *req, hearth_api *api, const char *name);
+/* The optional "model" string of doc into *name (NULL when absent); false after a 400. */
+bool hearth_gen_model_name(hearth_request *req, const cJSON *doc, const char **name);
+
+/* Optional fields: 0 absent or null (out untouched), 1 read, -1 after a 400
+ * naming the key and the accepted range. Integers must be whole numbers. */
+int hearth_gen_opt_num(hearth_request *req, const cJSON *doc, const char *key, double lo, double hi, double *out);
+int hearth_gen_opt_int(hearth_request *req, const cJSON *doc, const char *key, int64_t lo, int64_t hi, int64_t *out);
+int hearth_gen_opt_bool(hearth_request *req, const cJSON *doc, const char *key, bool *out);
+
+/* The fields both families accept: temperature, top_k, top_p, min_p,
+ * repeat_penalty, repeat_last_n (-1: the context), presence_penalty,
+ * frequency_penalty, seed (absent or -1: drawn here, so the answer can say
+ * which), stop (a string or a list of at most HEARTH_GEN_MAX_STOP; empty
+ * strings are ignored), n_probs (0..16), cache_prompt, stream. False after a 400. */
+bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen_call *c);
+
+/* Appends the ids of text to c->prompt: BOS/EOS as the vocabulary says when
+ * add_special, special tokens' texts parsed as those tokens. False after a 400/413. */
+bool hearth_gen_encode(hearth_request *req, hearth_gen_call *c, const char *text, size_t n, bool add_special);
+/* A completion prompt (llama-server's and OpenAI's): a string (tokenized with
+ * BOS as the vocabulary says), a list of token ids (used as given), or a list
+ * holding one of those. key names the field in messages. False after a 400. */
+bool hearth_gen_prompt_from_json(hearth_request *req, hearth_gen_call *c, const cJSON *prompt, const char *key);
+
+/* ---- formatting ---- */
+
+/* Appends "data: " ... the caller's JSON ... then hearth_gen_sse_close appends "\n\n". */
+int hearth_gen_sse_open(hearth_buf *out);
+int hearth_gen_sse_close(hearth_buf *out);
+/* Appends "timings":{...} as llama-server names them (prompt_n counts the
+ * tokens computed, cache_n those reused). */
+int hearth_gen_append_timings(hearth_buf *out, const hearth_gen_stats *st);
+/* Appends a JSON object of the sampling settings of g (llama-server's
+ * generation_settings / params); seed is printed as -1 when random. */
+int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g);
+/* "stop" for an end token or a stop string, "length" otherwise (OpenAI's finish_reason). */
+const char *hearth_gen_finish_reason(const hearth_gen_stats *st);
+
+/* Registers OpenAI's /v1/completions and /v1/chat/completions and their
+ * un-versioned aliases (openai_gen.c). */
+int hearth_api_register_openai_gen(hearth_api *api, hearth_server *s);
+
+#endif

@@ -1,0 +1,417 @@
+/* openai_gen.c: OpenAI's text generation: POST /v1/chat/completions and
+ * POST /v1/completions (and /chat/completions, /completions, as
+ * llama-server also answers), one JSON answer or, with "stream": true,
+ * server-sent "chunk" events ending in "data: [DONE]".
+ *
+ * The shapes are what the official clients parse: ids "chatcmpl-<hex>" and
+ * "cmpl-<hex>", object, created, model, system_fingerprint, choices with
+ * message | delta | text and finish_reason ("stop" | "length"), usage
+ * (with prompt_tokens_details.cached_tokens for the reused prefix). A chat
+ * stream opens with a delta carrying the role, then content deltas, then an
+ * empty delta with finish_reason, then (stream_options.include_usage) a
+ * chunk with "choices": [] and usage. llama-server's extra sampling fields
+ * (top_k, min_p, repeat_penalty, n_probs, cache_prompt, ...) are accepted
+ * here too, as llama-server accepts them.
+ *
+ * A chat prompt is the model's template rendered by a built-in
+ * (chat_template.h), tokenized with special tokens parsed. BOS: the llama3,
+ * gemma, mistral and llama2 layouts write the vocabulary's BOS text
+ * themselves, so the tokenizer adds none (a second BOS degrades those
+ * models); chatml and phi3 write none, so BOS is prepended when the
+ * vocabulary asks for one (add_bos: phi3's SentencePiece vocabulary does,
+ * Qwen's chatml BPE vocabulary does not). This is the single BOS llama-server
+ * ends up with after stripping a template's leading BOS.
+ *
+ * What hearth does not do is refused with a 400 naming it, never ignored:
+ * n > 1, logprobs, tools, echo, suffix, best_of > 1, structured output. */
+#include "gen_common.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HEARTH_VERSION
+#define HEARTH_VERSION "unknown"
+#endif
+
+/* The longest rendered conversation kept: a 16 MiB body cannot render to more. */
+#define CHAT_TEXT_MAX ((size_t)32 << 20)
+
+static int chunk_head(hearth_gen_call *c, const char *object, hearth_buf *out)
+{
+    int rc = hearth_buf_appends(out, "{\"id\":");
+    if (!rc)
+        rc = hearth_json_quote(out, c->id, strlen(c->id));
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"object\":\"%s\",\"created\":%lld,\"model\":", object, (long long)c->created);
+    if (!rc)
+        rc = hearth_json_quote(out, c->model->info->name, strlen(c->model->info->name));
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"system_fingerprint\":\"hearth-" HEARTH_VERSION "\"");
+    return rc;
+}
+
+static int usage(const hearth_gen_stats *st, hearth_buf *out)
+{
+    return hearth_buf_printf(out,
+                             "\"usage\":{\"prompt_tokens\":%lld,\"completion_tokens\":%lld,\"total_tokens\":%lld,"
+                             "\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
+                             (long long)st->n_prompt, (long long)st->n_gen, (long long)(st->n_prompt + st->n_gen),
+                             (long long)st->n_cached);
+}
+
+/* The events after the last piece: the finishing chunk, the usage chunk, [DONE]. */
+static int stream_tail(hearth_gen_call *c, const hearth_gen_stats *st, const char *object, const char *empty_choice,
+                       hearth_buf *out)
+{
+    int rc = hearth_gen_sse_open(out);
+    if (!rc)
+        rc = chunk_head(c, object, out);
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]}", empty_choice,
+                               hearth_gen_finish_reason(st));
+    if (!rc)
+        rc = hearth_gen_sse_close(out);
+    if (!rc && c->include_usage) {
+        rc = hearth_gen_sse_open(out);
+        if (!rc)
+            rc = chunk_head(c, object, out);
+        if (!rc)
+            rc = hearth_buf_appends(out, ",\"choices\":[],");
+        if (!rc)
+            rc = usage(st, out);
+        if (!rc)
+            rc = hearth_buf_appends(out, "}");
+        if (!rc)
+            rc = hearth_gen_sse_close(out);
+    }
+    if (!rc)
+        rc = hearth_buf_appends(out, "data: [DONE]\n\n");
+    return rc;
+}
+
+/* The non-streamed answer: choice is the opening of choices[0]'s content field. */
+static int whole(hearth_gen_call *c, const hearth_gen_stats *st, const char *object, const char *choice_open,
+                 const char *choice_close, hearth_buf *out)
+{
+    int rc = chunk_head(c, object, out);
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s", choice_open);
+    if (!rc)
+        rc = hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
+    if (!rc)
+        rc = hearth_buf_printf(out, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}],", choice_close,
+                               hearth_gen_finish_reason(st));
+    if (!rc)
+        rc = usage(st, out);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",");
+    if (!rc)
+        rc = hearth_gen_append_timings(out, st);
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
+    return rc;
+}
+
+/* One content chunk; field_open is what precedes the quoted piece. */
+static int piece_chunk(hearth_gen_call *c, const char *object, const char *field_open, const char *field_close,
+                       const char *text, size_t n, hearth_buf *out)
+{
+    int rc = hearth_gen_sse_open(out);
+    if (!rc)
+        rc = chunk_head(c, object, out);
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s", field_open);
+    if (!rc)
+        rc = hearth_json_quote(out, text, n);
+    if (!rc)
+        rc = hearth_buf_printf(out, "%s,\"logprobs\":null,\"finish_reason\":null}]}", field_close);
+    if (!rc)
+        rc = hearth_gen_sse_close(out);
+    return rc;
+}
+
+/* ---- chat ---- */
+
+static int chat_start(hearth_gen_call *c, hearth_buf *out)
+{
+    int rc = hearth_gen_sse_open(out);
+    if (!rc)
+        rc = chunk_head(c, "chat.completion.chunk", out);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                                     "\"logprobs\":null,\"finish_reason\":null}]}");
+    if (!rc)
+        rc = hearth_gen_sse_close(out);
+    return rc;
+}
+
+static int chat_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf *out)
+{
+    return piece_chunk(c, "chat.completion.chunk", "\"delta\":{\"content\":", "}", text, n, out);
+}
+
+static int chat_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
+{
+    if (c->stream)
+        return stream_tail(c, st, "chat.completion.chunk", "\"delta\":{}", out);
+    return whole(c, st, "chat.completion", "\"message\":{\"role\":\"assistant\",\"content\":", "}", out);
+}
+
+static const hearth_gen_format chat_format = {chat_start, chat_piece, chat_end};
+
+/* ---- completions ---- */
+
+static int text_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf *out)
+{
+    return piece_chunk(c, "text_completion", "\"text\":", "", text, n, out);
+}
+
+static int text_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
+{
+    if (c->stream)
+        return stream_tail(c, st, "text_completion", "\"text\":\"\"", out);
+    return whole(c, st, "text_completion", "\"text\":", "", out);
+}
+
+static const hearth_gen_format text_format = {NULL, text_piece, text_end};
+
+/* ---- parsing ---- */
+
+static bool refuse(hearth_request *req, const char *what)
+{
+    hearth_respond_error(req, 400, "invalid_request_error", "%s", what);
+    return false;
+}
+
+static bool is_set(const cJSON *f) { return f && !cJSON_IsNull(f) && !cJSON_IsFalse(f); }
+
+/* The fields both OpenAI endpoints share. */
+static bool parse_openai(hearth_request *req, const cJSON *doc, hearth_gen_call *c, int64_t *n_predict)
+{
+    if (!hearth_gen_parse_sampling(req, doc, c))
+        return false;
+    int64_t n = 1;
+    if (hearth_gen_opt_int(req, doc, "n", 1, INT32_MAX, &n) < 0)
+        return false;
+    if (n != 1)
+        return refuse(req, "'n' must be 1: hearth makes one choice per request (send several requests; they are batched)");
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(doc, "logprobs");
+    if (is_set(lp) && !(cJSON_IsNumber(lp) && lp->valuedouble == 0))
+        return refuse(req, "'logprobs' is not supported by hearth's OpenAI API; llama-server's /completion with "
+                           "\"n_probs\" gives token probabilities");
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(doc, "stream_options");
+    if (so && !cJSON_IsNull(so) && !cJSON_IsObject(so))
+        return refuse(req, "'stream_options' must be an object");
+    if (cJSON_IsObject(so) && hearth_gen_opt_bool(req, so, "include_usage", &c->include_usage) < 0)
+        return false;
+    /* max_completion_tokens is the newer name; max_tokens the older; n_predict llama-server's */
+    const char *keys[] = {"max_completion_tokens", "max_tokens", "n_predict"};
+    for (int i = 0; i < 3; i++) {
+        int r = hearth_gen_opt_int(req, doc, keys[i], i == 2 ? -1 : 1, INT32_MAX, n_predict);
+        if (r < 0)
+            return false;
+        if (r)
+            break;
+    }
+    return true;
+}
+
+/* The text of a message's content: a string, or text parts joined by newlines. */
+static char *content_text(hearth_request *req, const cJSON *content, int i)
+{
+    if (cJSON_IsString(content))
+        return strdup(content->valuestring);
+    if (!cJSON_IsArray(content)) {
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "messages[%d].content must be a string or a list of {\"type\": \"text\", \"text\": ...} parts", i);
+        return NULL;
+    }
+    hearth_buf b;
+    hearth_buf_init(&b, CHAT_TEXT_MAX);
+    int rc = hearth_buf_appends(&b, "");
+    int k = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, content)
+    {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
+            hearth_respond_error(req, 400, "invalid_request_error",
+                                 "messages[%d].content[%d]: only {\"type\": \"text\", \"text\": ...} parts are supported", i, k);
+            hearth_buf_deinit(&b);
+            return NULL;
+        }
+        if (!rc && k)
+            rc = hearth_buf_append(&b, "\n", 1);
+        if (!rc)
+            rc = hearth_buf_appends(&b, text->valuestring);
+        k++;
+    }
+    if (rc) {
+        hearth_respond_error(req, 413, "request_too_large", "messages[%d].content is too long", i);
+        hearth_buf_deinit(&b);
+        return NULL;
+    }
+    return b.data; /* owned by the caller now */
+}
+
+/* Renders messages with the model's template and tokenizes the result into c->prompt. */
+static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *messages)
+{
+    hearth_gen_entry *m = c->model;
+    if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0)
+        return refuse(req, "'messages' must be a non-empty list of {\"role\", \"content\"}");
+    if (!m->has_template) {
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "model '%s' has no chat template (its GGUF carries none hearth recognises): start hearth with "
+                             "--chat-template NAME (chatml, llama3, phi3, gemma, mistral, llama2), or send your own "
+                             "prompt to /v1/completions",
+                             m->info->name);
+        return false;
+    }
+    int n = cJSON_GetArraySize(messages);
+    hearth_chat_msg *msgs = calloc((size_t)n, sizeof *msgs);
+    char **texts = calloc((size_t)n, sizeof *texts);
+    hearth_buf text;
+    hearth_buf_init(&text, CHAT_TEXT_MAX);
+    bool ok = false;
+    if (!msgs || !texts) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        goto out;
+    }
+    int i = 0;
+    const cJSON *msg;
+    cJSON_ArrayForEach(msg, messages)
+    {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+        if (!cJSON_IsString(role)) {
+            hearth_respond_error(req, 400, "invalid_request_error", "messages[%d].role must be a string", i);
+            goto out;
+        }
+        const char *r = role->valuestring;
+        if (!strcmp(r, "developer"))
+            r = "system"; /* OpenAI's newer name for the system role */
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
+            hearth_respond_error(req, 400, "invalid_request_error",
+                                 "messages[%d].role '%s' is not supported: use system, user or assistant", i, role->valuestring);
+            goto out;
+        }
+        texts[i] = content_text(req, cJSON_GetObjectItemCaseSensitive(msg, "content"), i);
+        if (!texts[i])
+            goto out;
+        msgs[i].role = r;
+        msgs[i].content = texts[i];
+        i++;
+    }
+    hearth_err err = {0};
+    int rc = hearth_chat_template_render(m->tmpl, msgs, (size_t)n, true, m->bos_text, &text, &err);
+    if (rc) {
+        if (rc == HEARTH_EINVAL)
+            hearth_respond_error(req, 400, "invalid_request_error", "the %s template: %s", hearth_chat_template_name(m->tmpl),
+                                 err.msg);
+        else
+            hearth_respond_error(req, 413, "request_too_large", "the conversation is too long");
+        goto out;
+    }
+    const hearth_tokenizer *t = hearth_llama_tokenizer(m->llama);
+    size_t bos_len = strlen(m->bos_text);
+    bool wrote_bos = bos_len && text.len >= bos_len && !memcmp(text.data, m->bos_text, bos_len);
+    if (!wrote_bos && t->add_bos && t->bos >= 0 && hearth_ids_push(&c->prompt, t->bos) != 0) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        goto out;
+    }
+    ok = hearth_gen_encode(req, c, text.data ? text.data : "", text.len, false);
+out:
+    for (int k = 0; texts && k < n; k++)
+        free(texts[k]);
+    free(texts);
+    free(msgs);
+    hearth_buf_deinit(&text);
+    return ok;
+}
+
+/* Starts a call for the model doc names, with the fields both endpoints share; NULL after responding. */
+static hearth_gen_call *start_call(hearth_request *req, hearth_api *api, const cJSON *doc, const hearth_gen_format *fmt,
+                                   const char *id_prefix, int64_t *n_predict)
+{
+    const char *name;
+    hearth_gen_entry *m;
+    if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
+        return NULL;
+    hearth_gen_call *c = hearth_gen_call_new(m, fmt);
+    if (!c) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return NULL;
+    }
+    hearth_gen_call_set_id(c, id_prefix);
+    if (!parse_openai(req, doc, c, n_predict)) {
+        hearth_gen_call_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void chat_completions(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    cJSON *doc = hearth_gen_parse_body(req);
+    if (!doc)
+        return;
+    int64_t n_predict = -1;
+    hearth_gen_call *c = start_call(req, api, doc, &chat_format, "chatcmpl-", &n_predict);
+    if (!c)
+        goto out;
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(doc, "tools");
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(doc, "response_format");
+    const cJSON *rf_type = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+    if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0)
+        refuse(req, "'tools' (function calling) is not supported by hearth");
+    else if (rf && !cJSON_IsNull(rf) && !(cJSON_IsString(rf_type) && !strcmp(rf_type->valuestring, "text")))
+        refuse(req, "'response_format' other than {\"type\": \"text\"} (structured output) is not supported by hearth");
+    else if (chat_prompt(req, c, cJSON_GetObjectItemCaseSensitive(doc, "messages"))) {
+        hearth_gen_call_submit(req, api, c, n_predict);
+        c = NULL;
+    }
+    hearth_gen_call_free(c);
+out:
+    cJSON_Delete(doc);
+}
+
+static void completions(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    cJSON *doc = hearth_gen_parse_body(req);
+    if (!doc)
+        return;
+    int64_t n_predict = -1, best_of = 1;
+    hearth_gen_call *c = start_call(req, api, doc, &text_format, "cmpl-", &n_predict);
+    if (!c)
+        goto out;
+    const cJSON *suffix = cJSON_GetObjectItemCaseSensitive(doc, "suffix");
+    if (is_set(cJSON_GetObjectItemCaseSensitive(doc, "echo")))
+        refuse(req, "'echo' is not supported by hearth");
+    else if (suffix && !cJSON_IsNull(suffix) && !(cJSON_IsString(suffix) && !suffix->valuestring[0]))
+        refuse(req, "'suffix' (insertion) is not supported by hearth");
+    else if (hearth_gen_opt_int(req, doc, "best_of", 1, 1, &best_of) < 0)
+        ; /* answered: hearth makes one choice per request */
+    else if (hearth_gen_prompt_from_json(req, c, cJSON_GetObjectItemCaseSensitive(doc, "prompt"), "prompt")) {
+        hearth_gen_call_submit(req, api, c, n_predict);
+        c = NULL;
+    }
+    hearth_gen_call_free(c);
+out:
+    cJSON_Delete(doc);
+}
+
+int hearth_api_register_openai_gen(hearth_api *api, hearth_server *s)
+{
+    int rc = hearth_server_route(s, "POST", "/v1/chat/completions", chat_completions, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/chat/completions", chat_completions, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/v1/completions", completions, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/completions", completions, api);
+    return rc;
+}
