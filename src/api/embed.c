@@ -13,6 +13,7 @@
  * Rejected: tokenizing on the scheduler thread (it would have to pack
  * batches before knowing their token counts). */
 #include "models.h"
+#include "embed_parse.h"
 
 #include "base/log.h"
 
@@ -189,29 +190,7 @@ static void on_done(hearth_embed_job *job, int status, const char *msg)
     req_unref(r);
 }
 
-/* ---- request parsing ---- */
-
-static cJSON *parse_body(hearth_request *req)
-{
-    size_t len;
-    const char *body = hearth_request_body(req, &len);
-    if (len == 0) {
-        hearth_respond_error(req, 400, "invalid_request_error", "the request body is empty: expected a JSON object");
-        return NULL;
-    }
-    cJSON *doc = cJSON_ParseWithLength(body, len);
-    if (!doc || !cJSON_IsObject(doc)) {
-        const char *where = cJSON_GetErrorPtr();
-        if (doc || !where || where < body || where > body + len)
-            hearth_respond_error(req, 400, "invalid_request_error", "the request body is not a JSON object");
-        else
-            hearth_respond_error(req, 400, "invalid_request_error", "the request body is not valid JSON (at byte %ld)",
-                                 (long)(where - body));
-        cJSON_Delete(doc);
-        return NULL;
-    }
-    return doc;
-}
+/* ---- requests ---- */
 
 static embed_req *req_new(int n, int64_t dim)
 {
@@ -230,14 +209,13 @@ static embed_req *req_new(int n, int64_t dim)
     return r;
 }
 
-/* Tokenizes input i (a string) into r; on failure responds and returns false. */
-static bool add_text(hearth_request *req, embed_req *r, hearth_embed_model *m, int i, const cJSON *item, bool truncate)
+/* Tokenizes input i (text) into r; on failure responds and returns false. */
+static bool add_text(hearth_request *req, embed_req *r, hearth_embed_model *m, int i, const hearth_embed_input *in, bool truncate)
 {
     hearth_ids ids;
     hearth_ids_init(&ids, (size_t)hearth_bert_max_tokens(m->bert) * 64 + 64);
     hearth_err err = {0};
-    const char *s = item->valuestring;
-    int rc = hearth_bert_tokenize(m->bert, s, strlen(s), truncate, &ids, &err);
+    int rc = hearth_bert_tokenize(m->bert, in->text, in->text_len, truncate, &ids, &err);
     if (rc) {
         hearth_ids_deinit(&ids);
         if (rc == HEARTH_ELIMIT)
@@ -253,23 +231,27 @@ static bool add_text(hearth_request *req, embed_req *r, hearth_embed_model *m, i
 }
 
 /* Takes input i as token ids (OpenAI's [int] form), wrapped in [CLS] ... [SEP]. */
-static bool add_ids(hearth_request *req, embed_req *r, hearth_embed_model *m, int i, const cJSON *arr)
+static bool add_ids(hearth_request *req, embed_req *r, hearth_embed_model *m, int i, const hearth_embed_input *in)
 {
     const hearth_vocab *v = hearth_bert_vocab(m->bert);
-    int n = cJSON_GetArraySize(arr);
+    int n = in->n_ids;
     int64_t max = hearth_bert_max_tokens(m->bert);
-    if (n == 0) {
-        hearth_respond_error(req, 400, "invalid_request_error", "input %d: an empty list of token ids", i);
-        return false;
-    }
     if (n + 2 > max) {
-        hearth_respond_error(req, 413, "request_too_large", "input %d: %d tokens (with [CLS] and [SEP]: %d) is longer than the model's limit of %lld",
-                             i, n, n + 2, (long long)max);
+        hearth_respond_error(req, 413, "request_too_large",
+                             "input %d: %d tokens (with [CLS] and [SEP]: %d) is longer than the model's limit of %lld", i, n, n + 2,
+                             (long long)max);
         return false;
     }
     if (v->cls < 0 || v->sep < 0) {
         hearth_respond_error(req, 400, "invalid_request_error", "this model's vocabulary has no [CLS]/[SEP]: send text");
         return false;
+    }
+    for (int k = 0; k < n; k++) {
+        if (in->ids[k] >= v->n_tokens) {
+            hearth_respond_error(req, 400, "invalid_request_error", "input %d: token %d is %d, not an id in 0..%d", i, k,
+                                 (int)in->ids[k], (int)v->n_tokens - 1);
+            return false;
+        }
     }
     int32_t *ids = malloc((size_t)(n + 2) * sizeof *ids);
     if (!ids) {
@@ -277,22 +259,10 @@ static bool add_ids(hearth_request *req, embed_req *r, hearth_embed_model *m, in
         return false;
     }
     ids[0] = v->cls;
-    int k = 1;
-    const cJSON *t;
-    cJSON_ArrayForEach(t, arr)
-    {
-        double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
-        if (d < 0 || d >= v->n_tokens || d != floor(d)) {
-            hearth_respond_error(req, 400, "invalid_request_error", "input %d: token %d is not an id in 0..%d", i, k - 1,
-                                 (int)v->n_tokens - 1);
-            free(ids);
-            return false;
-        }
-        ids[k++] = (int32_t)d;
-    }
-    ids[k++] = v->sep;
+    memcpy(ids + 1, in->ids, (size_t)n * sizeof *ids);
+    ids[n + 1] = v->sep;
     r->ids[i] = ids;
-    r->lens[i] = k;
+    r->lens[i] = n + 2;
     r->prompt_tokens += (size_t)n;
     return true;
 }
@@ -319,34 +289,6 @@ static void submit(hearth_request *req, hearth_api *api, hearth_embed_model *m, 
     r->reply = hearth_request_defer(req, on_release, r);
 }
 
-/* The inputs as an array (a lone string or id list becomes one element); NULL after responding. */
-static const cJSON *inputs_of(hearth_request *req, const cJSON *field, const char *key, bool allow_ids, int max, int *n,
-                              bool *single)
-{
-    if (!field) {
-        hearth_respond_error(req, 400, "invalid_request_error", "'%s' is required", key);
-        return NULL;
-    }
-    *single = cJSON_IsString(field) || (allow_ids && cJSON_IsArray(field) && cJSON_GetArraySize(field) > 0 &&
-                                        cJSON_IsNumber(cJSON_GetArrayItem(field, 0)));
-    if (!*single && !cJSON_IsArray(field)) {
-        hearth_respond_error(req, 400, "invalid_request_error", "'%s' must be a string or a list of %s", key,
-                             allow_ids ? "strings or token-id lists" : "strings");
-        return NULL;
-    }
-    *n = *single ? 1 : cJSON_GetArraySize(field);
-    if (*n == 0) {
-        hearth_respond_error(req, 400, "invalid_request_error", "'%s' is empty", key);
-        return NULL;
-    }
-    if (*n > max) {
-        hearth_respond_error(req, 413, "request_too_large", "'%s' has %d inputs; at most %d per request (--max-client-batch)",
-                             key, *n, max);
-        return NULL;
-    }
-    return field;
-}
-
 static hearth_embed_model *model_or_respond(hearth_request *req, hearth_api *api, const char *name)
 {
     if (!atomic_load(&api->ready)) {
@@ -361,19 +303,46 @@ static hearth_embed_model *model_or_respond(hearth_request *req, hearth_api *api
     return m;
 }
 
-static bool opt_bool(hearth_request *req, const cJSON *doc, const char *key, bool def, bool *out)
+/* Parses the body for api; responds and returns false on bad input. */
+static bool parse(hearth_request *req, hearth_api *api, enum hearth_embed_api which, hearth_embed_parsed *p)
 {
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, key);
-    if (!f || cJSON_IsNull(f)) {
-        *out = def;
-        return true;
-    }
-    if (!cJSON_IsBool(f)) {
-        hearth_respond_error(req, 400, "invalid_request_error", "'%s' must be true or false", key);
+    size_t len;
+    const char *body = hearth_request_body(req, &len);
+    char msg[512];
+    int st = hearth_embed_parse(body, len, which, api->state ? api->state->embed.max_client_batch : 1, p, msg, sizeof msg);
+    if (st) {
+        hearth_respond_error(req, st, st == 413 ? "request_too_large" : "invalid_request_error", "%s", msg);
         return false;
     }
-    *out = cJSON_IsTrue(f);
     return true;
+}
+
+/* Embeds the parsed inputs with m, or responds with what is wrong. */
+static void embed_inputs(hearth_request *req, hearth_api *api, hearth_embed_model *m, const hearth_embed_parsed *p, int fmt)
+{
+    int64_t dim = hearth_bert_dim(m->bert);
+    if (p->dimensions > dim) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'dimensions' must be at most %lld for model '%s'", (long long)dim,
+                             m->info->name);
+        return;
+    }
+    embed_req *r = req_new(p->n, dim);
+    if (!r) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return;
+    }
+    r->fmt = fmt;
+    r->base64 = p->base64;
+    r->out_dim = p->dimensions ? p->dimensions : dim;
+    r->n = p->n;
+    for (int i = 0; i < p->n; i++) {
+        const hearth_embed_input *in = &p->inputs[i];
+        if (!(in->text ? add_text(req, r, m, i, in, p->truncate) : add_ids(req, r, m, i, in))) {
+            req_free(r);
+            return;
+        }
+    }
+    submit(req, api, m, r, p->normalize);
 }
 
 /* TEI: {"inputs": str | [str], "normalize": true, "truncate": false} -> [[float]] */
@@ -381,183 +350,91 @@ static void tei_embed(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
     hearth_embed_model *m = model_or_respond(req, api, NULL);
-    if (!m)
+    hearth_embed_parsed p;
+    if (!m || !parse(req, api, HEARTH_EMBED_TEI, &p))
         return;
-    cJSON *doc = parse_body(req);
-    if (!doc)
-        return;
-    bool normalize, truncate, single;
-    int n;
-    const cJSON *in;
-    if (!opt_bool(req, doc, "normalize", true, &normalize) || !opt_bool(req, doc, "truncate", false, &truncate))
-        goto out;
-    const cJSON *dir = cJSON_GetObjectItemCaseSensitive(doc, "truncation_direction");
-    if (dir && !(cJSON_IsString(dir) && !strcasecmp(dir->valuestring, "right"))) {
-        hearth_respond_error(req, 400, "invalid_request_error", "'truncation_direction' must be \"Right\" (the only direction hearth truncates)");
-        goto out;
-    }
-    in = inputs_of(req, cJSON_GetObjectItemCaseSensitive(doc, "inputs"), "inputs", false, api->state->embed.max_client_batch, &n,
-                   &single);
-    if (!in)
-        goto out;
-    embed_req *r = req_new(n, hearth_bert_dim(m->bert));
-    if (!r) {
-        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
-        goto out;
-    }
-    r->fmt = FMT_TEI;
-    r->n = n;
-    for (int i = 0; i < n; i++) {
-        const cJSON *item = single ? in : cJSON_GetArrayItem(in, i);
-        if (!cJSON_IsString(item)) {
-            hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d] must be a string", i);
-            req_free(r);
-            goto out;
-        }
-        if (!add_text(req, r, m, i, item, truncate)) {
-            req_free(r);
-            goto out;
-        }
-    }
-    submit(req, api, m, r, normalize);
-out:
-    cJSON_Delete(doc);
+    embed_inputs(req, api, m, &p, FMT_TEI);
+    hearth_embed_parsed_free(&p);
 }
 
 /* OpenAI: {"input": str | [str] | [int] | [[int]], "model", "encoding_format", "dimensions"} */
 static void openai_embeddings(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
-    cJSON *doc = parse_body(req);
-    if (!doc)
+    hearth_embed_parsed p;
+    if (!parse(req, api, HEARTH_EMBED_OPENAI, &p))
         return;
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(doc, "model");
-    if (model && !cJSON_IsString(model) && !cJSON_IsNull(model)) {
-        hearth_respond_error(req, 400, "invalid_request_error", "'model' must be a string");
-        goto out;
-    }
-    hearth_embed_model *m = model_or_respond(req, api, cJSON_IsString(model) ? model->valuestring : NULL);
-    if (!m)
-        goto out;
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(doc, "encoding_format");
-    bool base64 = false;
-    if (fmt && !cJSON_IsNull(fmt)) {
-        if (!cJSON_IsString(fmt) || (strcmp(fmt->valuestring, "float") && strcmp(fmt->valuestring, "base64"))) {
-            hearth_respond_error(req, 400, "invalid_request_error", "'encoding_format' must be \"float\" or \"base64\"");
-            goto out;
-        }
-        base64 = !strcmp(fmt->valuestring, "base64");
-    }
-    int64_t dim = hearth_bert_dim(m->bert), out_dim = dim;
-    const cJSON *dims = cJSON_GetObjectItemCaseSensitive(doc, "dimensions");
-    if (dims && !cJSON_IsNull(dims)) {
-        if (!cJSON_IsNumber(dims) || dims->valuedouble < 1 || dims->valuedouble > (double)dim ||
-            dims->valuedouble != floor(dims->valuedouble)) {
-            hearth_respond_error(req, 400, "invalid_request_error", "'dimensions' must be an integer from 1 to %lld for model '%s'",
-                                 (long long)dim, m->info->name);
-            goto out;
-        }
-        out_dim = (int64_t)dims->valuedouble;
-    }
-    bool single;
-    int n;
-    const cJSON *in = inputs_of(req, cJSON_GetObjectItemCaseSensitive(doc, "input"), "input", true,
-                                api->state->embed.max_client_batch, &n, &single);
-    if (!in)
-        goto out;
-    embed_req *r = req_new(n, dim);
-    if (!r) {
-        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
-        goto out;
-    }
-    r->fmt = FMT_OPENAI;
-    r->base64 = base64;
-    r->out_dim = out_dim;
-    r->n = n;
-    for (int i = 0; i < n; i++) {
-        const cJSON *item = single ? in : cJSON_GetArrayItem(in, i);
-        bool ok;
-        if (cJSON_IsString(item))
-            ok = add_text(req, r, m, i, item, false);
-        else if (cJSON_IsArray(item))
-            ok = add_ids(req, r, m, i, item);
-        else {
-            hearth_respond_error(req, 400, "invalid_request_error", "input[%d] must be a string or a list of token ids", i);
-            ok = false;
-        }
-        if (!ok) {
-            req_free(r);
-            goto out;
-        }
-    }
-    submit(req, api, m, r, true); /* OpenAI's embeddings are unit vectors */
-out:
-    cJSON_Delete(doc);
+    hearth_embed_model *m = model_or_respond(req, api, p.model);
+    if (m)
+        embed_inputs(req, api, m, &p, FMT_OPENAI); /* OpenAI's embeddings are unit vectors: p.normalize is true */
+    hearth_embed_parsed_free(&p);
 }
 
 /* TEI: {"inputs": str | [str], "add_special_tokens": true} -> [[{"id","text","special"}]] */
-static void tei_tokenize(hearth_request *req, void *ctx)
+static void tei_tokenize(hearth_request *req, hearth_api *api)
 {
-    hearth_api *api = ctx;
     hearth_embed_model *m = model_or_respond(req, api, NULL);
-    if (!m)
+    hearth_embed_parsed p;
+    if (!m || !parse(req, api, HEARTH_EMBED_TEI_TOKENIZE, &p))
         return;
-    cJSON *doc = parse_body(req);
-    if (!doc)
-        return;
-    bool special, single;
-    int n;
-    const cJSON *in;
+    const hearth_vocab *v = hearth_bert_vocab(m->bert);
     hearth_buf out;
     hearth_buf_init(&out, (size_t)256 << 20);
-    if (!opt_bool(req, doc, "add_special_tokens", true, &special))
-        goto out;
-    in = inputs_of(req, cJSON_GetObjectItemCaseSensitive(doc, "inputs"), "inputs", false, api->state->embed.max_client_batch, &n,
-                   &single);
-    if (!in)
-        goto out;
-    const hearth_vocab *v = hearth_bert_vocab(m->bert);
-    hearth_buf_append(&out, "[", 1);
-    for (int i = 0; i < n; i++) {
-        const cJSON *item = single ? in : cJSON_GetArrayItem(in, i);
-        if (!cJSON_IsString(item)) {
-            hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d] must be a string", i);
-            goto out;
-        }
+    int rc = hearth_buf_append(&out, "[", 1);
+    for (int i = 0; i < p.n && !rc; i++) {
         hearth_ids ids;
         hearth_ids_init(&ids, (size_t)1 << 24);
         hearth_err err = {0};
         /* truncation only matters for the forward pass: show every token */
-        int rc = hearth_bert_tokenize(m->bert, item->valuestring, strlen(item->valuestring), true, &ids, &err);
-        if (rc) {
+        if (hearth_bert_tokenize(m->bert, p.inputs[i].text, p.inputs[i].text_len, true, &ids, &err) != 0) {
             hearth_ids_deinit(&ids);
             hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d]: %s", i, err.msg);
             goto out;
         }
-        hearth_buf_appends(&out, i ? ",[" : "[");
+        rc = hearth_buf_appends(&out, i ? ",[" : "[");
         bool first = true;
-        for (size_t k = 0; k < ids.n; k++) {
+        for (size_t k = 0; k < ids.n && !rc; k++) {
             int32_t id = ids.v[k];
-            bool is_special = id == v->cls || id == v->sep;
-            if (is_special && !special)
+            bool special = id == v->cls || id == v->sep;
+            if (special && !p.add_special)
                 continue;
-            hearth_buf_printf(&out, "%s{\"id\":%d,\"text\":", first ? "" : ",", id);
-            hearth_json_quote(&out, v->text[id], v->len[id]);
-            hearth_buf_printf(&out, ",\"special\":%s}", is_special ? "true" : "false");
+            rc = hearth_buf_printf(&out, "%s{\"id\":%d,\"text\":", first ? "" : ",", id);
+            if (!rc)
+                rc = hearth_json_quote(&out, v->text[id], v->len[id]);
+            if (!rc)
+                rc = hearth_buf_printf(&out, ",\"special\":%s}", special ? "true" : "false");
             first = false;
         }
-        hearth_buf_append(&out, "]", 1);
+        if (!rc)
+            rc = hearth_buf_append(&out, "]", 1);
         hearth_ids_deinit(&ids);
     }
-    if (hearth_buf_append(&out, "]", 1) != 0) {
+    if (!rc)
+        rc = hearth_buf_append(&out, "]", 1);
+    if (rc) {
         hearth_respond_error(req, 413, "request_too_large", "the token list is too large to return");
-        goto out;
+    } else {
+        hearth_response res = {200, "application/json", NULL, out.data, out.len};
+        hearth_respond(req, &res);
     }
-    hearth_response res = {200, "application/json", NULL, out.data, out.len};
-    hearth_respond(req, &res);
 out:
     hearth_buf_deinit(&out);
+    hearth_embed_parsed_free(&p);
+}
+
+/* /tokenize is shared: TEI's body has "inputs", llama-server's has "content". */
+static void tokenize(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    size_t len;
+    const char *body = hearth_request_body(req, &len);
+    cJSON *doc = cJSON_ParseWithLength(body, len);
+    bool llama = doc && cJSON_GetObjectItemCaseSensitive(doc, "content") != NULL;
+    if (llama)
+        hearth_api_llama_tokenize(req, api, doc);
     cJSON_Delete(doc);
+    if (!llama)
+        tei_tokenize(req, api);
 }
 
 int hearth_api_register_embed(hearth_api *api, hearth_server *s)
@@ -568,6 +445,6 @@ int hearth_api_register_embed(hearth_api *api, hearth_server *s)
     if (!rc)
         rc = hearth_server_route(s, "POST", "/embeddings", openai_embeddings, api);
     if (!rc)
-        rc = hearth_server_route(s, "POST", "/tokenize", tei_tokenize, api);
+        rc = hearth_server_route(s, "POST", "/tokenize", tokenize, api);
     return rc;
 }
