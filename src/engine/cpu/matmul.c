@@ -125,28 +125,41 @@ static void rowdot_task(void *ctx, int64_t t, int64_t n_tasks)
     }
 }
 
+static void pack_scalar(const float *const *rows, int n_rows, int64_t kc, float *panel, int nr)
+{
+    for (int j = 0; j < nr; j++)
+        for (int64_t k = 0; k < kc; k++)
+            panel[k * nr + j] = j < n_rows ? rows[j][k] : 0.0f;
+}
+
 /* W rows [n0, n1), columns [k0, k0 + kc) into panels of nr_max rows, each
- * [kc][nr_max], zero past n1. tmp holds kc floats. */
+ * [kc][nr_max], zero past n1. tmp holds nr_max rows of KC floats: the rows
+ * of one panel are converted first, then transposed together. */
 static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, float *panels, float *tmp)
 {
     const int nr = j->kt->nr_max;
-    int64_t n_end = n0 + (n1 - n0 + nr - 1) / nr * nr;
     size_t off = (size_t)(k0 / j->block) * j->block_bytes;
-    for (int64_t n = n0; n < n_end; n++) {
-        float *dst = panels + (n - n0) / nr * kc * nr + (n - n0) % nr;
-        if (n >= n1) {
-            for (int64_t k = 0; k < kc; k++)
-                dst[k * nr] = 0;
-            continue;
+    hearth_to_f32_fn to_f32 = j->kt->to_f32[j->wt];
+    for (int64_t p0 = n0; p0 < n1; p0 += nr) {
+        const float *rows[64];
+        int n_rows = n1 - p0 < nr ? (int)(n1 - p0) : nr;
+        for (int r = 0; r < n_rows; r++) {
+            const char *src = j->W + (size_t)(p0 + r) * j->w_row_bytes + off;
+            if (j->wt == HEARTH_F32) {
+                rows[r] = (const float *)src;
+                continue;
+            }
+            if (to_f32)
+                to_f32(src, tmp + r * KC, kc);
+            else
+                hearth_quant_dequantize_row(j->wt, src, tmp + r * KC, kc);
+            rows[r] = tmp + r * KC;
         }
-        const char *src = j->W + (size_t)n * j->w_row_bytes + off;
-        const float *s = (const float *)src;
-        if (j->wt != HEARTH_F32) {
-            hearth_quant_dequantize_row(j->wt, src, tmp, kc);
-            s = tmp;
-        }
-        for (int64_t k = 0; k < kc; k++)
-            dst[k * nr] = s[k];
+        float *panel = panels + (p0 - n0) / nr * kc * nr;
+        if (j->kt->pack_panel)
+            j->kt->pack_panel(rows, n_rows, kc, panel);
+        else
+            pack_scalar(rows, n_rows, kc, panel, nr);
     }
 }
 
@@ -159,7 +172,7 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
     int64_t n_panels = (n1 - n0 + nr - 1) / nr;
     size_t panel_bytes = (size_t)n_panels * nr * KC * sizeof(float);
     float *panels = aligned_alloc(64, panel_bytes);
-    float *tmp = malloc(KC * sizeof *tmp);
+    float *tmp = malloc((size_t)nr * KC * sizeof *tmp);
     if (!panels || !tmp) {
         atomic_store(&j->failed, 1);
         goto done;

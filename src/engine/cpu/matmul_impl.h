@@ -17,6 +17,11 @@
 typedef void (*hearth_gemm_tile_fn)(const float *x, int64_t ldx, const float *panel, int64_t kc, float *y,
                                     int64_t ldy, int mr, int nr, int accumulate);
 
+/* n elements of a weight row (n a multiple of the type's block) to f32. */
+typedef void (*hearth_to_f32_fn)(const void *src, float *dst, int64_t n);
+/* The panel above from n_rows (<= nr_max) f32 rows of kc elements. */
+typedef void (*hearth_pack_fn)(const float *const *rows, int n_rows, int64_t kc, float *panel);
+
 typedef struct hearth_cpu_kernels {
     const char *name;
     /* row of W . x, x as quant.h's vec_dot says; NULL = the scalar one */
@@ -24,6 +29,9 @@ typedef struct hearth_cpu_kernels {
     int mr_max, nr_max; /* GEMM micro-tile: up to mr_max X rows by nr_max W rows */
     /* Y[0..mr)[0..nr) = (or +=, when accumulate) X[0..mr)[0..kc) . panel */
     hearth_gemm_tile_fn gemm_tile;
+    /* weight rows into panels; NULL = hearth_quant_dequantize_row / a scalar loop */
+    hearth_to_f32_fn to_f32[HEARTH_DTYPE_COUNT_];
+    hearth_pack_fn pack_panel;
 } hearth_cpu_kernels;
 
 extern const hearth_cpu_kernels hearth_cpu_kernels_scalar;
