@@ -106,6 +106,7 @@ typedef struct job {
     int64_t N, K, M, ldx, ldy, chunk;
     const float *X;
     const hearth_block_q8a *xq; /* M rows of K / 32 blocks, or NULL: dot with X */
+    hearth_qx qx;               /* X for the integer GEMM */
     float *Y;
     size_t block_bytes;
     int64_t block;
@@ -195,6 +196,45 @@ done:
     free(tmp);
 }
 
+static void qgemm_task(void *ctx, int64_t t, int64_t n_tasks)
+{
+    job *j = ctx;
+    int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
+    if (j->kt->qgemm[j->wt](j->W, j->w_row_bytes, n0, n1, &j->qx, j->Y, j->ldy) != 0)
+        atomic_store(&j->failed, 1);
+}
+
+static void qx_task(void *ctx, int64_t m, int64_t n_tasks)
+{
+    job *j = ctx;
+    j->kt->qx_row(j->X + m * j->ldx, &j->qx, m);
+}
+
+/* X quantized once, then N split as for the f32 GEMM (the integer panels
+ * are smaller, but the same chunk keeps the task count the same). */
+static int run_qgemm(hearth_pool *pool, job *j, int threads)
+{
+    int64_t nb = j->K / 32;
+    j->qx = (hearth_qx){.M = j->M, .K = j->K};
+    j->qx.u = malloc((size_t)j->M * (size_t)j->K);
+    j->qx.d = malloc((size_t)j->M * (size_t)nb * 2 * sizeof(float));
+    if (!j->qx.u || !j->qx.d) {
+        free(j->qx.u);
+        free(j->qx.d);
+        return HEARTH_ENOMEM;
+    }
+    j->qx.s = j->qx.d + j->M * nb;
+    hearth_pool_run(pool, qx_task, j, j->M);
+    j->chunk = (j->N + 2 * threads - 1) / (2 * threads);
+    j->chunk = (j->chunk + 31) / 32 * 32;
+    if (j->chunk > GEMM_CHUNK_MAX)
+        j->chunk = GEMM_CHUNK_MAX;
+    hearth_pool_run(pool, qgemm_task, j, (j->N + j->chunk - 1) / j->chunk);
+    free(j->qx.u);
+    free(j->qx.d);
+    return atomic_load(&j->failed) ? HEARTH_ENOMEM : 0;
+}
+
 static int64_t ceil_div(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;
@@ -228,6 +268,8 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     int threads = hearth_pool_size(pool);
     int rc = 0;
     hearth_block_q8a *xq = NULL;
+    if (M >= gemm_min_m(wt) && j.kt->qgemm[wt] && j.kt->qx_row)
+        return run_qgemm(pool, &j, threads);
     if (M >= gemm_min_m(wt)) {
         /* at least two tasks per thread so an uneven last chunk is absorbed */
         int64_t nr = j.kt->nr_max;

@@ -150,6 +150,13 @@ const hearth_cpu_kernels hearth_cpu_kernels_avx512 = {
         [HEARTH_Q6_K] = to_f32_q6_k,
     },
     .pack_panel = pack_panel,
+    .qgemm = {
+        [HEARTH_Q8_0] = hearth_qgemm_q8_0_avx512,
+        [HEARTH_Q4_0] = hearth_qgemm_q4_0_avx512,
+        [HEARTH_Q4_K] = hearth_qgemm_q4_k_avx512,
+        [HEARTH_Q6_K] = hearth_qgemm_q6_k_avx512,
+    },
+    .qx_row = hearth_qx_row_avx512,
 };
 
 /* 12 independent accumulators: enough to cover FMA latency x throughput. */

@@ -22,6 +22,21 @@ typedef void (*hearth_to_f32_fn)(const void *src, float *dst, int64_t n);
 /* The panel above from n_rows (<= nr_max) f32 rows of kc elements. */
 typedef void (*hearth_pack_fn)(const float *const *rows, int n_rows, int64_t kc, float *panel);
 
+/* X quantized for the integer GEMM, M rows: u, K bytes per row, holds the
+ * q8a values + 128 (vpdpbusd's unsigned operand); d and s, K / 32 per row,
+ * the q8a block scales and d * sum(q). */
+typedef struct hearth_qx {
+    uint8_t *u;
+    float *d, *s;
+    int64_t M, K;
+} hearth_qx;
+/* Row m of X (K floats) into qx. */
+typedef void (*hearth_qx_row_fn)(const float *x, hearth_qx *qx, int64_t m);
+/* Y[0..M)[n0..n1) = X W^T for W rows [n0, n1) of a q8a type, X given as qx.
+ * Returns 0 or HEARTH_ENOMEM (its panel buffer). */
+typedef int (*hearth_qgemm_fn)(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
+                               float *Y, int64_t ldy);
+
 typedef struct hearth_cpu_kernels {
     const char *name;
     /* row of W . x, x as quant.h's vec_dot says; NULL = the scalar one */
@@ -32,7 +47,21 @@ typedef struct hearth_cpu_kernels {
     /* weight rows into panels; NULL = hearth_quant_dequantize_row / a scalar loop */
     hearth_to_f32_fn to_f32[HEARTH_DTYPE_COUNT_];
     hearth_pack_fn pack_panel;
+    /* integer GEMM per q8a type (replaces the f32 panel); NULL = none */
+    hearth_qgemm_fn qgemm[HEARTH_DTYPE_COUNT_];
+    hearth_qx_row_fn qx_row;
 } hearth_cpu_kernels;
+
+/* The AVX-512 VNNI integer GEMM (qgemm_avx512.c). */
+void hearth_qx_row_avx512(const float *x, hearth_qx *qx, int64_t m);
+int hearth_qgemm_q8_0_avx512(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
+                             float *Y, int64_t ldy);
+int hearth_qgemm_q4_0_avx512(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
+                             float *Y, int64_t ldy);
+int hearth_qgemm_q4_k_avx512(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
+                             float *Y, int64_t ldy);
+int hearth_qgemm_q6_k_avx512(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
+                             float *Y, int64_t ldy);
 
 extern const hearth_cpu_kernels hearth_cpu_kernels_scalar;
 extern const hearth_cpu_kernels hearth_cpu_kernels_avx2;

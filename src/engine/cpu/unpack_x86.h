@@ -11,7 +11,8 @@
  *   pack_panel(rows, n_rows, kc, panel): the f32 GEMM panel, panel[k][j] =
  *     rows[j][k], zero for n_rows <= j < PANEL_NR, by 8 x 8 transposes.
  *
- * Define PANEL_NR (the ISA's nr_max, a multiple of 8) before including.
+ * Define PANEL_NR (the ISA's nr_max, a multiple of 8) before including to
+ * get pack_panel.
  * Rejected: gathers for the transpose (Zen 4's are about a cycle per
  * element; the shuffles cost under half of that). */
 #ifndef HEARTH_ENGINE_CPU_UNPACK_X86_H
@@ -26,7 +27,7 @@ static inline float unpack_h2f(uint16_t h)
     return _cvtsh_ss(h);
 }
 
-static void unpack_q8_0(const void *src, int64_t n, int8_t *q, float *scale, float *bias)
+static inline void unpack_q8_0(const void *src, int64_t n, int8_t *q, float *scale, float *bias)
 {
     const hearth_block_q8_0 *b = src;
     for (int64_t i = 0; i < n / 32; i++) {
@@ -36,7 +37,7 @@ static void unpack_q8_0(const void *src, int64_t n, int8_t *q, float *scale, flo
     }
 }
 
-static void unpack_q4_0(const void *src, int64_t n, int8_t *q, float *scale, float *bias)
+static inline void unpack_q4_0(const void *src, int64_t n, int8_t *q, float *scale, float *bias)
 {
     const hearth_block_q4_0 *b = src;
     const __m128i m4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
@@ -51,7 +52,7 @@ static void unpack_q4_0(const void *src, int64_t n, int8_t *q, float *scale, flo
     }
 }
 
-static void unpack_q4_k(const void *src, int64_t n, int8_t *q, float *scale, float *bias)
+static inline void unpack_q4_k(const void *src, int64_t n, int8_t *q, float *scale, float *bias)
 {
     const hearth_block_q4_k *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -71,7 +72,7 @@ static void unpack_q4_k(const void *src, int64_t n, int8_t *q, float *scale, flo
     }
 }
 
-static void unpack_q6_k(const void *src, int64_t n, int8_t *q, float *scale, float *bias)
+static inline void unpack_q6_k(const void *src, int64_t n, int8_t *q, float *scale, float *bias)
 {
     const hearth_block_q6_k *b = src;
     const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), k32 = _mm256_set1_epi8(32);
@@ -117,24 +118,24 @@ static inline void unpacked_to_f32(void (*unpack)(const void *, int64_t, int8_t 
     }
 }
 
-static void to_f32_q8_0(const void *src, float *dst, int64_t n)
+static inline void to_f32_q8_0(const void *src, float *dst, int64_t n)
 {
     unpacked_to_f32(unpack_q8_0, src, 8 * sizeof(hearth_block_q8_0), 32, dst, n);
 }
-static void to_f32_q4_0(const void *src, float *dst, int64_t n)
+static inline void to_f32_q4_0(const void *src, float *dst, int64_t n)
 {
     unpacked_to_f32(unpack_q4_0, src, 8 * sizeof(hearth_block_q4_0), 32, dst, n);
 }
-static void to_f32_q4_k(const void *src, float *dst, int64_t n)
+static inline void to_f32_q4_k(const void *src, float *dst, int64_t n)
 {
     unpacked_to_f32(unpack_q4_k, src, sizeof(hearth_block_q4_k), 32, dst, n);
 }
-static void to_f32_q6_k(const void *src, float *dst, int64_t n)
+static inline void to_f32_q6_k(const void *src, float *dst, int64_t n)
 {
     unpacked_to_f32(unpack_q6_k, src, sizeof(hearth_block_q6_k), 16, dst, n);
 }
 
-static void to_f32_f16(const void *src, float *dst, int64_t n)
+static inline void to_f32_f16(const void *src, float *dst, int64_t n)
 {
     const uint16_t *s = src;
     int64_t i = 0;
@@ -144,7 +145,7 @@ static void to_f32_f16(const void *src, float *dst, int64_t n)
         dst[i] = unpack_h2f(s[i]);
 }
 
-static void to_f32_bf16(const void *src, float *dst, int64_t n)
+static inline void to_f32_bf16(const void *src, float *dst, int64_t n)
 {
     const uint16_t *s = src;
     int64_t i = 0;
@@ -171,9 +172,10 @@ static inline void transpose8(__m256 r[8])
     r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
+#ifdef PANEL_NR
 /* kc need not be a multiple of 8 (f32 weights with odd K): the last columns
  * are copied one at a time. */
-static void pack_panel(const float *const *rows, int n_rows, int64_t kc, float *panel)
+static inline void pack_panel(const float *const *rows, int n_rows, int64_t kc, float *panel)
 {
     for (int j0 = 0; j0 < PANEL_NR; j0 += 8) {
         int64_t k = 0;
@@ -190,5 +192,6 @@ static void pack_panel(const float *const *rows, int n_rows, int64_t kc, float *
                 panel[k * PANEL_NR + j0 + j] = j0 + j < n_rows ? rows[j0 + j][k] : 0.0f;
     }
 }
+#endif
 
 #endif
