@@ -1,7 +1,7 @@
 /* Unit tests for src/engine/cpu/matmul*.c: every dot-product kernel of every
  * ISA this CPU has against the scalar oracle of quant_ref.c, and every matmul
- * path (row dots and packed GEMM, each ISA, with and without a pool) against
- * hearth_cpu_matmul_ref on odd sizes and strides. Ends by printing the
+ * path (row dots, packed f32 GEMM, integer GEMM; each ISA, with and without a
+ * pool) against hearth_cpu_matmul_ref on odd sizes and strides. Ends by printing the
  * measured FMA peak, an f32 GEMM's GFLOP/s and a Q8_0 mat-vec's GB/s (prints
  * only: this machine's cores are shared, timings are not asserted). */
 #include "harness.h"
@@ -181,6 +181,30 @@ static void matmul_matches_oracle(void)
     hearth_pool_free(pool);
 }
 
+/* The prefill paths (packed f32 GEMM, integer GEMM) at M past every type's
+ * switch to them, with M not a multiple of any tile's rows, and N past one
+ * task's chunk of W rows (256) with a partial last panel. */
+static void gemm_paths_match_oracle(void)
+{
+    const int64_t ms[] = {64, 65, 128, 200}, ns[] = {37, 300};
+    hearth_pool *pool = hearth_pool_new(2);
+    for (int isa = 0; isa < HEARTH_ISA_COUNT_; isa++) {
+        if (!hearth_cpu_isa_available((hearth_cpu_isa)isa))
+            continue;
+        int bad = 0;
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            int64_t ks[8];
+            int nk = ks_of(TYPES[ti], ks);
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                    bad += check_case((hearth_cpu_isa)isa, (mi + ni) % 2 ? pool : NULL, TYPES[ti], ms[mi], ns[ni],
+                                      ks[(mi + ni) % nk]);
+        }
+        CHECK_MSG(bad == 0, "%s: %d mismatches", hearth_cpu_isa_name((hearth_cpu_isa)isa), bad);
+    }
+    hearth_pool_free(pool);
+}
+
 static void bad_arguments_are_rejected(void)
 {
     float x[64] = {0}, y[4];
@@ -245,6 +269,7 @@ int main(void)
 {
     RUN(vec_dots_match_oracle);
     RUN(matmul_matches_oracle);
+    RUN(gemm_paths_match_oracle);
     RUN(bad_arguments_are_rejected);
     print_speed();
     TEST_EXIT();
