@@ -107,6 +107,8 @@ typedef struct job {
     const float *X;
     const hearth_block_q8a *xq; /* M rows of K / 32 blocks, or NULL: dot with X */
     hearth_qx qx;               /* X for the integer GEMM */
+    hearth_qv qv;               /* X for qv_dot, when q is set */
+    hearth_qv_dot_fn qv_dot;
     float *Y;
     size_t block_bytes;
     int64_t block;
@@ -119,6 +121,12 @@ static void rowdot_task(void *ctx, int64_t t, int64_t n_tasks)
     int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
     for (int64_t n = n0; n < n1; n++) {
         const char *w = j->W + (size_t)n * j->w_row_bytes;
+        if (j->qv.q) {
+            for (int64_t m = 0; m < j->M; m++)
+                j->Y[m * j->ldy + n] = j->qv_dot(w, j->qv.q + m * j->K, j->qv.d + m * (j->K / 32),
+                                                 j->qv.s16 + m * (j->K / 16), j->K);
+            continue;
+        }
         for (int64_t m = 0; m < j->M; m++) {
             const void *x = j->xq ? (const void *)(j->xq + m * (j->K / 32)) : (const void *)(j->X + m * j->ldx);
             j->Y[m * j->ldy + n] = j->dot(w, x, j->K);
@@ -278,7 +286,19 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
             j.chunk = GEMM_CHUNK_MAX;
         hearth_pool_run(pool, gemm_task, &j, ceil_div(N, j.chunk));
     } else {
-        if (hearth_quant_uses_q8a(wt)) {
+        if (j.kt->qv_dot[wt] && j.kt->qv_row) {
+            j.qv_dot = j.kt->qv_dot[wt];
+            j.qv = (hearth_qv){.M = M, .K = K, .q = malloc((size_t)M * (size_t)K)};
+            j.qv.d = malloc((size_t)M * (size_t)(K / 32) * 3 * sizeof(float));
+            if (!j.qv.q || !j.qv.d) {
+                free(j.qv.q);
+                free(j.qv.d);
+                return HEARTH_ENOMEM;
+            }
+            j.qv.s16 = j.qv.d + M * (K / 32);
+            for (int64_t m = 0; m < M; m++)
+                j.kt->qv_row(X + m * x_stride, &j.qv, m);
+        } else if (hearth_quant_uses_q8a(wt)) {
             xq = malloc((size_t)M * (size_t)(K / 32) * sizeof *xq);
             if (!xq)
                 return HEARTH_ENOMEM;
@@ -293,6 +313,8 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     if (atomic_load(&j.failed))
         rc = HEARTH_ENOMEM;
     free(xq);
+    free(j.qv.q);
+    free(j.qv.d);
     return rc;
 }
 

@@ -157,6 +157,12 @@ const hearth_cpu_kernels hearth_cpu_kernels_avx512 = {
         [HEARTH_Q6_K] = hearth_qgemm_q6_k_avx512,
     },
     .qx_row = hearth_qx_row_avx512,
+    .qv_dot = {
+        [HEARTH_Q4_0] = hearth_qv_dot_q4_0_avx512,
+        [HEARTH_Q4_K] = hearth_qv_dot_q4_k_avx512,
+        [HEARTH_Q6_K] = hearth_qv_dot_q6_k_avx512,
+    },
+    .qv_row = hearth_qv_row_avx512,
 };
 
 /* 12 independent accumulators: enough to cover FMA latency x throughput. */

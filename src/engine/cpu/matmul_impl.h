@@ -37,6 +37,18 @@ typedef void (*hearth_qx_row_fn)(const float *x, hearth_qx *qx, int64_t m);
 typedef int (*hearth_qgemm_fn)(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
                                float *Y, int64_t ldy);
 
+/* X for the decode kernels that take it planar, M rows: q, K int8 per row
+ * (hearth_quant_q8a_row's values); d, K / 32 per row, their scales; s16,
+ * K / 16 per row, d * sum(q) over each 16 elements. */
+typedef struct hearth_qv {
+    int8_t *q;
+    float *d, *s16;
+    int64_t M, K;
+} hearth_qv;
+typedef void (*hearth_qv_row_fn)(const float *x, hearth_qv *qv, int64_t m);
+/* Row of W . one X row of qv (x, d, s16 point at that row). */
+typedef float (*hearth_qv_dot_fn)(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
+
 typedef struct hearth_cpu_kernels {
     const char *name;
     /* row of W . x, x as quant.h's vec_dot says; NULL = the scalar one */
@@ -50,7 +62,16 @@ typedef struct hearth_cpu_kernels {
     /* integer GEMM per q8a type (replaces the f32 panel); NULL = none */
     hearth_qgemm_fn qgemm[HEARTH_DTYPE_COUNT_];
     hearth_qx_row_fn qx_row;
+    /* row dots on planar X, replacing vec_dot where set */
+    hearth_qv_dot_fn qv_dot[HEARTH_DTYPE_COUNT_];
+    hearth_qv_row_fn qv_row;
 } hearth_cpu_kernels;
+
+/* The AVX-512 planar-X row dots (qdot_avx512.c). */
+void hearth_qv_row_avx512(const float *x, hearth_qv *qv, int64_t m);
+float hearth_qv_dot_q4_0_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
+float hearth_qv_dot_q4_k_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
+float hearth_qv_dot_q6_k_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
 
 /* The AVX-512 VNNI integer GEMM (qgemm_avx512.c). */
 void hearth_qx_row_avx512(const float *x, hearth_qx *qx, int64_t m);

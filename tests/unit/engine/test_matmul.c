@@ -102,6 +102,21 @@ static void vec_dots_match_oracle(void)
                 /* same integer sums; float scaling/summation order differ: a few ulps of sum|w x| */
                 CHECK_MSG(fabs(got - want) <= 1e-5 * sumabs + 1e-6, "%s %s K=%lld: %g vs %g", kt->name,
                           hearth_dtype_get(t)->name, (long long)K, got, want);
+                if (kt->qv_dot[t]) {
+                    /* planar X made by the ISA holds the same values as q8a, so the same bound */
+                    hearth_qv qv = {.M = 1, .K = K, .q = malloc((size_t)K)};
+                    qv.d = malloc((size_t)(K / 32) * 3 * sizeof(float));
+                    qv.s16 = qv.d + K / 32;
+                    kt->qv_row(x, &qv, 0);
+                    int same = 1;
+                    for (int64_t k = 0; k < K; k++)
+                        same &= qv.q[k] == xq[k / 32].qs[k % 32] && qv.d[k / 32] == xq[k / 32].d;
+                    CHECK_MSG(same, "%s qv_row differs from hearth_quant_q8a_row, K=%lld", kt->name, (long long)K);
+                    float got_qv = kt->qv_dot[t](w, qv.q, qv.d, qv.s16, K);
+                    CHECK_MSG(fabs(got_qv - want) <= 1e-5 * sumabs + 1e-6, "%s qv %s K=%lld: %g vs %g", kt->name,
+                              hearth_dtype_get(t)->name, (long long)K, got_qv, want);
+                    free(qv.q), free(qv.d);
+                }
                 free(w), free(x), free(wd), free(xq);
             }
         }
