@@ -2,18 +2,22 @@
  * the choice of path per call, threading over N, and the packing of weight
  * tiles.
  *
- * Two paths, picked per call from the weight type and M:
+ * Three paths, picked per call from the weight type, M and the ISA table:
  *   - row dots (small M: decode, and short batches): task = a range of W
  *     rows; each row is read from memory once and dotted with all M rows of
  *     X (the X rows stay in cache). Quantized types dot against X quantized
- *     to q8a once per call, so the loop is integer multiply-adds on the
- *     stored blocks.
- *   - packed GEMM (M >= gemm_min_m): task = a range of W rows; for each
- *     KC-deep slice those rows are converted (f16/bf16 widened, quantized
- *     blocks dequantized) into a packed f32 panel of KC x NR floats that fits
- *     in L2, then every MR-row strip of X is run against every panel with the
- *     ISA's register-blocked tile. Conversion is paid once per W element per
- *     call, amortized over M rows.
+ *     to q8a once per call (or, where the ISA has qv_dot, the same values in
+ *     planar form), so the loop is integer multiply-adds on stored blocks.
+ *   - integer GEMM (M >= gemm_min_m, quantized types, where the ISA has
+ *     one: AVX-512 VNNI): X quantized once, W unpacked slice by slice into
+ *     int8 panels; see qgemm_avx512.c.
+ *   - packed f32 GEMM (M >= gemm_min_m otherwise): task = a range of W rows;
+ *     for each KC-deep slice those rows are converted (f16/bf16 widened,
+ *     quantized blocks dequantized, by the ISA's vector code) and transposed
+ *     into a packed f32 panel of KC x NR floats that fits in L2, then every
+ *     MR-row strip of X is run against every panel with the ISA's
+ *     register-blocked tile. Conversion is paid once per W element per call,
+ *     amortized over M rows.
  * KC = 256 is a multiple of every block size, so slices never split a block.
  *
  * Rejected: a full f32 copy of quantized weights (4-8x the memory, and the
@@ -36,17 +40,20 @@
 /* W rows per GEMM task at most: a 256 x KC panel is 256 KiB, within L2. */
 #define GEMM_CHUNK_MAX 256
 
-/* M from which the packed GEMM beats row dots, per weight type. Measured on
- * the 2-core Zen 4 with N = K = 2048 (ms per call, AVX-512, 2 threads):
- *   f32:  row dots 0.49 per X row; GEMM 5.3 at M=16, 6.5 at M=32
- *   f16:  row dots 0.20 per row;   GEMM 14.5 at M=16, 15.8 at M=32
- *   q8_0: row dots 0.13 per row;   GEMM 5.8 at M=16, 9.5 at M=32
- *   q4_k: row dots 0.24 per row;   GEMM 12.5 at M=16, 12.2 at M=32
- * The GEMM's fixed cost is the packing (scalar dequantize + transpose into
- * the panel, 1-3 ns per weight), hence the high crossover for all but f32. */
+/* M from which a GEMM beats row dots, per weight type. Measured on the
+ * 2-core Zen 4 (shared with other jobs, best of 15) at N = K = 2048, ms per
+ * call, AVX-512, 2 threads, row dots vs GEMM:
+ *   f32 (earlier): 0.49 per X row vs 5.3 at M=16
+ *   f16:  M=16 4.6 vs 7.2,  M=32 14.6 vs 4.6
+ *   bf16: M=16 3.4 vs 3.1,  M=32 8.8 vs 4.6
+ *   q8_0: M=8 2.0 vs 1.9,   M=16 1.6 vs 1.1 (integer GEMM)
+ *   q4_0: M=16 4.0 vs 2.5;  q4_k: M=16 2.5 vs 3.0, M=32 9.1 vs 3.5;
+ *   q6_k: M=16 2.8 vs 2.6
+ * Row dots get slow past ~16 rows because the X rows no longer stay in L1
+ * while a weight row streams past. */
 static int64_t gemm_min_m(hearth_dtype t)
 {
-    return t == HEARTH_F32 ? 12 : 64;
+    return t == HEARTH_F32 ? 12 : t == HEARTH_F16 || t == HEARTH_BF16 ? 24 : 16;
 }
 
 const char *hearth_cpu_isa_name(hearth_cpu_isa isa)

@@ -175,7 +175,7 @@ static int check_case(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype t, int
 
 static void matmul_matches_oracle(void)
 {
-    /* 65: past every type's switch to the packed GEMM (matmul.c, gemm_min_m) */
+    /* 16, 33, 65: past every type's switch to a GEMM (matmul.c, gemm_min_m) */
     const int64_t ms[] = {1, 2, 3, 7, 16, 33, 65}, ns[] = {1, 5, 37, 70};
     hearth_pool *pool = hearth_pool_new(2);
     for (int isa = 0; isa < HEARTH_ISA_COUNT_; isa++) {
