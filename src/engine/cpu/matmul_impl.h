@@ -1,9 +1,11 @@
 /* matmul_impl.h: the kernel table each ISA file provides, private to
  * src/engine/cpu (and the tests, which compare the tables entry by entry).
  *
- * The driver in matmul.c owns threading, buffers and blocking; an ISA file
- * provides only the two inner loops: a dot product per weight type, and an
- * f32 GEMM micro-tile over a packed weight panel. */
+ * The driver in matmul.c owns threading, X buffers and the f32 GEMM's
+ * blocking; an ISA file provides the inner loops: a dot product per weight
+ * type, an f32 GEMM micro-tile over a packed weight panel and the vector code
+ * that fills the panel, and optionally (AVX-512) an integer GEMM and row dots
+ * on planar X for the quantized types, each with its X quantizer. */
 #ifndef HEARTH_ENGINE_CPU_MATMUL_IMPL_H
 #define HEARTH_ENGINE_CPU_MATMUL_IMPL_H
 
