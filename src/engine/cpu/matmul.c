@@ -141,28 +141,31 @@ static void rowdot_task(void *ctx, int64_t t, int64_t n_tasks)
     }
 }
 
-static void pack_scalar(const float *const *rows, int n_rows, int64_t kc, float *panel, int nr)
+static void pack_scalar(const void *const *rows_v, int n_rows, int64_t kc, float *panel, int nr)
 {
+    const float *const *rows = (const float *const *)rows_v;
     for (int j = 0; j < nr; j++)
         for (int64_t k = 0; k < kc; k++)
             panel[k * nr + j] = j < n_rows ? rows[j][k] : 0.0f;
 }
 
 /* W rows [n0, n1), columns [k0, k0 + kc) into panels of nr_max rows, each
- * [kc][nr_max], zero past n1. tmp holds nr_max rows of KC floats: the rows
- * of one panel are converted first, then transposed together. */
+ * [kc][nr_max], zero past n1. Types the ISA packs straight from W go so;
+ * the others are converted row by row into tmp (nr_max rows of KC floats),
+ * then transposed together. */
 static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, float *panels, float *tmp)
 {
     const int nr = j->kt->nr_max;
     size_t off = (size_t)(k0 / j->block) * j->block_bytes;
     hearth_to_f32_fn to_f32 = j->kt->to_f32[j->wt];
+    hearth_pack_fn raw = j->kt->pack_raw[j->wt];
     for (int64_t p0 = n0; p0 < n1; p0 += nr) {
-        const float *rows[64];
+        const void *rows[64];
         int n_rows = n1 - p0 < nr ? (int)(n1 - p0) : nr;
         for (int r = 0; r < n_rows; r++) {
             const char *src = j->W + (size_t)(p0 + r) * j->w_row_bytes + off;
-            if (j->wt == HEARTH_F32) {
-                rows[r] = (const float *)src;
+            if (raw || j->wt == HEARTH_F32) {
+                rows[r] = src;
                 continue;
             }
             if (to_f32)
@@ -172,7 +175,9 @@ static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, f
             rows[r] = tmp + r * KC;
         }
         float *panel = panels + (p0 - n0) / nr * kc * nr;
-        if (j->kt->pack_panel)
+        if (raw)
+            raw(rows, n_rows, kc, panel);
+        else if (j->kt->pack_panel)
             j->kt->pack_panel(rows, n_rows, kc, panel);
         else
             pack_scalar(rows, n_rows, kc, panel, nr);

@@ -155,7 +155,12 @@ const hearth_cpu_kernels hearth_cpu_kernels_avx2 = {
         [HEARTH_Q4_K] = to_f32_q4_k,
         [HEARTH_Q6_K] = to_f32_q6_k,
     },
-    .pack_panel = pack_panel,
+    .pack_panel = pack_panel_f32,
+    .pack_raw = {
+        [HEARTH_F32] = pack_panel_f32,
+        [HEARTH_F16] = pack_panel_f16,
+        [HEARTH_BF16] = pack_panel_bf16,
+    },
 };
 
 uint64_t hearth_peak_fma_avx2(uint64_t deadline_ns)

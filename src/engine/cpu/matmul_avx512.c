@@ -149,7 +149,12 @@ const hearth_cpu_kernels hearth_cpu_kernels_avx512 = {
         [HEARTH_Q4_K] = to_f32_q4_k,
         [HEARTH_Q6_K] = to_f32_q6_k,
     },
-    .pack_panel = pack_panel,
+    .pack_panel = pack_panel_f32,
+    .pack_raw = {
+        [HEARTH_F32] = pack_panel_f32,
+        [HEARTH_F16] = pack_panel_f16,
+        [HEARTH_BF16] = pack_panel_bf16,
+    },
     .qgemm = {
         [HEARTH_Q8_0] = hearth_qgemm_q8_0_avx512,
         [HEARTH_Q4_0] = hearth_qgemm_q4_0_avx512,

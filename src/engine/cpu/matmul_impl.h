@@ -21,8 +21,9 @@ typedef void (*hearth_gemm_tile_fn)(const float *x, int64_t ldx, const float *pa
 
 /* n elements of a weight row (n a multiple of the type's block) to f32. */
 typedef void (*hearth_to_f32_fn)(const void *src, float *dst, int64_t n);
-/* The panel above from n_rows (<= nr_max) f32 rows of kc elements. */
-typedef void (*hearth_pack_fn)(const float *const *rows, int n_rows, int64_t kc, float *panel);
+/* The panel above from n_rows (<= nr_max) rows of kc elements, f32 or (for
+ * pack_raw) of the weight type. */
+typedef void (*hearth_pack_fn)(const void *const *rows, int n_rows, int64_t kc, float *panel);
 
 /* X quantized for the integer GEMM, M rows: u, K bytes per row, holds the
  * q8a values + 128 (vpdpbusd's unsigned operand); d and s, K / 32 per row,
@@ -61,6 +62,8 @@ typedef struct hearth_cpu_kernels {
     /* weight rows into panels; NULL = hearth_quant_dequantize_row / a scalar loop */
     hearth_to_f32_fn to_f32[HEARTH_DTYPE_COUNT_];
     hearth_pack_fn pack_panel;
+    /* straight from W rows of these types, no f32 row buffer; NULL = none */
+    hearth_pack_fn pack_raw[HEARTH_DTYPE_COUNT_];
     /* integer GEMM per q8a type (replaces the f32 panel); NULL = none */
     hearth_qgemm_fn qgemm[HEARTH_DTYPE_COUNT_];
     hearth_qx_row_fn qx_row;

@@ -8,8 +8,10 @@
  *     (its sub-blocks); bias is 0 except for Q4_K's mins.
  *   to_f32_<type>(src, dst, n): n elements to f32 (F16, BF16 and, through
  *     unpack, the quantized types).
- *   pack_panel(rows, n_rows, kc, panel): the f32 GEMM panel, panel[k][j] =
- *     rows[j][k], zero for n_rows <= j < PANEL_NR, by 8 x 8 transposes.
+ *   pack_panel_<f32|f16|bf16>(rows, n_rows, kc, panel): the f32 GEMM panel,
+ *     panel[k][j] = rows[j][k] widened, zero for n_rows <= j < PANEL_NR, by
+ *     8 x 8 transposes; f16/bf16 are widened on the way, straight from W,
+ *     so they skip the f32 row buffer the quantized types go through.
  *
  * Define PANEL_NR (the ISA's nr_max, a multiple of 8) before including to
  * get pack_panel.
@@ -173,25 +175,44 @@ static inline void transpose8(__m256 r[8])
 }
 
 #ifdef PANEL_NR
-/* kc need not be a multiple of 8 (f32 weights with odd K): the last columns
- * are copied one at a time. */
-static inline void pack_panel(const float *const *rows, int n_rows, int64_t kc, float *panel)
-{
-    for (int j0 = 0; j0 < PANEL_NR; j0 += 8) {
-        int64_t k = 0;
-        for (; k + 8 <= kc; k += 8) {
-            __m256 r[8];
-            for (int j = 0; j < 8; j++)
-                r[j] = j0 + j < n_rows ? _mm256_loadu_ps(rows[j0 + j] + k) : _mm256_setzero_ps();
-            transpose8(r);
-            for (int i = 0; i < 8; i++)
-                _mm256_store_ps(panel + (k + i) * PANEL_NR + j0, r[i]);
-        }
-        for (; k < kc; k++)
-            for (int j = 0; j < 8; j++)
-                panel[k * PANEL_NR + j0 + j] = j0 + j < n_rows ? rows[j0 + j][k] : 0.0f;
+/* The panel from n_rows rows of element type T, 8 rows x 8 k at a time:
+ * load8(row, k) gives 8 floats, load1 one. kc need not be a multiple of 8
+ * (f32 weights with odd K): the last columns go one at a time. */
+#define PACK_PANEL(name, T, load8, load1)                                                          \
+    static inline void name(const void *const *rows_v, int n_rows, int64_t kc, float *panel)       \
+    {                                                                                              \
+        const T *const *rows = (const T *const *)rows_v;                                           \
+        for (int j0 = 0; j0 < PANEL_NR; j0 += 8) {                                                 \
+            int64_t k = 0;                                                                         \
+            for (; k + 8 <= kc; k += 8) {                                                          \
+                __m256 r[8];                                                                       \
+                for (int j = 0; j < 8; j++)                                                        \
+                    r[j] = j0 + j < n_rows ? load8(rows[j0 + j] + k) : _mm256_setzero_ps();        \
+                transpose8(r);                                                                     \
+                for (int i = 0; i < 8; i++)                                                        \
+                    _mm256_store_ps(panel + (k + i) * PANEL_NR + j0, r[i]);                        \
+            }                                                                                      \
+            for (; k < kc; k++)                                                                    \
+                for (int j = 0; j < 8; j++)                                                        \
+                    panel[k * PANEL_NR + j0 + j] = j0 + j < n_rows ? load1(rows[j0 + j][k]) : 0.0f; \
+        }                                                                                          \
     }
+
+static inline __m256 pack_load_f16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
+static inline __m256 pack_load_bf16(const uint16_t *p)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+static inline float pack_f32_1(float v)
+{
+    return v;
+}
+PACK_PANEL(pack_panel_f32, float, _mm256_loadu_ps, pack_f32_1)
+PACK_PANEL(pack_panel_f16, uint16_t, pack_load_f16, unpack_h2f)
+PACK_PANEL(pack_panel_bf16, uint16_t, pack_load_bf16, hearth_bf16_to_f32)
 #endif
 
 #endif
