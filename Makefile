@@ -113,3 +113,12 @@ clean:
 	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# benchmark programs: bench/bench_*.c, built by `make bench` (not by all)
+BENCH_SRCS = $(wildcard bench/bench_*.c)
+BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+$(BUILD)/bench/%: bench/%.c $(LIBS) $(BUILD)/inc/tests.stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) -I$(BUILD)/inc/tests -o $@ $< $(LINK_LIBS) $(LDFLAGS) $(LDLIBS)
+.PHONY: bench
+bench: $(BENCH_BINS)

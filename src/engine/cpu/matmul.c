@@ -2,18 +2,22 @@
  * the choice of path per call, threading over N, and the packing of weight
  * tiles.
  *
- * Two paths, picked per call from the weight type and M:
+ * Three paths, picked per call from the weight type, M and the ISA table:
  *   - row dots (small M: decode, and short batches): task = a range of W
  *     rows; each row is read from memory once and dotted with all M rows of
  *     X (the X rows stay in cache). Quantized types dot against X quantized
- *     to q8a once per call, so the loop is integer multiply-adds on the
- *     stored blocks.
- *   - packed GEMM (M >= gemm_min_m): task = a range of W rows; for each
- *     KC-deep slice those rows are converted (f16/bf16 widened, quantized
- *     blocks dequantized) into a packed f32 panel of KC x NR floats that fits
- *     in L2, then every MR-row strip of X is run against every panel with the
- *     ISA's register-blocked tile. Conversion is paid once per W element per
- *     call, amortized over M rows.
+ *     to q8a once per call (or, where the ISA has qv_dot, the same values in
+ *     planar form), so the loop is integer multiply-adds on stored blocks.
+ *   - integer GEMM (M >= gemm_min_m, quantized types, where the ISA has
+ *     one: AVX-512 VNNI): X quantized once, W unpacked slice by slice into
+ *     int8 panels; see qgemm_avx512.c.
+ *   - packed f32 GEMM (M >= gemm_min_m otherwise): task = a range of W rows;
+ *     for each KC-deep slice those rows are converted (f16/bf16 widened,
+ *     quantized blocks dequantized, by the ISA's vector code) and transposed
+ *     into a packed f32 panel of KC x NR floats that fits in L2, then every
+ *     MR-row strip of X is run against every panel with the ISA's
+ *     register-blocked tile. Conversion is paid once per W element per call,
+ *     amortized over M rows.
  * KC = 256 is a multiple of every block size, so slices never split a block.
  *
  * Rejected: a full f32 copy of quantized weights (4-8x the memory, and the
@@ -36,17 +40,20 @@
 /* W rows per GEMM task at most: a 256 x KC panel is 256 KiB, within L2. */
 #define GEMM_CHUNK_MAX 256
 
-/* M from which the packed GEMM beats row dots, per weight type. Measured on
- * the 2-core Zen 4 with N = K = 2048 (ms per call, AVX-512, 2 threads):
- *   f32:  row dots 0.49 per X row; GEMM 5.3 at M=16, 6.5 at M=32
- *   f16:  row dots 0.20 per row;   GEMM 14.5 at M=16, 15.8 at M=32
- *   q8_0: row dots 0.13 per row;   GEMM 5.8 at M=16, 9.5 at M=32
- *   q4_k: row dots 0.24 per row;   GEMM 12.5 at M=16, 12.2 at M=32
- * The GEMM's fixed cost is the packing (scalar dequantize + transpose into
- * the panel, 1-3 ns per weight), hence the high crossover for all but f32. */
+/* M from which a GEMM beats row dots, per weight type. Measured on the
+ * 2-core Zen 4 (shared with other jobs, best of 15) at N = K = 2048, ms per
+ * call, AVX-512, 2 threads, row dots vs GEMM:
+ *   f32 (earlier): 0.49 per X row vs 5.3 at M=16
+ *   f16:  M=16 4.6 vs 7.2,  M=32 14.6 vs 4.6
+ *   bf16: M=16 3.4 vs 3.1,  M=32 8.8 vs 4.6
+ *   q8_0: M=8 2.0 vs 1.9,   M=16 1.6 vs 1.1 (integer GEMM)
+ *   q4_0: M=16 4.0 vs 2.5;  q4_k: M=16 2.5 vs 3.0, M=32 9.1 vs 3.5;
+ *   q6_k: M=16 2.8 vs 2.6
+ * Row dots get slow past ~16 rows because the X rows no longer stay in L1
+ * while a weight row streams past. */
 static int64_t gemm_min_m(hearth_dtype t)
 {
-    return t == HEARTH_F32 ? 12 : 64;
+    return t == HEARTH_F32 ? 12 : t == HEARTH_F16 || t == HEARTH_BF16 ? 24 : 16;
 }
 
 const char *hearth_cpu_isa_name(hearth_cpu_isa isa)
@@ -106,6 +113,9 @@ typedef struct job {
     int64_t N, K, M, ldx, ldy, chunk;
     const float *X;
     const hearth_block_q8a *xq; /* M rows of K / 32 blocks, or NULL: dot with X */
+    hearth_qx qx;               /* X for the integer GEMM */
+    hearth_qv qv;               /* X for qv_dot, when q is set */
+    hearth_qv_dot_fn qv_dot;
     float *Y;
     size_t block_bytes;
     int64_t block;
@@ -118,6 +128,12 @@ static void rowdot_task(void *ctx, int64_t t, int64_t n_tasks)
     int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
     for (int64_t n = n0; n < n1; n++) {
         const char *w = j->W + (size_t)n * j->w_row_bytes;
+        if (j->qv.q) {
+            for (int64_t m = 0; m < j->M; m++)
+                j->Y[m * j->ldy + n] = j->qv_dot(w, j->qv.q + m * j->K, j->qv.d + m * (j->K / 32),
+                                                 j->qv.s16 + m * (j->K / 16), j->K);
+            continue;
+        }
         for (int64_t m = 0; m < j->M; m++) {
             const void *x = j->xq ? (const void *)(j->xq + m * (j->K / 32)) : (const void *)(j->X + m * j->ldx);
             j->Y[m * j->ldy + n] = j->dot(w, x, j->K);
@@ -125,28 +141,46 @@ static void rowdot_task(void *ctx, int64_t t, int64_t n_tasks)
     }
 }
 
+static void pack_scalar(const void *const *rows_v, int n_rows, int64_t kc, float *panel, int nr)
+{
+    const float *const *rows = (const float *const *)rows_v;
+    for (int j = 0; j < nr; j++)
+        for (int64_t k = 0; k < kc; k++)
+            panel[k * nr + j] = j < n_rows ? rows[j][k] : 0.0f;
+}
+
 /* W rows [n0, n1), columns [k0, k0 + kc) into panels of nr_max rows, each
- * [kc][nr_max], zero past n1. tmp holds kc floats. */
+ * [kc][nr_max], zero past n1. Types the ISA packs straight from W go so;
+ * the others are converted row by row into tmp (nr_max rows of KC floats),
+ * then transposed together. */
 static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, float *panels, float *tmp)
 {
     const int nr = j->kt->nr_max;
-    int64_t n_end = n0 + (n1 - n0 + nr - 1) / nr * nr;
     size_t off = (size_t)(k0 / j->block) * j->block_bytes;
-    for (int64_t n = n0; n < n_end; n++) {
-        float *dst = panels + (n - n0) / nr * kc * nr + (n - n0) % nr;
-        if (n >= n1) {
-            for (int64_t k = 0; k < kc; k++)
-                dst[k * nr] = 0;
-            continue;
+    hearth_to_f32_fn to_f32 = j->kt->to_f32[j->wt];
+    hearth_pack_fn raw = j->kt->pack_raw[j->wt];
+    for (int64_t p0 = n0; p0 < n1; p0 += nr) {
+        const void *rows[64];
+        int n_rows = n1 - p0 < nr ? (int)(n1 - p0) : nr;
+        for (int r = 0; r < n_rows; r++) {
+            const char *src = j->W + (size_t)(p0 + r) * j->w_row_bytes + off;
+            if (raw || j->wt == HEARTH_F32) {
+                rows[r] = src;
+                continue;
+            }
+            if (to_f32)
+                to_f32(src, tmp + r * KC, kc);
+            else
+                hearth_quant_dequantize_row(j->wt, src, tmp + r * KC, kc);
+            rows[r] = tmp + r * KC;
         }
-        const char *src = j->W + (size_t)n * j->w_row_bytes + off;
-        const float *s = (const float *)src;
-        if (j->wt != HEARTH_F32) {
-            hearth_quant_dequantize_row(j->wt, src, tmp, kc);
-            s = tmp;
-        }
-        for (int64_t k = 0; k < kc; k++)
-            dst[k * nr] = s[k];
+        float *panel = panels + (p0 - n0) / nr * kc * nr;
+        if (raw)
+            raw(rows, n_rows, kc, panel);
+        else if (j->kt->pack_panel)
+            j->kt->pack_panel(rows, n_rows, kc, panel);
+        else
+            pack_scalar(rows, n_rows, kc, panel, nr);
     }
 }
 
@@ -159,7 +193,7 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
     int64_t n_panels = (n1 - n0 + nr - 1) / nr;
     size_t panel_bytes = (size_t)n_panels * nr * KC * sizeof(float);
     float *panels = aligned_alloc(64, panel_bytes);
-    float *tmp = malloc(KC * sizeof *tmp);
+    float *tmp = malloc((size_t)nr * KC * sizeof *tmp);
     if (!panels || !tmp) {
         atomic_store(&j->failed, 1);
         goto done;
@@ -180,6 +214,45 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
 done:
     free(panels);
     free(tmp);
+}
+
+static void qgemm_task(void *ctx, int64_t t, int64_t n_tasks)
+{
+    job *j = ctx;
+    int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
+    if (j->kt->qgemm[j->wt](j->W, j->w_row_bytes, n0, n1, &j->qx, j->Y, j->ldy) != 0)
+        atomic_store(&j->failed, 1);
+}
+
+static void qx_task(void *ctx, int64_t m, int64_t n_tasks)
+{
+    job *j = ctx;
+    j->kt->qx_row(j->X + m * j->ldx, &j->qx, m);
+}
+
+/* X quantized once, then N split as for the f32 GEMM (the integer panels
+ * are smaller, but the same chunk keeps the task count the same). */
+static int run_qgemm(hearth_pool *pool, job *j, int threads)
+{
+    int64_t nb = j->K / 32;
+    j->qx = (hearth_qx){.M = j->M, .K = j->K};
+    j->qx.u = malloc((size_t)j->M * (size_t)j->K);
+    j->qx.d = malloc((size_t)j->M * (size_t)nb * 2 * sizeof(float));
+    if (!j->qx.u || !j->qx.d) {
+        free(j->qx.u);
+        free(j->qx.d);
+        return HEARTH_ENOMEM;
+    }
+    j->qx.s = j->qx.d + j->M * nb;
+    hearth_pool_run(pool, qx_task, j, j->M);
+    j->chunk = (j->N + 2 * threads - 1) / (2 * threads);
+    j->chunk = (j->chunk + 31) / 32 * 32;
+    if (j->chunk > GEMM_CHUNK_MAX)
+        j->chunk = GEMM_CHUNK_MAX;
+    hearth_pool_run(pool, qgemm_task, j, (j->N + j->chunk - 1) / j->chunk);
+    free(j->qx.u);
+    free(j->qx.d);
+    return atomic_load(&j->failed) ? HEARTH_ENOMEM : 0;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b)
@@ -215,6 +288,8 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     int threads = hearth_pool_size(pool);
     int rc = 0;
     hearth_block_q8a *xq = NULL;
+    if (M >= gemm_min_m(wt) && j.kt->qgemm[wt] && j.kt->qx_row)
+        return run_qgemm(pool, &j, threads);
     if (M >= gemm_min_m(wt)) {
         /* at least two tasks per thread so an uneven last chunk is absorbed */
         int64_t nr = j.kt->nr_max;
@@ -223,7 +298,19 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
             j.chunk = GEMM_CHUNK_MAX;
         hearth_pool_run(pool, gemm_task, &j, ceil_div(N, j.chunk));
     } else {
-        if (hearth_quant_uses_q8a(wt)) {
+        if (j.kt->qv_dot[wt] && j.kt->qv_row) {
+            j.qv_dot = j.kt->qv_dot[wt];
+            j.qv = (hearth_qv){.M = M, .K = K, .q = malloc((size_t)M * (size_t)K)};
+            j.qv.d = malloc((size_t)M * (size_t)(K / 32) * 3 * sizeof(float));
+            if (!j.qv.q || !j.qv.d) {
+                free(j.qv.q);
+                free(j.qv.d);
+                return HEARTH_ENOMEM;
+            }
+            j.qv.s16 = j.qv.d + M * (K / 32);
+            for (int64_t m = 0; m < M; m++)
+                j.kt->qv_row(X + m * x_stride, &j.qv, m);
+        } else if (hearth_quant_uses_q8a(wt)) {
             xq = malloc((size_t)M * (size_t)(K / 32) * sizeof *xq);
             if (!xq)
                 return HEARTH_ENOMEM;
@@ -238,6 +325,8 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     if (atomic_load(&j.failed))
         rc = HEARTH_ENOMEM;
     free(xq);
+    free(j.qv.q);
+    free(j.qv.d);
     return rc;
 }
 

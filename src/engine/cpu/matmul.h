@@ -13,7 +13,9 @@
  * Paths: for small M (decode) each weight row is read once and dotted with
  * every X row; the quantized types first quantize X to q8a blocks
  * (quant.h) so the inner loops are integer dot products, which costs about
- * 1/250 relative error per element of X. For larger M the weights are
+ * 1/250 relative error per element of X. For larger M (prefill) the
+ * quantized types run an integer GEMM on the same quantized X where the CPU
+ * has AVX-512 VNNI; otherwise, and for f32/f16/bf16, the weights are
  * converted tile by tile into a small packed f32 buffer that feeds an f32
  * register-blocked kernel (no X quantization). Work is split over N across
  * the pool; pool may be NULL (runs on the caller).

@@ -17,6 +17,8 @@
 
 #define QDOT(ax, sx) _mm256_madd_epi16(_mm256_maddubs_epi16((ax), (sx)), _mm256_set1_epi16(1))
 #include "engine/cpu/qdot_x86.h"
+#define PANEL_NR 16
+#include "engine/cpu/unpack_x86.h"
 
 static float dot_f32(const void *wv, const void *xv, int64_t n)
 {
@@ -145,6 +147,20 @@ const hearth_cpu_kernels hearth_cpu_kernels_avx2 = {
     .mr_max = 6,
     .nr_max = 16,
     .gemm_tile = gemm_tile,
+    .to_f32 = {
+        [HEARTH_F16] = to_f32_f16,
+        [HEARTH_BF16] = to_f32_bf16,
+        [HEARTH_Q8_0] = to_f32_q8_0,
+        [HEARTH_Q4_0] = to_f32_q4_0,
+        [HEARTH_Q4_K] = to_f32_q4_k,
+        [HEARTH_Q6_K] = to_f32_q6_k,
+    },
+    .pack_panel = pack_panel_f32,
+    .pack_raw = {
+        [HEARTH_F32] = pack_panel_f32,
+        [HEARTH_F16] = pack_panel_f16,
+        [HEARTH_BF16] = pack_panel_bf16,
+    },
 };
 
 uint64_t hearth_peak_fma_avx2(uint64_t deadline_ns)

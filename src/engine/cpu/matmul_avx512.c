@@ -23,6 +23,8 @@
 
 #define QDOT(ax, sx) _mm256_dpbusd_epi32(_mm256_setzero_si256(), (ax), (sx))
 #include "engine/cpu/qdot_x86.h"
+#define PANEL_NR 32
+#include "engine/cpu/unpack_x86.h"
 
 static inline __mmask16 tail_mask(int64_t left)
 {
@@ -139,6 +141,33 @@ const hearth_cpu_kernels hearth_cpu_kernels_avx512 = {
     .mr_max = 8,
     .nr_max = 32,
     .gemm_tile = gemm_tile,
+    .to_f32 = {
+        [HEARTH_F16] = to_f32_f16,
+        [HEARTH_BF16] = to_f32_bf16,
+        [HEARTH_Q8_0] = to_f32_q8_0,
+        [HEARTH_Q4_0] = to_f32_q4_0,
+        [HEARTH_Q4_K] = to_f32_q4_k,
+        [HEARTH_Q6_K] = to_f32_q6_k,
+    },
+    .pack_panel = pack_panel_f32,
+    .pack_raw = {
+        [HEARTH_F32] = pack_panel_f32,
+        [HEARTH_F16] = pack_panel_f16,
+        [HEARTH_BF16] = pack_panel_bf16,
+    },
+    .qgemm = {
+        [HEARTH_Q8_0] = hearth_qgemm_q8_0_avx512,
+        [HEARTH_Q4_0] = hearth_qgemm_q4_0_avx512,
+        [HEARTH_Q4_K] = hearth_qgemm_q4_k_avx512,
+        [HEARTH_Q6_K] = hearth_qgemm_q6_k_avx512,
+    },
+    .qx_row = hearth_qx_row_avx512,
+    .qv_dot = {
+        [HEARTH_Q4_0] = hearth_qv_dot_q4_0_avx512,
+        [HEARTH_Q4_K] = hearth_qv_dot_q4_k_avx512,
+        [HEARTH_Q6_K] = hearth_qv_dot_q6_k_avx512,
+    },
+    .qv_row = hearth_qv_row_avx512,
 };
 
 /* 12 independent accumulators: enough to cover FMA latency x throughput. */

@@ -1,9 +1,11 @@
 /* matmul_impl.h: the kernel table each ISA file provides, private to
  * src/engine/cpu (and the tests, which compare the tables entry by entry).
  *
- * The driver in matmul.c owns threading, buffers and blocking; an ISA file
- * provides only the two inner loops: a dot product per weight type, and an
- * f32 GEMM micro-tile over a packed weight panel. */
+ * The driver in matmul.c owns threading, X buffers and the f32 GEMM's
+ * blocking; an ISA file provides the inner loops: a dot product per weight
+ * type, an f32 GEMM micro-tile over a packed weight panel and the vector code
+ * that fills the panel, and optionally (AVX-512) an integer GEMM and row dots
+ * on planar X for the quantized types, each with its X quantizer. */
 #ifndef HEARTH_ENGINE_CPU_MATMUL_IMPL_H
 #define HEARTH_ENGINE_CPU_MATMUL_IMPL_H
 
@@ -17,6 +19,39 @@
 typedef void (*hearth_gemm_tile_fn)(const float *x, int64_t ldx, const float *panel, int64_t kc, float *y,
                                     int64_t ldy, int mr, int nr, int accumulate);
 
+/* n elements of a weight row (n a multiple of the type's block) to f32. */
+typedef void (*hearth_to_f32_fn)(const void *src, float *dst, int64_t n);
+/* The panel above from n_rows (<= nr_max) rows of kc elements, f32 or (for
+ * pack_raw) of the weight type. */
+typedef void (*hearth_pack_fn)(const void *const *rows, int n_rows, int64_t kc, float *panel);
+
+/* X quantized for the integer GEMM, M rows: u, K bytes per row, holds the
+ * q8a values + 128 (vpdpbusd's unsigned operand); d and s, K / 32 per row,
+ * the q8a block scales and d * sum(q). */
+typedef struct hearth_qx {
+    uint8_t *u;
+    float *d, *s;
+    int64_t M, K;
+} hearth_qx;
+/* Row m of X (K floats) into qx. */
+typedef void (*hearth_qx_row_fn)(const float *x, hearth_qx *qx, int64_t m);
+/* Y[0..M)[n0..n1) = X W^T for W rows [n0, n1) of a q8a type, X given as qx.
+ * Returns 0 or HEARTH_ENOMEM (its panel buffer). */
+typedef int (*hearth_qgemm_fn)(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
+                               float *Y, int64_t ldy);
+
+/* X for the decode kernels that take it planar, M rows: q, K int8 per row
+ * (hearth_quant_q8a_row's values); d, K / 32 per row, their scales; s16,
+ * K / 16 per row, d * sum(q) over each 16 elements. */
+typedef struct hearth_qv {
+    int8_t *q;
+    float *d, *s16;
+    int64_t M, K;
+} hearth_qv;
+typedef void (*hearth_qv_row_fn)(const float *x, hearth_qv *qv, int64_t m);
+/* Row of W . one X row of qv (x, d, s16 point at that row). */
+typedef float (*hearth_qv_dot_fn)(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
+
 typedef struct hearth_cpu_kernels {
     const char *name;
     /* row of W . x, x as quant.h's vec_dot says; NULL = the scalar one */
@@ -24,7 +59,35 @@ typedef struct hearth_cpu_kernels {
     int mr_max, nr_max; /* GEMM micro-tile: up to mr_max X rows by nr_max W rows */
     /* Y[0..mr)[0..nr) = (or +=, when accumulate) X[0..mr)[0..kc) . panel */
     hearth_gemm_tile_fn gemm_tile;
+    /* weight rows into panels; NULL = hearth_quant_dequantize_row / a scalar loop */
+    hearth_to_f32_fn to_f32[HEARTH_DTYPE_COUNT_];
+    hearth_pack_fn pack_panel;
+    /* straight from W rows of these types, no f32 row buffer; NULL = none */
+    hearth_pack_fn pack_raw[HEARTH_DTYPE_COUNT_];
+    /* integer GEMM per q8a type (replaces the f32 panel); NULL = none */
+    hearth_qgemm_fn qgemm[HEARTH_DTYPE_COUNT_];
+    hearth_qx_row_fn qx_row;
+    /* row dots on planar X, replacing vec_dot where set */
+    hearth_qv_dot_fn qv_dot[HEARTH_DTYPE_COUNT_];
+    hearth_qv_row_fn qv_row;
 } hearth_cpu_kernels;
+
+/* The AVX-512 planar-X row dots (qdot_avx512.c). */
+void hearth_qv_row_avx512(const float *x, hearth_qv *qv, int64_t m);
+float hearth_qv_dot_q4_0_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
+float hearth_qv_dot_q4_k_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
+float hearth_qv_dot_q6_k_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
+
+/* The AVX-512 VNNI integer GEMM (qgemm_avx512.c). */
+void hearth_qx_row_avx512(const float *x, hearth_qx *qx, int64_t m);
+int hearth_qgemm_q8_0_avx512(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
+                             float *Y, int64_t ldy);
+int hearth_qgemm_q4_0_avx512(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
+                             float *Y, int64_t ldy);
+int hearth_qgemm_q4_k_avx512(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
+                             float *Y, int64_t ldy);
+int hearth_qgemm_q6_k_avx512(const void *W, size_t w_row_bytes, int64_t n0, int64_t n1, const hearth_qx *qx,
+                             float *Y, int64_t ldy);
 
 extern const hearth_cpu_kernels hearth_cpu_kernels_scalar;
 extern const hearth_cpu_kernels hearth_cpu_kernels_avx2;

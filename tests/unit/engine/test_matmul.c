@@ -1,7 +1,7 @@
 /* Unit tests for src/engine/cpu/matmul*.c: every dot-product kernel of every
  * ISA this CPU has against the scalar oracle of quant_ref.c, and every matmul
- * path (row dots and packed GEMM, each ISA, with and without a pool) against
- * hearth_cpu_matmul_ref on odd sizes and strides. Ends by printing the
+ * path (row dots, packed f32 GEMM, integer GEMM; each ISA, with and without a
+ * pool) against hearth_cpu_matmul_ref on odd sizes and strides. Ends by printing the
  * measured FMA peak, an f32 GEMM's GFLOP/s and a Q8_0 mat-vec's GB/s (prints
  * only: this machine's cores are shared, timings are not asserted). */
 #include "harness.h"
@@ -102,6 +102,21 @@ static void vec_dots_match_oracle(void)
                 /* same integer sums; float scaling/summation order differ: a few ulps of sum|w x| */
                 CHECK_MSG(fabs(got - want) <= 1e-5 * sumabs + 1e-6, "%s %s K=%lld: %g vs %g", kt->name,
                           hearth_dtype_get(t)->name, (long long)K, got, want);
+                if (kt->qv_dot[t]) {
+                    /* planar X made by the ISA holds the same values as q8a, so the same bound */
+                    hearth_qv qv = {.M = 1, .K = K, .q = malloc((size_t)K)};
+                    qv.d = malloc((size_t)(K / 32) * 3 * sizeof(float));
+                    qv.s16 = qv.d + K / 32;
+                    kt->qv_row(x, &qv, 0);
+                    int same = 1;
+                    for (int64_t k = 0; k < K; k++)
+                        same &= qv.q[k] == xq[k / 32].qs[k % 32] && qv.d[k / 32] == xq[k / 32].d;
+                    CHECK_MSG(same, "%s qv_row differs from hearth_quant_q8a_row, K=%lld", kt->name, (long long)K);
+                    float got_qv = kt->qv_dot[t](w, qv.q, qv.d, qv.s16, K);
+                    CHECK_MSG(fabs(got_qv - want) <= 1e-5 * sumabs + 1e-6, "%s qv %s K=%lld: %g vs %g", kt->name,
+                              hearth_dtype_get(t)->name, (long long)K, got_qv, want);
+                    free(qv.q), free(qv.d);
+                }
                 free(w), free(x), free(wd), free(xq);
             }
         }
@@ -160,7 +175,7 @@ static int check_case(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype t, int
 
 static void matmul_matches_oracle(void)
 {
-    /* 65: past every type's switch to the packed GEMM (matmul.c, gemm_min_m) */
+    /* 16, 33, 65: past every type's switch to a GEMM (matmul.c, gemm_min_m) */
     const int64_t ms[] = {1, 2, 3, 7, 16, 33, 65}, ns[] = {1, 5, 37, 70};
     hearth_pool *pool = hearth_pool_new(2);
     for (int isa = 0; isa < HEARTH_ISA_COUNT_; isa++) {
@@ -175,6 +190,30 @@ static void matmul_matches_oracle(void)
                     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
                         bad += check_case((hearth_cpu_isa)isa, (mi + ni) % 2 ? pool : NULL, TYPES[ti], ms[mi],
                                           ns[ni], ks[ki]);
+        }
+        CHECK_MSG(bad == 0, "%s: %d mismatches", hearth_cpu_isa_name((hearth_cpu_isa)isa), bad);
+    }
+    hearth_pool_free(pool);
+}
+
+/* The prefill paths (packed f32 GEMM, integer GEMM) at M past every type's
+ * switch to them, with M not a multiple of any tile's rows, and N past one
+ * task's chunk of W rows (256) with a partial last panel. */
+static void gemm_paths_match_oracle(void)
+{
+    const int64_t ms[] = {64, 65, 128, 200}, ns[] = {37, 300};
+    hearth_pool *pool = hearth_pool_new(2);
+    for (int isa = 0; isa < HEARTH_ISA_COUNT_; isa++) {
+        if (!hearth_cpu_isa_available((hearth_cpu_isa)isa))
+            continue;
+        int bad = 0;
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            int64_t ks[8];
+            int nk = ks_of(TYPES[ti], ks);
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                    bad += check_case((hearth_cpu_isa)isa, (mi + ni) % 2 ? pool : NULL, TYPES[ti], ms[mi], ns[ni],
+                                      ks[(mi + ni) % nk]);
         }
         CHECK_MSG(bad == 0, "%s: %d mismatches", hearth_cpu_isa_name((hearth_cpu_isa)isa), bad);
     }
@@ -245,6 +284,7 @@ int main(void)
 {
     RUN(vec_dots_match_oracle);
     RUN(matmul_matches_oracle);
+    RUN(gemm_paths_match_oracle);
     RUN(bad_arguments_are_rejected);
     print_speed();
     TEST_EXIT();
