@@ -493,14 +493,17 @@ stop:
     atomic_store(&s->stopping, 1);
     for (int i = 0; i < started; i++)
         hearth_loop_wake(s->io[i].loop);
-    for (int i = 0; i < started; i++) {
+    for (int i = 0; i < started; i++)
         pthread_join(s->io[i].tid, NULL);
-        io_deinit(&s->io[i]);
-    }
-    free(s->io);
-    s->io = NULL;
+    /* Models stop while the loops' queues still exist: a scheduler that
+     * finishes its requests on the way out posts replies there, which
+     * io_deinit then drops, instead of into freed memory. */
     if (s->exit_cb)
         s->exit_cb(s, s->exit_ctx);
+    for (int i = 0; i < started; i++)
+        io_deinit(&s->io[i]);
+    free(s->io);
+    s->io = NULL;
     return atomic_load(&s->init_failed) ? HEARTH_EXIT_CONFIG : status;
 }
 
