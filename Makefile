@@ -25,7 +25,7 @@ SANFLAGS =
 OPT = -O2 -g
 endif
 
-WARN = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wvla -Wno-format-truncation
+WARN = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wvla -Wno-format-truncation -Wno-missing-field-initializers
 CFLAGS_BASE = -std=c17 -D_GNU_SOURCE $(OPT) $(WARN) -pthread -MMD -MP -fno-strict-aliasing $(SANFLAGS) $(EXTRA_CFLAGS)
 LDLIBS = -lcjson -lutf8proc -lpcre2-8 -lm -lpthread -ldl
 LDFLAGS = -pthread $(SANFLAGS) $(EXTRA_LDFLAGS)

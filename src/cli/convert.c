@@ -42,7 +42,7 @@ int hearth_cmd_convert(int argc, char **argv)
     uint64_t seed = 1;
     const opt opts[] = {
         {"type", 0, OPT_STR, &type, "f32|f16", "type of the linear weights and token embeddings (f32)"},
-        {"demo", 0, OPT_STR, &demo_dir, "DIR", "write a random-weight all-MiniLM-L6-v2-shaped folder instead"},
+        {"demo", 0, OPT_STR, &demo_dir, "DIR", "write a random-weight all-MiniLM-L6-v2-shaped folder instead", .no_env = true},
         {"seed", 0, OPT_U64, &seed, "N", "with --demo: the weights' seed (1)"},
         {"vocab", 0, OPT_STR, &vocab, "PATH", "with --demo: the vocab.txt to use (default: a synthetic one)"},
         {"pooling", 0, OPT_STR, &pooling, "MODE", "with --demo: mean, cls or last (mean)"},

@@ -101,7 +101,10 @@ void opts_print_help(FILE *f, const opt *opts, int n_opts, const char *usage_lin
                      o->kind == OPT_BOOL ? "" : o->metavar);
         else
             snprintf(left, sizeof left, "    --%s%s%s", o->name, o->kind == OPT_BOOL ? "" : " ", o->kind == OPT_BOOL ? "" : o->metavar);
-        fprintf(f, "  %-34s %s [%s]\n", left, o->help, env);
+        if (o->no_env)
+            fprintf(f, "  %-34s %s\n", left, o->help);
+        else
+            fprintf(f, "  %-34s %s [%s]\n", left, o->help, env);
     }
     fprintf(f, "  %-34s %s\n", "-h, --help", "show this help");
 }
@@ -111,7 +114,7 @@ int opts_parse(const opt *opts, int n_opts, int argc, char **argv, const char *u
     for (int i = 0; i < n_opts; i++) {
         char env[64];
         env_name(opts[i].name, env, sizeof env);
-        const char *v = getenv(env);
+        const char *v = opts[i].no_env ? NULL : getenv(env);
         if (v && *v) {
             if (opts[i].kind == OPT_STR_LIST) {
                 /* a list from the environment is comma-separated; the copy lives as long as the process */

@@ -23,6 +23,7 @@ typedef struct opt {
     void *target;       /* int*, const char**, bool*, size_t*, uint64_t*, opt_str_list* */
     const char *metavar;
     const char *help;
+    bool no_env;        /* command line only: the name means something else to another command */
 } opt;
 
 /* Parses env then argv (argv[0] is the subcommand). Prints a clear error and
