@@ -376,13 +376,18 @@ static void *io_main(void *arg)
     return NULL;
 }
 
-static void io_deinit(hearth_io *io)
+/* Closes what connections are left (their release callbacks cancel work). */
+static void io_close_conns(hearth_io *io)
 {
-    if (io->conns) {
+    if (io->conns)
         for (uint32_t i = 0; i < io->conns_cap; i++)
             if (io->conns[i])
                 hearth_conn_close(io->conns[i]);
-    }
+}
+
+static void io_deinit(hearth_io *io)
+{
+    io_close_conns(io);
     hearth_io_queue_free(io);
     free(io->conns);
     free(io->free_ids);
@@ -495,9 +500,13 @@ stop:
         hearth_loop_wake(s->io[i].loop);
     for (int i = 0; i < started; i++)
         pthread_join(s->io[i].tid, NULL);
-    /* Models stop while the loops' queues still exist: a scheduler that
-     * finishes its requests on the way out posts replies there, which
-     * io_deinit then drops, instead of into freed memory. */
+    /* The order matters: connections close first, while the models are
+     * alive (their release callbacks cancel jobs and poke schedulers); then
+     * the models stop, while the loops' queues still exist (a scheduler that
+     * finishes requests on the way out posts replies there); then the loops
+     * and queues go. */
+    for (int i = 0; i < started; i++)
+        io_close_conns(&s->io[i]);
     if (s->exit_cb)
         s->exit_cb(s, s->exit_ctx);
     for (int i = 0; i < started; i++)
