@@ -75,9 +75,9 @@ static void models(hearth_request *req, void *ctx)
 int hearth_api_register_system(hearth_api *api, hearth_server *s)
 {
     api->server = s;
-    int rc = hearth_server_route(s, "GET", "/health", health, api);
+    int rc = hearth_server_route_flags(s, "GET", "/health", health, api, HEARTH_ROUTE_PUBLIC);
     if (!rc)
-        rc = hearth_server_route(s, "GET", "/metrics", metrics, api);
+        rc = hearth_server_route_flags(s, "GET", "/metrics", metrics, api, HEARTH_ROUTE_PUBLIC);
     if (!rc)
         rc = hearth_server_route(s, "GET", "/v1/models", models, api);
     return rc;

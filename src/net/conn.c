@@ -219,6 +219,7 @@ void hearth_conn_request_complete(hearth_conn *c)
     c->head_len = c->body_len = 0;
     c->chunked = false;
     c->sent_continue = c->got_body_bytes = false;
+    c->cors = false;
     if (c->release) {
         hearth_release_cb cb = c->release;
         c->release = NULL;
@@ -244,6 +245,7 @@ void hearth_conn_respond(hearth_conn *c, const hearth_response *res)
         .minor_version = c->http10 ? 0 : 1,
         .content_type = res->content_type,
         .headers = res->headers,
+        .cors_origin = hearth_access_cors(c),
         .date = hearth_http_date_now(&io->date),
         .keep_alive = c->keep_alive,
         .content_length = res->body_len,
@@ -352,7 +354,10 @@ static void dispatch(hearth_conn *c)
     bool path_known;
     int ri = find_route(s, req.path, req.path_len, http->method, http->method_len, &path_known);
     c->route = ri >= 0 ? ri : HEARTH_MAX_ROUTES;
-    if (ri < 0) {
+    c->cors = s->cfg.cors_origin != NULL;
+    if (!hearth_access_check(&req, ri, path_known)) {
+        /* answered: 401 or a preflight */
+    } else if (ri < 0) {
         if (path_known) {
             char allow[256];
             allow_header(s, req.path, req.path_len, allow, sizeof allow);

@@ -68,6 +68,8 @@ int hearth_http_head_format(hearth_buf *out, const hearth_http_head *h)
         return rc;
     if (h->headers && (rc = hearth_buf_appends(out, h->headers)))
         return rc;
+    if (h->cors_origin && (rc = hearth_buf_printf(out, "Access-Control-Allow-Origin: %s\r\nVary: Origin\r\n", h->cors_origin)))
+        return rc;
     if (!h->keep_alive)
         rc = hearth_buf_appends(out, "Connection: close\r\n\r\n");
     else if (h->minor_version == 0)

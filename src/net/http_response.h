@@ -24,6 +24,7 @@ typedef struct hearth_http_head {
     int minor_version;        /* the request's HTTP/1.x version */
     const char *content_type; /* or NULL */
     const char *headers;      /* extra lines ending in CRLF, or NULL */
+    const char *cors_origin;  /* Access-Control-Allow-Origin value, or NULL */
     const char *date;         /* from hearth_http_date_now */
     bool keep_alive;          /* false: "Connection: close" */
     bool chunked;             /* "Transfer-Encoding: chunked" instead of Content-Length */

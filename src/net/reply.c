@@ -189,6 +189,7 @@ static void apply(hearth_io *io, reply_msg *m)
             .minor_version = c->http10 ? 0 : 1,
             .content_type = m->content_type,
             .headers = m->headers,
+            .cors_origin = hearth_access_cors(c),
             .date = hearth_http_date_now(&io->date),
             .keep_alive = c->keep_alive,
             .chunked = !c->http10,

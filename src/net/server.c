@@ -66,6 +66,10 @@ hearth_server *hearth_server_new(const hearth_server_config *cfg, hearth_err *er
     s->cfg = *cfg;
     snprintf(s->host, sizeof s->host, "%s", cfg->host ? cfg->host : "127.0.0.1");
     s->cfg.host = s->host;
+    if (cfg->api_key && !*cfg->api_key)
+        s->cfg.api_key = NULL;
+    if (cfg->cors_origin && !*cfg->cors_origin)
+        s->cfg.cors_origin = NULL;
     if (s->cfg.limits.max_headers > HEARTH_HTTP_MAX_HEADERS_CAP)
         s->cfg.limits.max_headers = HEARTH_HTTP_MAX_HEADERS_CAP;
     s->listen_fd = -1;
@@ -93,6 +97,12 @@ void hearth_server_free(hearth_server *s)
 
 int hearth_server_route(hearth_server *s, const char *method, const char *path, hearth_handler h, void *ctx)
 {
+    return hearth_server_route_flags(s, method, path, h, ctx, 0);
+}
+
+int hearth_server_route_flags(hearth_server *s, const char *method, const char *path, hearth_handler h, void *ctx,
+                              unsigned flags)
+{
     if (s->n_routes >= HEARTH_MAX_ROUTES)
         return HEARTH_ELIMIT;
     if (strlen(method) >= sizeof s->routes[0].method || strlen(path) >= sizeof s->routes[0].path)
@@ -102,6 +112,7 @@ int hearth_server_route(hearth_server *s, const char *method, const char *path, 
     snprintf(r->path, sizeof r->path, "%s", path);
     r->handler = h;
     r->ctx = ctx;
+    r->flags = flags;
     return HEARTH_OK;
 }
 

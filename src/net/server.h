@@ -38,6 +38,8 @@ typedef struct hearth_server_config {
     uint64_t drain_timeout_ms;    /* SIGTERM: longest wait for in-flight requests; default 10 s */
     int max_connections;          /* per process; past it new connections are closed at once; default 65536 */
     int backlog;                  /* listen(2) backlog; default 4096 */
+    const char *api_key;          /* when set, every non-public route wants "Authorization: Bearer <key>" -> else 401 */
+    const char *cors_origin;      /* when set, CORS headers name this origin ("*" for any) and OPTIONS preflights get 204 */
     char **argv;                  /* the process's argv, for --spawn to re-exec (borrowed) */
 } hearth_server_config;
 
@@ -112,6 +114,10 @@ void hearth_server_free(hearth_server *s);
  * is answered by the GET handler with the body suppressed. route_name is the
  * label used in /metrics. Call before hearth_server_run. */
 int hearth_server_route(hearth_server *s, const char *method, const char *path, hearth_handler h, void *ctx);
+/* HEARTH_ROUTE_PUBLIC: answered without the --api-key (health checks, metrics scrapers). */
+enum { HEARTH_ROUTE_PUBLIC = 1 };
+int hearth_server_route_flags(hearth_server *s, const char *method, const char *path, hearth_handler h, void *ctx,
+                              unsigned flags);
 
 /* Called in each serving process (in workers: after fork), on a thread of its
  * own while the server already answers, to load models there rather than in

@@ -44,6 +44,7 @@ typedef struct hearth_route {
     char path[128];
     hearth_handler handler;
     void *ctx;
+    unsigned flags;
 } hearth_route;
 
 /* ---- cross-thread reply messages ---- */
@@ -88,6 +89,7 @@ typedef struct hearth_conn {
     bool http10;
     bool stream_close_delimited;
     bool got_body_bytes;     /* for Expect: 100-continue: the client already started the body */
+    bool cors;               /* the response carries CORS headers */
     bool sent_continue;
     hearth_buf in;           /* raw bytes: [head][body or undecoded chunks][pipelined...] */
     hearth_buf out;          /* bytes waiting to be written */
@@ -185,6 +187,13 @@ void hearth_conn_request_done(hearth_conn *c);
 void hearth_conn_request_complete(hearth_conn *c);
 /* Queues a complete response on c (loop thread). */
 void hearth_conn_respond(hearth_conn *c, const hearth_response *res);
+
+/* access.c: --api-key and --cors-origin. Returns true when the request may
+ * go on to its handler; otherwise it has been answered (401, or 204 for a
+ * CORS preflight). route is the matched route or -1. */
+bool hearth_access_check(hearth_request *req, int route, bool path_known);
+/* The CORS origin for c's response, or NULL. */
+const char *hearth_access_cors(const hearth_conn *c);
 
 /* reply.c */
 void hearth_io_wake_cb(hearth_loop *loop, void *arg);

@@ -1,0 +1,45 @@
+"""--api-key (Bearer; /health and /metrics stay public) and --cors-origin
+(off by default; preflights and the allow-origin header when on)."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from hearth_test import Server, request, run  # noqa: E402
+
+
+def test_api_key():
+    with Server("--api-key", "s3cret", "--debug-routes") as srv:
+        assert request(srv.port, "GET", "/health")[0] == 200
+        assert request(srv.port, "GET", "/metrics")[0] == 200
+        st, h, body = request(srv.port, "GET", "/v1/models")
+        assert st == 401 and h["www-authenticate"] == "Bearer", (st, h)
+        assert json.loads(body)["error"]["type"] == "authentication_error"
+        st, _, _ = request(srv.port, "GET", "/v1/models", headers={"Authorization": "Bearer wrong"})
+        assert st == 401
+        st, _, _ = request(srv.port, "GET", "/v1/models", headers={"Authorization": "Bearer s3cre"})
+        assert st == 401  # a prefix of the key is not the key
+        st, _, _ = request(srv.port, "GET", "/v1/models", headers={"Authorization": "Bearer s3cret"})
+        assert st == 200
+        st, _, _ = request(srv.port, "POST", "/debug/echo", body=b"x", headers={"Authorization": "bearer s3cret"})
+        assert st == 200
+        # unknown paths do not reveal themselves to an unauthenticated client
+        assert request(srv.port, "GET", "/nope")[0] == 401
+
+
+def test_cors_off_by_default_and_on_when_asked():
+    with Server() as srv:
+        st, h, _ = request(srv.port, "GET", "/health", headers={"Origin": "http://example.test"})
+        assert "access-control-allow-origin" not in h
+        assert request(srv.port, "OPTIONS", "/v1/models")[0] == 405
+    with Server("--cors-origin", "http://app.test") as srv:
+        st, h, _ = request(srv.port, "GET", "/v1/models", headers={"Origin": "http://app.test"})
+        assert st == 200 and h["access-control-allow-origin"] == "http://app.test", h
+        st, h, _ = request(srv.port, "OPTIONS", "/v1/models", headers={"Origin": "http://app.test",
+                                                                     "Access-Control-Request-Method": "POST"})
+        assert st == 204 and "POST" in h["access-control-allow-methods"], (st, h)
+        assert "Authorization" in h["access-control-allow-headers"]
+
+
+if __name__ == "__main__":
+    run([test_api_key, test_cors_off_by_default_and_on_when_asked])
