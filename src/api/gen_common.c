@@ -221,6 +221,9 @@ static void on_done(hearth_gen_req *g, int status, const char *msg, const hearth
     hearth_gen_call *c = g->user;
     if (status == HEARTH_ENOTFOUND) {
         send_error(c, 503, "unavailable_error", "the request was cancelled (the server is stopping, or the answer could not be formatted)");
+    } else if (status == HEARTH_EINVAL) {
+        /* parameters the scheduler refused at admission (the checks here should have caught them) */
+        send_error(c, 400, "invalid_request_error", msg ? msg : "invalid generation parameters");
     } else if (status) {
         char m[600];
         snprintf(m, sizeof m, "generation failed: %s", msg ? msg : hearth_status_name(status));

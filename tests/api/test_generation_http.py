@@ -220,10 +220,8 @@ def test_bad_requests():
 
 def test_openai_shapes_raw():
     port = srv().port
-    st, doc = post_json(port, "/v1/chat/completions",
-                        {"model": "stories", "max_tokens": 8, "temperature": 0,
-                         "messages": [{"role": "system", "content": "Be brief."},
-                                      {"role": "user", "content": [{"type": "text", "text": "Once"}]}]})
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Once"}]}]
+    st, doc = post_json(port, "/v1/chat/completions", {"model": "stories", "max_tokens": 8, "temperature": 0, "messages": msgs})
     assert st == 200, doc
     assert re.fullmatch(r"chatcmpl-[0-9a-f]{24}", doc["id"]) and doc["object"] == "chat.completion", doc
     ch = doc["choices"][0]
@@ -234,7 +232,7 @@ def test_openai_shapes_raw():
     # streamed: role first, content deltas, an empty delta with the reason, usage, [DONE]
     st, h, body = post(port, "/chat/completions",
                        {"max_tokens": 8, "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
-                        "messages": [{"role": "user", "content": "Once"}]})
+                        "messages": msgs})
     ev = sse_events(body)
     assert ev[-1] == "[DONE]", ev
     assert ev[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}, ev[0]
@@ -264,8 +262,12 @@ def test_max_tokens_past_context_is_capped():
 
 
 def gen_alone_and_together(port, seeds):
-    def one(seed):
-        st, doc = post_json(port, "/completion", {"prompt": "Once upon a time", "n_predict": 40, "temperature": 1.0,
+    start = threading.Barrier(len(seeds))
+
+    def one(seed, barrier=None):
+        if barrier:
+            barrier.wait(30)
+        st, doc = post_json(port, "/completion", {"prompt": "Once upon a time", "n_predict": 150, "temperature": 1.0,
                                                   "top_k": 0, "top_p": 1, "min_p": 0, "seed": seed})
         assert st == 200, doc
         return doc["content"]
@@ -273,7 +275,7 @@ def gen_alone_and_together(port, seeds):
     together = [None] * len(seeds)
 
     def worker(i):
-        together[i] = one(seeds[i])
+        together[i] = one(seeds[i], start)
     ts = [threading.Thread(target=worker, args=(i,)) for i in range(len(seeds))]
     for t in ts:
         t.start()
@@ -347,7 +349,7 @@ def open_stream(port, doc):
 def test_disconnect_frees_the_slot():
     with Server("--model", slow_model(), "--parallel", "1", "--log-level", "info", timeout=300) as s:
         # to the end of a 2048-position context: minutes, were it not cancelled
-        a = open_stream(s.port, {"prompt": "Once", "n_predict": -1, "temperature": 0})
+        a = open_stream(s.port, {"prompt": "Once", "n_predict": -1, "temperature": 0, "stream": True})
         a.close()
         s.wait_log(r"cancelled after \d+ tokens; slot freed", timeout=30)
         t0 = time.time()
@@ -375,6 +377,14 @@ def test_queue_overflow_is_503():
         assert st in (400, 503), (st, doc)  # no template: 400 comes before queueing
         running.close()
         queued.close()
+        # both cancellations reach the scheduler: the slot and the queue empty
+        deadline = time.time() + 60
+        while metric(s.port, "hearth_gen_live_sequences") + metric(s.port, "hearth_gen_queue_depth") > 0:
+            assert time.time() < deadline, "the cancelled requests still hold the slot or the queue"
+            time.sleep(0.05)
+        body = request(s.port, "GET", "/metrics")[2].decode()
+        m = re.search(r'hearth_gen_requests_total\{model="[^"]*",result="cancelled"\} (\d+)', body)
+        assert m and int(m.group(1)) == 2, body
 
 
 def cleanup():
