@@ -7,7 +7,7 @@
 #   make test         build, then run the whole suite (tests/run.sh)
 #   make fuzz         libFuzzer targets (clang) in build-fuzz/
 #   make check        everything CI runs: the suite on the plain and the
-#                     sanitizer builds, then each fuzzer for FUZZ_SECONDS (60)
+#                     sanitizer builds, then each fuzzer for FUZZ_SECONDS (40)
 #
 # Each component in src/ is a static library compiled against an "include
 # view": build/inc/<component>/ holds links to only the components it may
@@ -90,7 +90,7 @@ $(BUILD)/tests.stamp: $(TEST_BINS)
 test: all
 	BUILD=$(BUILD) tests/run.sh
 
-FUZZ_SECONDS ?= 60
+FUZZ_SECONDS ?= 40
 check:
 	$(MAKE) -j2 all
 	$(MAKE) -j2 all SAN=1
