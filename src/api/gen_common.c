@@ -471,6 +471,7 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
     if (r)
         c->g.n_probs = (int)i;
     if (hearth_gen_opt_bool(req, doc, "cache_prompt", &c->g.cache_prompt) < 0 ||
+        hearth_gen_opt_bool(req, doc, "ignore_eos", &c->g.ignore_eos) < 0 ||
         hearth_gen_opt_bool(req, doc, "stream", &c->stream) < 0)
         return false;
     const cJSON *stop = cJSON_GetObjectItemCaseSensitive(doc, "stop");

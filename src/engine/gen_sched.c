@@ -247,7 +247,7 @@ static void sample_row(hearth_gen_sched *s, seq *q, const float *logits)
         q->t_first = now;
     q->t_last = now;
     q->n_gen++;
-    if (is_end(s, tok)) {
+    if (!req->ignore_eos && is_end(s, tok)) {
         finish(s, q, 0, HEARTH_GEN_EOS, NULL);
         return;
     }

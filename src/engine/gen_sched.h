@@ -96,6 +96,7 @@ struct hearth_gen_req {
     const char *const *stop;      /* borrowed until done */
     int n_stop;
     bool cache_prompt;            /* reuse a cached prefix (llama-server's cache_prompt; default true) */
+    bool ignore_eos;              /* keep going past end ids (llama-server's ignore_eos; benchmarks) */
     int n_probs;                  /* 0..16 */
     hearth_gen_text_cb on_text;
     hearth_gen_done_cb on_done;
