@@ -249,6 +249,13 @@ static void end_ids_stop_strings_and_context(void)
     char want[64];
     expected_text(p, 3, 50, want);
     CHECK_EQ_STR(t.text, want);
+    /* ignore_eos: the same prompt runs to n_predict, the end id's text included */
+    make(&t, p, 3, 12);
+    t.req.ignore_eos = true;
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.finish, HEARTH_GEN_LENGTH);
+    CHECK_EQ_INT(t.stats.n_gen, 12);
     /* a stop string made of the 3rd and 4th characters of the answer */
     int32_t q[4] = {2, 3, 4, 5};
     expected_text(q, 4, 20, want);
