@@ -119,6 +119,8 @@ BENCH_SRCS = $(wildcard bench/bench_*.c)
 BENCH_BINS = $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 $(BUILD)/bench/%: bench/%.c $(LIBS) $(BUILD)/inc/tests.stamp
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -I$(BUILD)/inc/tests -o $@ $< $(LINK_LIBS) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) -I$(BUILD)/inc/tests -o $@ $< $(LINK_LIBS) $(LDFLAGS) $(LDLIBS) $(BENCH_LIBS_$*)
+# bench_blas compares against OpenBLAS (libopenblas-dev), which hearth itself does not link
+BENCH_LIBS_bench_blas = -lopenblas
 .PHONY: bench
 bench: $(BENCH_BINS)
