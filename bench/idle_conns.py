@@ -14,7 +14,7 @@ if hard < need:
     sys.exit("RLIMIT_NOFILE hard limit %d < %d: raise it (ulimit -Hn) and rerun" % (hard, need))
 resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))  # inherited by the server below
 port = 18413
-proc = subprocess.Popen([binary, "serve", "--port", str(port), "--log-level", "warn"])
+proc = subprocess.Popen([binary, "serve", "--port", str(port), "--log-level", "warn", "--no-demo"])
 
 
 def rss():
@@ -28,17 +28,22 @@ def get_health(sock):
     while not data.endswith(b'{"status":"ok"}'):
         chunk = sock.recv(4096)
         if not chunk:
-            raise ConnectionError("closed")
+            raise ConnectionError("closed after %r" % data[:300])
         data += chunk
 
 
 try:
-    for _ in range(100):
+    for _ in range(200):  # until it answers 200 (503 while it starts)
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
+            c = socket.create_connection(("127.0.0.1", port), timeout=1)
+            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            ok = c.recv(100).startswith(b"HTTP/1.1 200")
+            c.close()
+            if ok:
+                break
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     warm = [socket.create_connection(("127.0.0.1", port)) for _ in range(100)]
     for s in warm:
         get_health(s)
