@@ -6,6 +6,7 @@ reads its log, and runs test functions, printing one TAP-style line each
 raises AssertionError with a message; the traceback and the server's log
 tail are printed to stderr.
 """
+import atexit
 import os
 import re
 import signal
@@ -20,6 +21,18 @@ BIN = os.environ.get("HEARTH_BIN") or os.path.join(os.path.dirname(__file__), ".
 SHARED = os.environ.get("HEARTH_SHARED") or os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared")
 
 
+_started = []
+
+
+@atexit.register
+def _kill_leftovers():
+    """A test that failed half-way must not leave its server running."""
+    for p in _started:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 class Server:
     """A hearth serve process; its stderr is collected in self.log."""
 
@@ -32,10 +45,16 @@ class Server:
                                      stdin=subprocess.DEVNULL)
         self.lines = []
         self._reader = threading.Thread(target=self._read, daemon=True)
+        _started.append(self.proc)
         self.port = int(self.args[3])
         self._reader.start()
         if wait_ready:
-            self.wait_health(timeout)
+            try:
+                self.wait_health(timeout)
+            except BaseException:
+                self.proc.kill()
+                self.proc.wait()
+                raise
 
     def _read(self):
         for raw in self.proc.stdout:
