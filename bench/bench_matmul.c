@@ -8,7 +8,10 @@
  *     2 x 2048x768, 768x2048 per layer, ~85M weights: larger than L3, so the
  *     weights stream from memory as in a real decode step), in GB/s of
  *     weights read, and the same for the 32000x768 output head alone;
- *   - prefill: M = 128 through the first two layers, in GFLOP/s (2 M N K / s).
+ *   - prefill: M = 128 through the first two layers, in GFLOP/s (2 M N K / s);
+ *   - batched decode: M = 1, 2, 4, 8 through all 12 layers, ms per pass and
+ *     per call (84 calls), and each M's time over M = 1's (continuous
+ *     batching runs one pass with M = live sequences: ideally ~1x).
  * and first the machine's streaming read bandwidth (1 GiB, all threads) and
  * FMA peak, to judge the figures against. Best of several runs; timings are
  * noisy on shared cores, so compare arms run back to back.
@@ -141,6 +144,16 @@ static void bench_type(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype t)
     printf("%-5s  M=1 layers %6.1f GB/s (%5.2f ms)  head %6.1f GB/s  |  M=128 %6.1f GFLOP/s (%5.1f ms)\n",
            hearth_dtype_get(t)->name, (double)m.bytes / s1 / 1e9, s1 * 1e3,
            (double)m.head_rb * VOCAB / best_head / 1e9, M * flops_layers * PREFILL_LAYERS / LAYERS / s128 / 1e9, s128 * 1e3);
+    const int64_t sweep[] = {1, 2, 4, 8};
+    double s_m1 = 0;
+    printf("       decode");
+    for (size_t i = 0; i < sizeof sweep / sizeof sweep[0]; i++) {
+        double s = run_layers(isa, pool, &m, LAYERS, x, sweep[i], y, 15);
+        s_m1 = i == 0 ? s : s_m1;
+        printf("  M=%lld %5.2f ms (%.3f/call, %.2fx)", (long long)sweep[i], s * 1e3, s * 1e3 / (LAYERS * MATS),
+               s / s_m1);
+    }
+    printf("\n");
     fflush(stdout);
     for (int l = 0; l < LAYERS; l++)
         for (int i = 0; i < MATS; i++)

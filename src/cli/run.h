@@ -16,6 +16,7 @@ typedef struct run_opts {
     int ctx_size;
     int n_batch;
     int reps;
+    int parallel;            /* --bench: sequences decoded at once (0, 1: only tg) */
     bool bench;
     bool no_bos;
     const char *dump_logits;

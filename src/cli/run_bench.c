@@ -3,7 +3,10 @@
  * --bench measures what llama-bench measures, the same way, so the numbers
  * can be set side by side: pp N is one prefill of N random valid tokens
  * into an empty cache (in forward passes of n_batch tokens); tg N is N
- * single-token decode steps, also from an empty cache. Each test runs once
+ * single-token decode steps, also from an empty cache; with --parallel P,
+ * "tg N xP" is N steps that each decode P sequences (slots) in one forward
+ * pass of P tokens, as continuous batching does, its t/s summed over the P
+ * sequences (ideally ~P times tg's: a step reads the weights once). Each test runs once
  * untimed (page faults, pool start-up), then -r times; the table shows the
  * mean and sample standard deviation of tokens/s over the runs. For tg it
  * adds the weight bytes read per second (hearth_llama_weight_bytes x tok/s)
@@ -54,6 +57,30 @@ static int timed_run(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const in
     uint64_t t0 = hearth_now_ns();
     for (int64_t i = 0; i < n; i += step) {
         hearth_llama_batch b = {.n = (int32_t)(n - i < step ? n - i : step), .tokens = tokens + i, .slot = slots};
+        int rc = hearth_llama_forward(m, kv, pool, &b, logits, err);
+        if (rc)
+            return rc;
+    }
+    *seconds = (double)(hearth_now_ns() - t0) / 1e9;
+    return 0;
+}
+
+/* n decode steps of P sequences at once: slot s gets tokens[(i + 7 s) % n]. */
+static int timed_parallel(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const int32_t *tokens, int64_t n,
+                          int32_t P, int32_t *step_tokens, const int32_t *slots, float *logits, double *seconds,
+                          hearth_err *err)
+{
+    for (int32_t s = 0; s < P; s++)
+        hearth_kv_truncate(kv, s, 0);
+    uint64_t t0 = hearth_now_ns();
+    for (int64_t i = 0; i < n; i++) {
+        for (int32_t s = 0; s < P; s++)
+            step_tokens[s] = tokens[(i + 7 * s) % n];
+        /* NULL want_logits would give only the last token's: each sequence needs its own */
+        bool want[256];
+        for (int32_t s = 0; s < P; s++)
+            want[s] = true;
+        hearth_llama_batch b = {.n = P, .tokens = step_tokens, .slot = slots, .want_logits = want};
         int rc = hearth_llama_forward(m, kv, pool, &b, logits, err);
         if (rc)
             return rc;
@@ -125,10 +152,12 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
     int status = 1;
     double *tps = calloc((size_t)o->reps, sizeof *tps);
     int32_t *tokens = malloc((size_t)(n_max ? n_max : 1) * sizeof *tokens);
-    int32_t *slots = calloc((size_t)o->n_batch, sizeof *slots);
-    float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
-    hearth_kv *kv = hearth_kv_new(m, 1, n_max ? n_max : 1, &err);
-    if (!tps || !tokens || !slots || !logits || !kv) {
+    int32_t P = o->parallel > 1 ? o->parallel : 1;
+    int32_t *slots = calloc((size_t)(o->n_batch > P ? o->n_batch : P), sizeof *slots);
+    int32_t *par_slots = malloc((size_t)P * sizeof *par_slots), *par_tokens = malloc((size_t)P * sizeof *par_tokens);
+    float *logits = malloc((size_t)hp->n_vocab * (size_t)P * sizeof *logits);
+    hearth_kv *kv = hearth_kv_new(m, P, n_max ? n_max : 1, &err);
+    if (!tps || !tokens || !slots || !par_slots || !par_tokens || !logits || !kv) {
         fprintf(stderr, "hearth run --bench: %s\n", err.msg[0] ? err.msg : "out of memory");
         goto done;
     }
@@ -156,24 +185,31 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
            "test", "t/s", "GB/s");
     printf("| %.24s | ---------: | ---------: | ------ | ------: | -------: | -------------------: | -------: |\n",
            "------------------------------");
+    for (int32_t s = 0; s < P; s++)
+        par_slots[s] = s;
     double tg_mean = 0;
-    for (int test = 0; test < 2; test++) {
+    for (int test = 0; test < 3; test++) {
         int n = test == 0 ? pp : tg;
-        if (n == 0)
+        if (n == 0 || (test == 2 && P == 1))
             continue;
         int32_t step = test == 0 ? o->n_batch : 1;
         for (int r = -1; r < o->reps; r++) {
             double sec;
-            if (timed_run(m, kv, pool, tokens, n, step, slots, logits, &sec, &err)) {
+            int rc = test == 2 ? timed_parallel(m, kv, pool, tokens, n, P, par_tokens, par_slots, logits, &sec, &err)
+                               : timed_run(m, kv, pool, tokens, n, step, slots, logits, &sec, &err);
+            if (rc) {
                 fprintf(stderr, "hearth run --bench: %s\n", err.msg);
                 goto done;
             }
             if (r >= 0)
-                tps[r] = sec > 0 ? n / sec : 0;
+                tps[r] = sec > 0 ? (test == 2 ? P : 1) * n / sec : 0;
         }
         stats s = stats_of(tps, o->reps);
         char test_name[32], ts[48], gbs[16] = "-";
-        snprintf(test_name, sizeof test_name, "%s%d", test == 0 ? "pp" : "tg", n);
+        if (test == 2)
+            snprintf(test_name, sizeof test_name, "tg%d x%d", n, P);
+        else
+            snprintf(test_name, sizeof test_name, "%s%d", test == 0 ? "pp" : "tg", n);
         snprintf(ts, sizeof ts, "%.2f ± %.2f", s.mean, s.sd);
         if (test == 1) {
             snprintf(gbs, sizeof gbs, "%.2f", wbytes * s.mean / 1e9);
@@ -199,6 +235,8 @@ done:
     free(tps);
     free(tokens);
     free(slots);
+    free(par_slots);
+    free(par_tokens);
     free(logits);
     return status;
 }

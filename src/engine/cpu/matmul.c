@@ -27,6 +27,7 @@
  * sequentially and they stay in L1; not measured). */
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_impl.h"
+#include "engine/cpu/rowdot_multi.h"
 
 #include "base/cpu.h"
 #include "base/err.h"
@@ -288,6 +289,9 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     int threads = hearth_pool_size(pool);
     int rc = 0;
     hearth_block_q8a *xq = NULL;
+    /* batched decode: one W row against up to 8 X rows at once (rowdot_multi.c) */
+    if (M < gemm_min_m(wt) && hearth_rowdot_multi_has(isa, wt, M))
+        return hearth_rowdot_multi(isa, pool, wt, W, w_row_bytes, N, K, X, x_stride, M, Y, y_stride);
     if (M >= gemm_min_m(wt) && j.kt->qgemm[wt] && j.kt->qx_row)
         return run_qgemm(pool, &j, threads);
     if (M >= gemm_min_m(wt)) {

@@ -10,6 +10,7 @@
 #include "base/err.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_impl.h"
+#include "engine/cpu/rowdot_multi.h"
 
 #include <stdint.h>
 
@@ -123,6 +124,12 @@ static void vec_dots_match_oracle(void)
     }
 }
 
+/* The path check_case runs: hearth_cpu_matmul_on, or a kernel family alone. */
+typedef int (*matmul_fn)(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes,
+                         int64_t N, int64_t K, const float *X, int64_t x_stride, int64_t M, float *Y,
+                         int64_t y_stride);
+static matmul_fn g_matmul = hearth_cpu_matmul_on;
+
 /* Y from matmul_on vs the oracle, with the bound for each element written out:
  * f32 accumulation error 2e-5 sum|x w| (K <= 768, blocked sums), plus for the
  * quantized types the q8a rounding of X: sum_k |w_k| * (amax of x's block)/254. */
@@ -137,7 +144,7 @@ static int check_case(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype t, int
         x[i] = frand();
     for (int64_t i = 0; i < M * ldy; i++)
         y[i] = yr[i] = -7.0f; /* canary in the stride padding */
-    int rc = hearth_cpu_matmul_on(isa, pool, t, w, rb, N, K, x, ldx, M, y, ldy);
+    int rc = g_matmul(isa, pool, t, w, rb, N, K, x, ldx, M, y, ldy);
     int rc_ref = hearth_cpu_matmul_ref(NULL, t, w, rb, N, K, x, ldx, M, yr, ldy);
     int bad = rc != 0 || rc_ref != 0;
     for (int64_t n = 0; n < N && !bad; n++) {
@@ -176,7 +183,7 @@ static int check_case(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype t, int
 static void matmul_matches_oracle(void)
 {
     /* 16, 33, 65: past every type's switch to a GEMM (matmul.c, gemm_min_m) */
-    const int64_t ms[] = {1, 2, 3, 7, 16, 33, 65}, ns[] = {1, 5, 37, 70};
+    const int64_t ms[] = {1, 2, 3, 4, 5, 7, 8, 15, 16, 33, 65}, ns[] = {1, 5, 37, 70};
     hearth_pool *pool = hearth_pool_new(2);
     for (int isa = 0; isa < HEARTH_ISA_COUNT_; isa++) {
         if (!hearth_cpu_isa_available((hearth_cpu_isa)isa))
@@ -217,6 +224,68 @@ static void gemm_paths_match_oracle(void)
         }
         CHECK_MSG(bad == 0, "%s: %d mismatches", hearth_cpu_isa_name((hearth_cpu_isa)isa), bad);
     }
+    hearth_pool_free(pool);
+}
+
+/* The multi-row row dots of rowdot_multi*.c called directly (the matmul
+ * driver hands them only M below each type's GEMM switch): every type, 1 to
+ * 8 rows in one call and 9, 15 in two (5 + 4, 8 + 7), odd N, K with partial
+ * 256-element pieces (Q8_0 / Q4_0 at K = 96, 288, 544; odd K for f32). */
+static void multi_row_dots_match_oracle(void)
+{
+    const int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 15}, ns[] = {1, 37, 71};
+    hearth_pool *pool = hearth_pool_new(2);
+    g_matmul = hearth_rowdot_multi;
+    for (int isa = 0; isa < HEARTH_ISA_COUNT_; isa++) {
+        const hearth_mdot_kernels *kt = hearth_mdot_kernels_of((hearth_cpu_isa)isa);
+        if (!kt || !hearth_cpu_isa_available((hearth_cpu_isa)isa))
+            continue;
+        int bad = 0, cases = 0;
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            if (!kt->dot[TYPES[ti]][1])
+                continue;
+            int64_t ks[8];
+            int nk = ks_of(TYPES[ti], ks);
+            for (int ki = 0; ki < nk; ki++)
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++, cases++)
+                        bad += check_case((hearth_cpu_isa)isa, (mi + ni) % 2 ? pool : NULL, TYPES[ti], ms[mi],
+                                          ns[ni], ks[ki]);
+        }
+        CHECK_MSG(bad == 0, "%s multi-row: %d mismatches", hearth_cpu_isa_name((hearth_cpu_isa)isa), bad);
+        CHECK_MSG(cases > 0, "%s multi-row: no type covered", hearth_cpu_isa_name((hearth_cpu_isa)isa));
+        /* X as the kernels take it holds hearth_quant_q8a_row's values, zero past K */
+        for (int64_t K = 32; K <= 544; K += 256) {
+            int64_t M = 3, Kp = (K + 255) / 256 * 256;
+            hearth_mx mx = {.M = M, .K = K, .Kp = Kp, .q = malloc((size_t)(M * Kp))};
+            mx.dxl = malloc((size_t)(M * Kp / 4) * sizeof(float));
+            mx.s16 = malloc((size_t)(M * Kp / 16) * sizeof(float));
+            float *x = malloc((size_t)K * sizeof *x);
+            hearth_block_q8a *xq = malloc((size_t)(K / 32) * sizeof *xq);
+            for (int64_t k = 0; k < K; k++)
+                x[k] = frand() * (k % 7 == 0 ? 3.0f : 1.0f);
+            hearth_quant_q8a_row(x, xq, K);
+            kt->q_row(x, &mx, 1);
+            int same = 1;
+            for (int64_t k = 0; k < Kp; k++) {
+                int64_t c = k / 64, at = (c * M + 1) * 64 + k % 64, g = (c * M + 1) * 16 + k % 64 / 4;
+                int q = k < K ? xq[k / 32].qs[k % 32] : 0;
+                float d = k < K ? xq[k / 32].d : 0;
+                same &= mx.q[at] == q && mx.dxl[g] == d;
+                if (k % 16 == 0) {
+                    double s = 0;
+                    for (int64_t l = k; l < k + 16 && l < K; l++)
+                        s += xq[l / 32].qs[l % 32];
+                    float got = mx.s16[((k / 256) * M + 1) * 16 + k % 256 / 16];
+                    same &= fabs(got - d * s) <= 1e-6 * (fabs(d * s) + 1);
+                }
+            }
+            CHECK_MSG(same, "%s q_row differs from hearth_quant_q8a_row, K=%lld", hearth_cpu_isa_name(isa),
+                      (long long)K);
+            free(mx.q), free(mx.dxl), free(mx.s16), free(x), free(xq);
+        }
+    }
+    g_matmul = hearth_cpu_matmul_on;
     hearth_pool_free(pool);
 }
 
@@ -285,6 +354,7 @@ int main(void)
     RUN(vec_dots_match_oracle);
     RUN(matmul_matches_oracle);
     RUN(gemm_paths_match_oracle);
+    RUN(multi_row_dots_match_oracle);
     RUN(bad_arguments_are_rejected);
     print_speed();
     TEST_EXIT();
