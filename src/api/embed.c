@@ -278,15 +278,16 @@ static void submit(hearth_request *req, hearth_api *api, hearth_embed_model *m, 
     r->job.done = on_done;
     r->job.user = r;
     snprintf(r->model, sizeof r->model, "%s", m->info->name);
-    int rc = hearth_embed_queue_submit(m->queue, &r->job);
-    if (rc) {
-        hearth_respond_error(req, 429, "rate_limit_error",
-                             "too many requests are waiting for model '%s' (--max-concurrent-requests %d): retry later",
-                             m->info->name, api->state->embed.max_concurrent);
-        req_free(r);
-        return;
-    }
+    /* Deferred before it is queued: a fast scheduler may finish the job
+     * before submit returns, and its reply needs the handle. */
     r->reply = hearth_request_defer(req, on_release, r);
+    if (hearth_embed_queue_submit(m->queue, &r->job) != 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "too many requests are waiting for model '%s' (--max-concurrent-requests %d): retry later",
+                 m->info->name, api->state->embed.max_concurrent);
+        error_reply(r, 429, "rate_limit_error", msg);
+        req_unref(r); /* the queue's reference: it never took the job */
+    }
 }
 
 static hearth_embed_model *model_or_respond(hearth_request *req, hearth_api *api, const char *name)

@@ -94,7 +94,9 @@ typedef struct hearth_reply {
 typedef void (*hearth_release_cb)(void *arg, bool cancelled);
 
 /* Takes the request off the loop: the connection waits (reading no further
- * requests) until the reply is sent. on_release may be NULL. */
+ * requests) until the reply is sent. on_release may be NULL. Defer BEFORE
+ * handing the work to another thread: a fast worker may otherwise finish
+ * and reply before the handle exists. */
 hearth_reply hearth_request_defer(hearth_request *req, hearth_release_cb on_release, void *arg);
 /* A complete response. Returns 0, or HEARTH_ENOTFOUND when the handle is stale. */
 int hearth_reply_send(hearth_server *s, hearth_reply h, const hearth_response *res);
