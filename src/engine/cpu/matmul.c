@@ -27,6 +27,7 @@
  * sequentially and they stay in L1; not measured). */
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_impl.h"
+#include "engine/cpu/scratch.h"
 
 #include "base/cpu.h"
 #include "base/err.h"
@@ -192,12 +193,12 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
     int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
     int64_t n_panels = (n1 - n0 + nr - 1) / nr;
     size_t panel_bytes = (size_t)n_panels * nr * KC * sizeof(float);
-    float *panels = aligned_alloc(64, panel_bytes);
-    float *tmp = malloc((size_t)nr * KC * sizeof *tmp);
-    if (!panels || !tmp) {
+    float *panels = hearth_cpu_scratch(HEARTH_SCRATCH_TASK, panel_bytes + (size_t)nr * KC * sizeof(float));
+    if (!panels) {
         atomic_store(&j->failed, 1);
-        goto done;
+        return;
     }
+    float *tmp = panels + panel_bytes / sizeof(float);
     for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
         int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
         pack(j, n0, n1, k0, kc, panels, tmp);
@@ -211,9 +212,6 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
             }
         }
     }
-done:
-    free(panels);
-    free(tmp);
 }
 
 static void qgemm_task(void *ctx, int64_t t, int64_t n_tasks)
@@ -235,14 +233,12 @@ static void qx_task(void *ctx, int64_t m, int64_t n_tasks)
 static int run_qgemm(hearth_pool *pool, job *j, int threads)
 {
     int64_t nb = j->K / 32;
-    j->qx = (hearth_qx){.M = j->M, .K = j->K};
-    j->qx.u = malloc((size_t)j->M * (size_t)j->K);
-    j->qx.d = malloc((size_t)j->M * (size_t)nb * 2 * sizeof(float));
-    if (!j->qx.u || !j->qx.d) {
-        free(j->qx.u);
-        free(j->qx.d);
+    /* floats first: K is a multiple of 32, so the bytes after stay aligned */
+    size_t fbytes = (size_t)j->M * (size_t)nb * 2 * sizeof(float);
+    char *buf = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, fbytes + (size_t)j->M * (size_t)j->K);
+    if (!buf)
         return HEARTH_ENOMEM;
-    }
+    j->qx = (hearth_qx){.M = j->M, .K = j->K, .d = (float *)buf, .u = (uint8_t *)buf + fbytes};
     j->qx.s = j->qx.d + j->M * nb;
     hearth_pool_run(pool, qx_task, j, j->M);
     j->chunk = (j->N + 2 * threads - 1) / (2 * threads);
@@ -250,8 +246,6 @@ static int run_qgemm(hearth_pool *pool, job *j, int threads)
     if (j->chunk > GEMM_CHUNK_MAX)
         j->chunk = GEMM_CHUNK_MAX;
     hearth_pool_run(pool, qgemm_task, j, (j->N + j->chunk - 1) / j->chunk);
-    free(j->qx.u);
-    free(j->qx.d);
     return atomic_load(&j->failed) ? HEARTH_ENOMEM : 0;
 }
 
@@ -286,8 +280,6 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     };
     j.dot = j.kt->vec_dot[wt] ? j.kt->vec_dot[wt] : hearth_quant_vec_dot_ref_fn(wt);
     int threads = hearth_pool_size(pool);
-    int rc = 0;
-    hearth_block_q8a *xq = NULL;
     if (M >= gemm_min_m(wt) && j.kt->qgemm[wt] && j.kt->qx_row)
         return run_qgemm(pool, &j, threads);
     if (M >= gemm_min_m(wt)) {
@@ -300,18 +292,16 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     } else {
         if (j.kt->qv_dot[wt] && j.kt->qv_row) {
             j.qv_dot = j.kt->qv_dot[wt];
-            j.qv = (hearth_qv){.M = M, .K = K, .q = malloc((size_t)M * (size_t)K)};
-            j.qv.d = malloc((size_t)M * (size_t)(K / 32) * 3 * sizeof(float));
-            if (!j.qv.q || !j.qv.d) {
-                free(j.qv.q);
-                free(j.qv.d);
+            size_t fbytes = (size_t)M * (size_t)(K / 32) * 3 * sizeof(float);
+            char *buf = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, fbytes + (size_t)M * (size_t)K);
+            if (!buf)
                 return HEARTH_ENOMEM;
-            }
+            j.qv = (hearth_qv){.M = M, .K = K, .d = (float *)buf, .q = (int8_t *)(buf + fbytes)};
             j.qv.s16 = j.qv.d + M * (K / 32);
             for (int64_t m = 0; m < M; m++)
                 j.kt->qv_row(X + m * x_stride, &j.qv, m);
         } else if (hearth_quant_uses_q8a(wt)) {
-            xq = malloc((size_t)M * (size_t)(K / 32) * sizeof *xq);
+            hearth_block_q8a *xq = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, (size_t)M * (size_t)(K / 32) * sizeof *xq);
             if (!xq)
                 return HEARTH_ENOMEM;
             for (int64_t m = 0; m < M; m++)
@@ -322,12 +312,7 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
         j.chunk = ceil_div(N, 8 * (int64_t)threads);
         hearth_pool_run(pool, rowdot_task, &j, ceil_div(N, j.chunk));
     }
-    if (atomic_load(&j.failed))
-        rc = HEARTH_ENOMEM;
-    free(xq);
-    free(j.qv.q);
-    free(j.qv.d);
-    return rc;
+    return atomic_load(&j.failed) ? HEARTH_ENOMEM : 0;
 }
 
 int hearth_cpu_matmul(hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N, int64_t K,

@@ -10,6 +10,7 @@
 #include "base/err.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_impl.h"
+#include "engine/cpu/scratch.h"
 
 #include <stdint.h>
 
@@ -234,6 +235,28 @@ static void bad_arguments_are_rejected(void)
                  HEARTH_EUNSUPPORTED);
 }
 
+/* The per-thread scratch: aligned, reused while big enough, grown past its
+ * capacity, bounded, and usable again after a release (a matmul after the
+ * release still matches the oracle). */
+static void scratch_is_reused_and_bounded(void)
+{
+    char *a = hearth_cpu_scratch(HEARTH_SCRATCH_TASK, 1000);
+    CHECK(a != NULL && (uintptr_t)a % 64 == 0);
+    CHECK(hearth_cpu_scratch(HEARTH_SCRATCH_TASK, 10) == a);
+    char *c = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, 1000);
+    CHECK(c != NULL && c != a);
+    memset(c, 1, 1000);
+    char *b = hearth_cpu_scratch(HEARTH_SCRATCH_TASK, 1 << 20);
+    CHECK(b != NULL && (uintptr_t)b % 64 == 0);
+    memset(b, 2, 1 << 20);
+    CHECK(hearth_cpu_scratch(HEARTH_SCRATCH_CALL, 1000) == c && c[999] == 1);
+    CHECK(hearth_cpu_scratch(HEARTH_SCRATCH_TASK, HEARTH_SCRATCH_MAX + 1) == NULL);
+    hearth_cpu_matmul_release_scratch();
+    CHECK(check_case(hearth_cpu_matmul_isa(), NULL, HEARTH_F16, 40, 70, 96) == 0);
+    CHECK(check_case(hearth_cpu_matmul_isa(), NULL, HEARTH_Q4_K, 40, 70, 256) == 0);
+    hearth_cpu_matmul_release_scratch();
+}
+
 static double seconds_of_best(int reps, hearth_pool *pool, hearth_dtype t, const void *w, size_t rb, int64_t N,
                               int64_t K, const float *x, int64_t M, float *y)
 {
@@ -286,6 +309,7 @@ int main(void)
     RUN(matmul_matches_oracle);
     RUN(gemm_paths_match_oracle);
     RUN(bad_arguments_are_rejected);
+    RUN(scratch_is_reused_and_bounded);
     print_speed();
     TEST_EXIT();
 }
