@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KC 256
+#define KC HEARTH_GEMM_KC
 /* W rows per GEMM task at most: a 256 x KC panel is 256 KiB, within L2. */
 #define GEMM_CHUNK_MAX 256
 
@@ -142,6 +142,7 @@ static void rowdot_task(void *ctx, int64_t t, int64_t n_tasks)
     }
 }
 
+/* hearth_pack_fn in portable C, for nr-row panels. */
 static void pack_scalar(const void *const *rows_v, int n_rows, int64_t kc, float *panel, int nr)
 {
     const float *const *rows = (const float *const *)rows_v;
@@ -151,21 +152,28 @@ static void pack_scalar(const void *const *rows_v, int n_rows, int64_t kc, float
 }
 
 /* W rows [n0, n1), columns [k0, k0 + kc) into panels of nr_max rows, each
- * [kc][nr_max], zero past n1. Types the ISA packs straight from W go so;
- * the others are converted row by row into tmp (nr_max rows of KC floats),
- * then transposed together. */
+ * [kc][nr_max], zero past n1. Types the ISA packs straight from W go in one
+ * call for all rows (so its prefetching runs ahead across panels); the
+ * others are converted row by row into tmp (nr_max rows of KC floats),
+ * then transposed a panel at a time. */
 static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, float *panels, float *tmp)
 {
     const int nr = j->kt->nr_max;
     size_t off = (size_t)(k0 / j->block) * j->block_bytes;
     hearth_to_f32_fn to_f32 = j->kt->to_f32[j->wt];
     hearth_pack_fn raw = j->kt->pack_raw[j->wt];
+    const void *rows[GEMM_CHUNK_MAX];
+    if (raw) {
+        for (int64_t n = n0; n < n1; n++)
+            rows[n - n0] = j->W + (size_t)n * j->w_row_bytes + off;
+        raw(rows, (int)(n1 - n0), kc, panels);
+        return;
+    }
     for (int64_t p0 = n0; p0 < n1; p0 += nr) {
-        const void *rows[64];
         int n_rows = n1 - p0 < nr ? (int)(n1 - p0) : nr;
         for (int r = 0; r < n_rows; r++) {
             const char *src = j->W + (size_t)(p0 + r) * j->w_row_bytes + off;
-            if (raw || j->wt == HEARTH_F32) {
+            if (j->wt == HEARTH_F32) {
                 rows[r] = src;
                 continue;
             }
@@ -176,9 +184,7 @@ static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, f
             rows[r] = tmp + r * KC;
         }
         float *panel = panels + (p0 - n0) / nr * kc * nr;
-        if (raw)
-            raw(rows, n_rows, kc, panel);
-        else if (j->kt->pack_panel)
+        if (j->kt->pack_panel)
             j->kt->pack_panel(rows, n_rows, kc, panel);
         else
             pack_scalar(rows, n_rows, kc, panel, nr);

@@ -13,6 +13,10 @@
 
 #include <stdint.h>
 
+/* The f32 GEMM's K slice: panels are at most this deep. A multiple of every
+ * block size, so slices never split a block. */
+#define HEARTH_GEMM_KC 256
+
 /* The weight panel layout the GEMM tile reads: kc rows of nr_max floats,
  * element [k][j] = W[n0 + j][k0 + k] (zero past the last row of W), 64-byte
  * aligned. */
@@ -21,8 +25,10 @@ typedef void (*hearth_gemm_tile_fn)(const float *x, int64_t ldx, const float *pa
 
 /* n elements of a weight row (n a multiple of the type's block) to f32. */
 typedef void (*hearth_to_f32_fn)(const void *src, float *dst, int64_t n);
-/* The panel above from n_rows (<= nr_max) rows of kc elements, f32 or (for
- * pack_raw) of the weight type. */
+/* Panels in the layout above from n_rows rows of kc elements (any n_rows:
+ * ceil(n_rows / nr_max) consecutive panels of kc * nr_max floats, the last
+ * zero-padded), f32 or (for pack_raw) of the weight type. kc <=
+ * HEARTH_GEMM_KC. */
 typedef void (*hearth_pack_fn)(const void *const *rows, int n_rows, int64_t kc, float *panel);
 
 /* X quantized for the integer GEMM, M rows: u, K bytes per row, holds the
