@@ -117,6 +117,7 @@ typedef struct job {
     hearth_qx qx;               /* X for the integer GEMM */
     hearth_qv qv;               /* X for qv_dot, when q is set */
     hearth_qv_dot_fn qv_dot;
+    hearth_qv_dot2_fn qv_dot2; /* or NULL */
     float *Y;
     size_t block_bytes;
     int64_t block;
@@ -127,6 +128,18 @@ static void rowdot_task(void *ctx, int64_t t, int64_t n_tasks)
 {
     job *j = ctx;
     int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
+    if (j->qv_dot2) {
+        for (; n0 + 1 < n1; n0 += 2) {
+            const char *w = j->W + (size_t)n0 * j->w_row_bytes;
+            for (int64_t m = 0; m < j->M; m++) {
+                float out[2];
+                j->qv_dot2(w, w + j->w_row_bytes, j->qv.q + m * j->K, j->qv.d + m * (j->K / 32),
+                           j->qv.s16 + m * (j->K / 16), j->K, out);
+                j->Y[m * j->ldy + n0] = out[0];
+                j->Y[m * j->ldy + n0 + 1] = out[1];
+            }
+        }
+    }
     for (int64_t n = n0; n < n1; n++) {
         const char *w = j->W + (size_t)n * j->w_row_bytes;
         if (j->qv.q) {
@@ -298,6 +311,7 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     } else {
         if (j.kt->qv_dot[wt] && j.kt->qv_row) {
             j.qv_dot = j.kt->qv_dot[wt];
+            j.qv_dot2 = j.kt->qv_dot2[wt];
             size_t fbytes = (size_t)M * (size_t)(K / 32) * 3 * sizeof(float);
             char *buf = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, fbytes + (size_t)M * (size_t)K);
             if (!buf)

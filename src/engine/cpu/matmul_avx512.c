@@ -167,6 +167,9 @@ const hearth_cpu_kernels hearth_cpu_kernels_avx512 = {
         [HEARTH_Q4_K] = hearth_qv_dot_q4_k_avx512,
         [HEARTH_Q6_K] = hearth_qv_dot_q6_k_avx512,
     },
+    .qv_dot2 = {
+        [HEARTH_Q4_K] = hearth_qv_dot2_q4_k_avx512,
+    },
     .qv_row = hearth_qv_row_avx512,
 };
 

@@ -88,7 +88,7 @@ static void vec_dots_match_oracle(void)
             for (int ki = 0; ki < nk; ki++) {
                 int64_t K = ks[ki];
                 size_t rb;
-                void *w = make_weights(t, 1, K, &rb);
+                void *w = make_weights(t, 2, K, &rb); /* row 1 only for qv_dot2 */
                 float *x = malloc((size_t)K * sizeof *x), *wd = malloc((size_t)K * sizeof *wd);
                 for (int64_t k = 0; k < K; k++)
                     x[k] = frand();
@@ -116,6 +116,15 @@ static void vec_dots_match_oracle(void)
                     float got_qv = kt->qv_dot[t](w, qv.q, qv.d, qv.s16, K);
                     CHECK_MSG(fabs(got_qv - want) <= 1e-5 * sumabs + 1e-6, "%s qv %s K=%lld: %g vs %g", kt->name,
                               hearth_dtype_get(t)->name, (long long)K, got_qv, want);
+                    if (kt->qv_dot2[t]) {
+                        /* the same operations per row as qv_dot, so the same bits */
+                        const char *w1 = (const char *)w + rb;
+                        float two[2];
+                        kt->qv_dot2[t](w, w1, qv.q, qv.d, qv.s16, K, two);
+                        CHECK_MSG(two[0] == got_qv && two[1] == kt->qv_dot[t](w1, qv.q, qv.d, qv.s16, K),
+                                  "%s qv_dot2 %s K=%lld: %g, %g", kt->name, hearth_dtype_get(t)->name, (long long)K,
+                                  two[0], two[1]);
+                    }
                     free(qv.q), free(qv.d);
                 }
                 free(w), free(x), free(wd), free(xq);
