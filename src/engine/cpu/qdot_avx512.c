@@ -139,6 +139,7 @@ static inline __attribute__((always_inline)) void q4_k_rows(const int R, const h
         __m256 dx = _mm256_loadu_ps(d), sx = pair_sums(s16);
         __m512i x0 = load_x2(x, x + 64), x1 = load_x2(x + 32, x + 96);
         __m512i x2 = load_x2(x + 128, x + 192), x3 = load_x2(x + 160, x + 224);
+#pragma GCC unroll 2
         for (int r = 0; r < R; r++) {
             const hearth_block_q4_k *b = w[r] + i;
             uint64_t scb, mnb;
@@ -160,6 +161,7 @@ static inline __attribute__((always_inline)) void q4_k_rows(const int R, const h
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p3), _mm512_permutexvar_ps(i57, s), acc[r]);
         }
     }
+#pragma GCC unroll 2
     for (int r = 0; r < R; r++) {
         __m128 m = _mm_add_ps(_mm256_castps256_ps128(mins[r]), _mm256_extractf128_ps(mins[r], 1));
         m = _mm_add_ps(m, _mm_movehl_ps(m, m));
