@@ -7,17 +7,19 @@
  *     rows; each row is read from memory once and dotted with all M rows of
  *     X (the X rows stay in cache). Quantized types dot against X quantized
  *     to q8a once per call (or, where the ISA has qv_dot, the same values in
- *     planar form), so the loop is integer multiply-adds on stored blocks.
+ *     planar form), so the loop is integer multiply-adds on stored blocks;
+ *     where the ISA has qv_dot2 (Q4_K), rows go two at a time, sharing X.
  *   - integer GEMM (M >= gemm_min_m, quantized types, where the ISA has
  *     one: AVX-512 VNNI): X quantized once, W unpacked slice by slice into
  *     int8 panels; see qgemm_avx512.c.
  *   - packed f32 GEMM (M >= gemm_min_m otherwise): task = a range of W rows;
  *     for each KC-deep slice those rows are converted (f16/bf16 widened,
  *     quantized blocks dequantized, by the ISA's vector code) and transposed
- *     into a packed f32 panel of KC x NR floats that fits in L2, then every
- *     MR-row strip of X is run against every panel with the ISA's
+ *     into packed f32 panels of KC x NR floats that fit in L2 (f32/f16/bf16
+ *     by one ISA call for the task's rows, which prefetches ahead), then
+ *     every MR-row strip of X is run against every panel with the ISA's
  *     register-blocked tile. Conversion is paid once per W element per call,
- *     amortized over M rows.
+ *     amortized over M rows. Buffers are per-thread scratch (scratch.h).
  * KC = 256 is a multiple of every block size, so slices never split a block.
  *
  * Rejected: a full f32 copy of quantized weights (4-8x the memory, and the
