@@ -7,17 +7,19 @@
  *     rows; each row is read from memory once and dotted with all M rows of
  *     X (the X rows stay in cache). Quantized types dot against X quantized
  *     to q8a once per call (or, where the ISA has qv_dot, the same values in
- *     planar form), so the loop is integer multiply-adds on stored blocks.
+ *     planar form), so the loop is integer multiply-adds on stored blocks;
+ *     where the ISA has qv_dot2 (Q4_K), rows go two at a time, sharing X.
  *   - integer GEMM (M >= gemm_min_m, quantized types, where the ISA has
  *     one: AVX-512 VNNI): X quantized once, W unpacked slice by slice into
  *     int8 panels; see qgemm_avx512.c.
  *   - packed f32 GEMM (M >= gemm_min_m otherwise): task = a range of W rows;
  *     for each KC-deep slice those rows are converted (f16/bf16 widened,
  *     quantized blocks dequantized, by the ISA's vector code) and transposed
- *     into a packed f32 panel of KC x NR floats that fits in L2, then every
- *     MR-row strip of X is run against every panel with the ISA's
+ *     into packed f32 panels of KC x NR floats that fit in L2 (f32/f16/bf16
+ *     by one ISA call for the task's rows, which prefetches ahead), then
+ *     every MR-row strip of X is run against every panel with the ISA's
  *     register-blocked tile. Conversion is paid once per W element per call,
- *     amortized over M rows.
+ *     amortized over M rows. Buffers are per-thread scratch (scratch.h).
  * KC = 256 is a multiple of every block size, so slices never split a block.
  *
  * Rejected: a full f32 copy of quantized weights (4-8x the memory, and the
@@ -28,6 +30,7 @@
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_impl.h"
 #include "engine/cpu/rowdot_multi.h"
+#include "engine/cpu/scratch.h"
 
 #include "base/cpu.h"
 #include "base/err.h"
@@ -37,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KC 256
+#define KC HEARTH_GEMM_KC
 /* W rows per GEMM task at most: a 256 x KC panel is 256 KiB, within L2. */
 #define GEMM_CHUNK_MAX 256
 
@@ -117,6 +120,7 @@ typedef struct job {
     hearth_qx qx;               /* X for the integer GEMM */
     hearth_qv qv;               /* X for qv_dot, when q is set */
     hearth_qv_dot_fn qv_dot;
+    hearth_qv_dot2_fn qv_dot2; /* or NULL */
     float *Y;
     size_t block_bytes;
     int64_t block;
@@ -127,6 +131,18 @@ static void rowdot_task(void *ctx, int64_t t, int64_t n_tasks)
 {
     job *j = ctx;
     int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
+    if (j->qv_dot2) {
+        for (; n0 + 1 < n1; n0 += 2) {
+            const char *w = j->W + (size_t)n0 * j->w_row_bytes;
+            for (int64_t m = 0; m < j->M; m++) {
+                float out[2];
+                j->qv_dot2(w, w + j->w_row_bytes, j->qv.q + m * j->K, j->qv.d + m * (j->K / 32),
+                           j->qv.s16 + m * (j->K / 16), j->K, out);
+                j->Y[m * j->ldy + n0] = out[0];
+                j->Y[m * j->ldy + n0 + 1] = out[1];
+            }
+        }
+    }
     for (int64_t n = n0; n < n1; n++) {
         const char *w = j->W + (size_t)n * j->w_row_bytes;
         if (j->qv.q) {
@@ -142,6 +158,7 @@ static void rowdot_task(void *ctx, int64_t t, int64_t n_tasks)
     }
 }
 
+/* hearth_pack_fn in portable C, for nr-row panels. */
 static void pack_scalar(const void *const *rows_v, int n_rows, int64_t kc, float *panel, int nr)
 {
     const float *const *rows = (const float *const *)rows_v;
@@ -151,21 +168,28 @@ static void pack_scalar(const void *const *rows_v, int n_rows, int64_t kc, float
 }
 
 /* W rows [n0, n1), columns [k0, k0 + kc) into panels of nr_max rows, each
- * [kc][nr_max], zero past n1. Types the ISA packs straight from W go so;
- * the others are converted row by row into tmp (nr_max rows of KC floats),
- * then transposed together. */
+ * [kc][nr_max], zero past n1. Types the ISA packs straight from W go in one
+ * call for all rows (so its prefetching runs ahead across panels); the
+ * others are converted row by row into tmp (nr_max rows of KC floats),
+ * then transposed a panel at a time. */
 static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, float *panels, float *tmp)
 {
     const int nr = j->kt->nr_max;
     size_t off = (size_t)(k0 / j->block) * j->block_bytes;
     hearth_to_f32_fn to_f32 = j->kt->to_f32[j->wt];
     hearth_pack_fn raw = j->kt->pack_raw[j->wt];
+    const void *rows[GEMM_CHUNK_MAX];
+    if (raw) {
+        for (int64_t n = n0; n < n1; n++)
+            rows[n - n0] = j->W + (size_t)n * j->w_row_bytes + off;
+        raw(rows, (int)(n1 - n0), kc, panels);
+        return;
+    }
     for (int64_t p0 = n0; p0 < n1; p0 += nr) {
-        const void *rows[64];
         int n_rows = n1 - p0 < nr ? (int)(n1 - p0) : nr;
         for (int r = 0; r < n_rows; r++) {
             const char *src = j->W + (size_t)(p0 + r) * j->w_row_bytes + off;
-            if (raw || j->wt == HEARTH_F32) {
+            if (j->wt == HEARTH_F32) {
                 rows[r] = src;
                 continue;
             }
@@ -176,9 +200,7 @@ static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, f
             rows[r] = tmp + r * KC;
         }
         float *panel = panels + (p0 - n0) / nr * kc * nr;
-        if (raw)
-            raw(rows, n_rows, kc, panel);
-        else if (j->kt->pack_panel)
+        if (j->kt->pack_panel)
             j->kt->pack_panel(rows, n_rows, kc, panel);
         else
             pack_scalar(rows, n_rows, kc, panel, nr);
@@ -193,12 +215,12 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
     int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
     int64_t n_panels = (n1 - n0 + nr - 1) / nr;
     size_t panel_bytes = (size_t)n_panels * nr * KC * sizeof(float);
-    float *panels = aligned_alloc(64, panel_bytes);
-    float *tmp = malloc((size_t)nr * KC * sizeof *tmp);
-    if (!panels || !tmp) {
+    float *panels = hearth_cpu_scratch(HEARTH_SCRATCH_TASK, panel_bytes + (size_t)nr * KC * sizeof(float));
+    if (!panels) {
         atomic_store(&j->failed, 1);
-        goto done;
+        return;
     }
+    float *tmp = panels + panel_bytes / sizeof(float);
     for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
         int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
         pack(j, n0, n1, k0, kc, panels, tmp);
@@ -212,9 +234,6 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
             }
         }
     }
-done:
-    free(panels);
-    free(tmp);
 }
 
 static void qgemm_task(void *ctx, int64_t t, int64_t n_tasks)
@@ -236,14 +255,12 @@ static void qx_task(void *ctx, int64_t m, int64_t n_tasks)
 static int run_qgemm(hearth_pool *pool, job *j, int threads)
 {
     int64_t nb = j->K / 32;
-    j->qx = (hearth_qx){.M = j->M, .K = j->K};
-    j->qx.u = malloc((size_t)j->M * (size_t)j->K);
-    j->qx.d = malloc((size_t)j->M * (size_t)nb * 2 * sizeof(float));
-    if (!j->qx.u || !j->qx.d) {
-        free(j->qx.u);
-        free(j->qx.d);
+    /* floats first: K is a multiple of 32, so the bytes after stay aligned */
+    size_t fbytes = (size_t)j->M * (size_t)nb * 2 * sizeof(float);
+    char *buf = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, fbytes + (size_t)j->M * (size_t)j->K);
+    if (!buf)
         return HEARTH_ENOMEM;
-    }
+    j->qx = (hearth_qx){.M = j->M, .K = j->K, .d = (float *)buf, .u = (uint8_t *)buf + fbytes};
     j->qx.s = j->qx.d + j->M * nb;
     hearth_pool_run(pool, qx_task, j, j->M);
     j->chunk = (j->N + 2 * threads - 1) / (2 * threads);
@@ -251,8 +268,6 @@ static int run_qgemm(hearth_pool *pool, job *j, int threads)
     if (j->chunk > GEMM_CHUNK_MAX)
         j->chunk = GEMM_CHUNK_MAX;
     hearth_pool_run(pool, qgemm_task, j, (j->N + j->chunk - 1) / j->chunk);
-    free(j->qx.u);
-    free(j->qx.d);
     return atomic_load(&j->failed) ? HEARTH_ENOMEM : 0;
 }
 
@@ -287,8 +302,6 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     };
     j.dot = j.kt->vec_dot[wt] ? j.kt->vec_dot[wt] : hearth_quant_vec_dot_ref_fn(wt);
     int threads = hearth_pool_size(pool);
-    int rc = 0;
-    hearth_block_q8a *xq = NULL;
     /* batched decode: one W row against up to 8 X rows at once (rowdot_multi.c) */
     if (M < gemm_min_m(wt) && hearth_rowdot_multi_has(isa, wt, M))
         return hearth_rowdot_multi(isa, pool, wt, W, w_row_bytes, N, K, X, x_stride, M, Y, y_stride);
@@ -304,18 +317,17 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     } else {
         if (j.kt->qv_dot[wt] && j.kt->qv_row) {
             j.qv_dot = j.kt->qv_dot[wt];
-            j.qv = (hearth_qv){.M = M, .K = K, .q = malloc((size_t)M * (size_t)K)};
-            j.qv.d = malloc((size_t)M * (size_t)(K / 32) * 3 * sizeof(float));
-            if (!j.qv.q || !j.qv.d) {
-                free(j.qv.q);
-                free(j.qv.d);
+            j.qv_dot2 = j.kt->qv_dot2[wt];
+            size_t fbytes = (size_t)M * (size_t)(K / 32) * 3 * sizeof(float);
+            char *buf = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, fbytes + (size_t)M * (size_t)K);
+            if (!buf)
                 return HEARTH_ENOMEM;
-            }
+            j.qv = (hearth_qv){.M = M, .K = K, .d = (float *)buf, .q = (int8_t *)(buf + fbytes)};
             j.qv.s16 = j.qv.d + M * (K / 32);
             for (int64_t m = 0; m < M; m++)
                 j.kt->qv_row(X + m * x_stride, &j.qv, m);
         } else if (hearth_quant_uses_q8a(wt)) {
-            xq = malloc((size_t)M * (size_t)(K / 32) * sizeof *xq);
+            hearth_block_q8a *xq = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, (size_t)M * (size_t)(K / 32) * sizeof *xq);
             if (!xq)
                 return HEARTH_ENOMEM;
             for (int64_t m = 0; m < M; m++)
@@ -326,12 +338,7 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
         j.chunk = ceil_div(N, 8 * (int64_t)threads);
         hearth_pool_run(pool, rowdot_task, &j, ceil_div(N, j.chunk));
     }
-    if (atomic_load(&j.failed))
-        rc = HEARTH_ENOMEM;
-    free(xq);
-    free(j.qv.q);
-    free(j.qv.d);
-    return rc;
+    return atomic_load(&j.failed) ? HEARTH_ENOMEM : 0;
 }
 
 int hearth_cpu_matmul(hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N, int64_t K,

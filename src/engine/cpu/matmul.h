@@ -24,7 +24,12 @@
  * of the type's block, strides too small, negative sizes), HEARTH_ENOMEM, or
  * for hearth_cpu_matmul_on, HEARTH_EUNSUPPORTED when the CPU lacks the ISA.
  * Thread-safe as long as the pool runs one job at a time (see pool.h); the
- * output must not overlap the inputs. */
+ * output must not overlap the inputs.
+ *
+ * Memory: the buffers a call needs (quantized X, packed weight panels) are
+ * per-thread scratch kept between calls, so steady-state calls allocate
+ * nothing. A thread's scratch is freed when it exits (the pool's workers at
+ * hearth_pool_free), or by hearth_cpu_matmul_release_scratch. */
 #ifndef HEARTH_ENGINE_CPU_MATMUL_H
 #define HEARTH_ENGINE_CPU_MATMUL_H
 
@@ -48,6 +53,10 @@ int hearth_cpu_matmul(hearth_pool *pool, hearth_dtype wt, const void *W, size_t 
 int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes,
                          int64_t N, int64_t K, const float *X, int64_t x_stride, int64_t M, float *Y,
                          int64_t y_stride);
+
+/* Frees the calling thread's matmul scratch now (a long-lived thread that
+ * is done with matmuls); the next call on this thread allocates again. */
+void hearth_cpu_matmul_release_scratch(void);
 
 /* The scalar oracle: each W row dequantized to f32 and dotted with each
  * unquantized X row, accumulating in double. Slow; for tests. */

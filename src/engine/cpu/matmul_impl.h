@@ -13,6 +13,10 @@
 
 #include <stdint.h>
 
+/* The f32 GEMM's K slice: panels are at most this deep. A multiple of every
+ * block size, so slices never split a block. */
+#define HEARTH_GEMM_KC 256
+
 /* The weight panel layout the GEMM tile reads: kc rows of nr_max floats,
  * element [k][j] = W[n0 + j][k0 + k] (zero past the last row of W), 64-byte
  * aligned. */
@@ -21,8 +25,10 @@ typedef void (*hearth_gemm_tile_fn)(const float *x, int64_t ldx, const float *pa
 
 /* n elements of a weight row (n a multiple of the type's block) to f32. */
 typedef void (*hearth_to_f32_fn)(const void *src, float *dst, int64_t n);
-/* The panel above from n_rows (<= nr_max) rows of kc elements, f32 or (for
- * pack_raw) of the weight type. */
+/* Panels in the layout above from n_rows rows of kc elements (any n_rows:
+ * ceil(n_rows / nr_max) consecutive panels of kc * nr_max floats, the last
+ * zero-padded), f32 or (for pack_raw) of the weight type. kc <=
+ * HEARTH_GEMM_KC. */
 typedef void (*hearth_pack_fn)(const void *const *rows, int n_rows, int64_t kc, float *panel);
 
 /* X quantized for the integer GEMM, M rows: u, K bytes per row, holds the
@@ -51,6 +57,10 @@ typedef struct hearth_qv {
 typedef void (*hearth_qv_row_fn)(const float *x, hearth_qv *qv, int64_t m);
 /* Row of W . one X row of qv (x, d, s16 point at that row). */
 typedef float (*hearth_qv_dot_fn)(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
+/* The same for two rows of W at once (out[0] for w0, out[1] for w1): each
+ * X load serves both. */
+typedef void (*hearth_qv_dot2_fn)(const void *w0, const void *w1, const int8_t *x, const float *d, const float *s16,
+                                  int64_t n, float out[2]);
 
 typedef struct hearth_cpu_kernels {
     const char *name;
@@ -69,6 +79,7 @@ typedef struct hearth_cpu_kernels {
     hearth_qx_row_fn qx_row;
     /* row dots on planar X, replacing vec_dot where set */
     hearth_qv_dot_fn qv_dot[HEARTH_DTYPE_COUNT_];
+    hearth_qv_dot2_fn qv_dot2[HEARTH_DTYPE_COUNT_]; /* optional, where qv_dot is set */
     hearth_qv_row_fn qv_row;
 } hearth_cpu_kernels;
 
@@ -76,6 +87,8 @@ typedef struct hearth_cpu_kernels {
 void hearth_qv_row_avx512(const float *x, hearth_qv *qv, int64_t m);
 float hearth_qv_dot_q4_0_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
 float hearth_qv_dot_q4_k_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
+void hearth_qv_dot2_q4_k_avx512(const void *w0, const void *w1, const int8_t *x, const float *d, const float *s16,
+                                int64_t n, float out[2]);
 float hearth_qv_dot_q6_k_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n);
 
 /* The AVX-512 VNNI integer GEMM (qgemm_avx512.c). */

@@ -123,38 +123,66 @@ static inline __m512i lanes8(int a, int b)
 }
 
 /* Sub-block j (32 elements) gets d sc_j d_x,j; low nibbles of qs[0..63] are
- * sub-blocks 0 and 2, high nibbles 1 and 3; qs[64..127] likewise 4-7. */
-float hearth_qv_dot_q4_k_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n)
+ * sub-blocks 0 and 2, high nibbles 1 and 3; qs[64..127] likewise 4-7.
+ * R rows of W (1 or 2) against the same X: with two, each X load, its
+ * per-32 scales and sums serve both rows, and the reductions at the end
+ * overlap (a row of K = 768 is only 3 blocks, so they are not negligible). */
+static inline __attribute__((always_inline)) void q4_k_rows(const int R, const hearth_block_q4_k *const *w,
+                                                             const int8_t *x, const float *d, const float *s16,
+                                                             int64_t n, float *out)
 {
-    const hearth_block_q4_k *b = w;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i i02 = lanes8(0, 2), i13 = lanes8(1, 3), i46 = lanes8(4, 6), i57 = lanes8(5, 7);
-    __m512 acc = _mm512_setzero_ps();
-    __m256 mins = _mm256_setzero_ps();
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m256 mins[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / 256; i++, x += 256, d += 8, s16 += 16) {
-        uint64_t scb, mnb;
-        q4k_scales(b[i].scales, &scb, &mnb);
-        __m256 s8 = _mm256_mul_ps(_mm256_mul_ps(bytes8_to_ps(scb), _mm256_loadu_ps(d)),
-                                  _mm256_set1_ps(_cvtsh_ss(b[i].d)));
-        mins = _mm256_fmadd_ps(_mm256_mul_ps(bytes8_to_ps(mnb), _mm256_set1_ps(_cvtsh_ss(b[i].dmin))),
-                               pair_sums(s16), mins);
-        __m512 s = _mm512_castps256_ps512(s8);
-        __m512i z0 = _mm512_loadu_si512(b[i].qs), z1 = _mm512_loadu_si512(b[i].qs + 64);
-        __m512i lo0 = _mm512_and_si512(z0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(z0, 4), m4);
-        __m512i lo1 = _mm512_and_si512(z1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(z1, 4), m4);
-        __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo0, load_x2(x, x + 64));
-        __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi0, load_x2(x + 32, x + 96));
-        __m512i p2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo1, load_x2(x + 128, x + 192));
-        __m512i p3 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi1, load_x2(x + 160, x + 224));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(i02, s), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(i13, s), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p2), _mm512_permutexvar_ps(i46, s), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p3), _mm512_permutexvar_ps(i57, s), acc);
+        __m256 dx = _mm256_loadu_ps(d), sx = pair_sums(s16);
+        __m512i x0 = load_x2(x, x + 64), x1 = load_x2(x + 32, x + 96);
+        __m512i x2 = load_x2(x + 128, x + 192), x3 = load_x2(x + 160, x + 224);
+#pragma GCC unroll 2
+        for (int r = 0; r < R; r++) {
+            const hearth_block_q4_k *b = w[r] + i;
+            uint64_t scb, mnb;
+            q4k_scales(b->scales, &scb, &mnb);
+            __m256 s8 = _mm256_mul_ps(_mm256_mul_ps(bytes8_to_ps(scb), dx), _mm256_set1_ps(_cvtsh_ss(b->d)));
+            mins[r] = _mm256_fmadd_ps(_mm256_mul_ps(bytes8_to_ps(mnb), _mm256_set1_ps(_cvtsh_ss(b->dmin))), sx,
+                                      mins[r]);
+            __m512 s = _mm512_castps256_ps512(s8);
+            __m512i z0 = _mm512_loadu_si512(b->qs), z1 = _mm512_loadu_si512(b->qs + 64);
+            __m512i lo0 = _mm512_and_si512(z0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(z0, 4), m4);
+            __m512i lo1 = _mm512_and_si512(z1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(z1, 4), m4);
+            __m512i p0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo0, x0);
+            __m512i p1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi0, x1);
+            __m512i p2 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo1, x2);
+            __m512i p3 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi1, x3);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p0), _mm512_permutexvar_ps(i02, s), acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p1), _mm512_permutexvar_ps(i13, s), acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p2), _mm512_permutexvar_ps(i46, s), acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p3), _mm512_permutexvar_ps(i57, s), acc[r]);
+        }
     }
-    __m128 m = _mm_add_ps(_mm256_castps256_ps128(mins), _mm256_extractf128_ps(mins, 1));
-    m = _mm_add_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_add_ss(m, _mm_movehdup_ps(m));
-    return _mm512_reduce_add_ps(acc) - _mm_cvtss_f32(m);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; r++) {
+        __m128 m = _mm_add_ps(_mm256_castps256_ps128(mins[r]), _mm256_extractf128_ps(mins[r], 1));
+        m = _mm_add_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_add_ss(m, _mm_movehdup_ps(m));
+        out[r] = _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(m);
+    }
+}
+
+float hearth_qv_dot_q4_k_avx512(const void *w, const int8_t *x, const float *d, const float *s16, int64_t n)
+{
+    const hearth_block_q4_k *rows[1] = {w};
+    float out;
+    q4_k_rows(1, rows, x, d, s16, n, &out);
+    return out;
+}
+
+void hearth_qv_dot2_q4_k_avx512(const void *w0, const void *w1, const int8_t *x, const float *d, const float *s16,
+                                int64_t n, float out[2])
+{
+    const hearth_block_q4_k *rows[2] = {w0, w1};
+    q4_k_rows(2, rows, x, d, s16, n, out);
 }
 
 /* Each half of 128 elements is two zmm of 64 consecutive elements: low

@@ -23,6 +23,7 @@
  * vpdpbusd's, and it was measured slower on every quantized type). Not
  * tried: 6-row tiles (30 of 32 zmm registers; spills likely). */
 #include "engine/cpu/matmul_impl.h"
+#include "engine/cpu/scratch.h"
 
 #include "base/err.h"
 
@@ -209,14 +210,13 @@ static int qgemm(const qtype *t, const tile_fn *tiles, const char *W, size_t rb,
                  const hearth_qx *qx, float *Y, int64_t ldy)
 {
     int64_t n_panels = (n1 - n0 + QNR - 1) / QNR, K = qx->K;
-    uint8_t *panels = aligned_alloc(64, (size_t)n_panels * PANEL_BYTES);
-    int8_t *tq = aligned_alloc(64, QNR * QKC);
-    float *ts = malloc(2 * QNR * MAX_GROUPS * sizeof *ts);
-    int rc = 0;
-    if (!panels || !tq || !ts) {
-        rc = HEARTH_ENOMEM;
-        goto done;
-    }
+    /* PANEL_BYTES and QNR * QKC are multiples of 64: every piece stays aligned */
+    size_t pbytes = (size_t)n_panels * PANEL_BYTES;
+    uint8_t *panels = hearth_cpu_scratch(HEARTH_SCRATCH_TASK, pbytes + QNR * QKC + 2 * QNR * MAX_GROUPS * sizeof(float));
+    if (!panels)
+        return HEARTH_ENOMEM;
+    int8_t *tq = (int8_t *)panels + pbytes;
+    float *ts = (float *)(tq + QNR * QKC);
     for (int64_t k0 = 0; k0 < K; k0 += QKC) {
         int64_t kc = K - k0 < QKC ? K - k0 : QKC;
         for (int64_t p = 0; p < n_panels; p++) {
@@ -235,11 +235,7 @@ static int qgemm(const qtype *t, const tile_fn *tiles, const char *W, size_t rb,
             }
         }
     }
-done:
-    free(panels);
-    free(tq);
-    free(ts);
-    return rc;
+    return 0;
 }
 
 #define QGEMM(name, unpack, block, bytes, group, tiles)                                                      \

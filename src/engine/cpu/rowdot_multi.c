@@ -12,6 +12,7 @@
  * rowdot_multi_avx512.c). Not tried: an AVX2 table (AVX2 machines keep the
  * single-row kernels). */
 #include "engine/cpu/rowdot_multi.h"
+#include "engine/cpu/scratch.h"
 
 #include "base/err.h"
 #include "engine/cpu/quant.h"
@@ -74,7 +75,7 @@ int hearth_rowdot_multi(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt, 
     if (hearth_quant_uses_q8a(wt)) {
         /* q: Kp bytes per row; dxl: Kp / 4 floats; s16: Kp / 16 floats */
         size_t q_bytes = (size_t)(M * Kp), dxl_bytes = (size_t)(M * Kp / 4) * sizeof(float);
-        mem = aligned_alloc(64, q_bytes + dxl_bytes + (size_t)(M * Kp / 16) * sizeof(float));
+        mem = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, q_bytes + dxl_bytes + (size_t)(M * Kp / 16) * sizeof(float));
         if (!mem)
             return HEARTH_ENOMEM;
         j.mx.q = mem;
@@ -83,7 +84,7 @@ int hearth_rowdot_multi(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt, 
         for (int64_t m = 0; m < M; m++)
             j.kt->q_row(X + m * x_stride, &j.mx, m);
     } else {
-        mem = aligned_alloc(64, (size_t)(M * Kp) * sizeof(float));
+        mem = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, (size_t)(M * Kp) * sizeof(float));
         if (!mem)
             return HEARTH_ENOMEM;
         j.mx.xf = mem;
@@ -99,6 +100,5 @@ int hearth_rowdot_multi(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt, 
     /* ~8 tasks per thread, as the single-row path: rows are cheap, balance matters */
     j.chunk = ceil_div(N, 8 * (int64_t)hearth_pool_size(pool));
     hearth_pool_run(pool, task, &j, ceil_div(N, j.chunk));
-    free(mem);
     return 0;
 }

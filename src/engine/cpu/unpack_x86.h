@@ -8,10 +8,12 @@
  *     (its sub-blocks); bias is 0 except for Q4_K's mins.
  *   to_f32_<type>(src, dst, n): n elements to f32 (F16, BF16 and, through
  *     unpack, the quantized types).
- *   pack_panel_<f32|f16|bf16>(rows, n_rows, kc, panel): the f32 GEMM panel,
- *     panel[k][j] = rows[j][k] widened, zero for n_rows <= j < PANEL_NR, by
- *     8 x 8 transposes; f16/bf16 are widened on the way, straight from W,
- *     so they skip the f32 row buffer the quantized types go through.
+ *   pack_panel_<f32|f16|bf16>(rows, n_rows, kc, panel): the f32 GEMM
+ *     panels (matmul_impl.h's hearth_pack_fn), panel p element [k][j] =
+ *     rows[p * PANEL_NR + j][k] widened, zero past n_rows, by 8 x 8
+ *     transposes; f16/bf16 are widened on the way, straight from W, so they
+ *     skip the f32 row buffer the quantized types go through;
+ *     kc <= HEARTH_GEMM_KC.
  *
  * Define PANEL_NR (the ISA's nr_max, a multiple of 8) before including to
  * get pack_panel.
@@ -175,26 +177,48 @@ static inline void transpose8(__m256 r[8])
 }
 
 #ifdef PANEL_NR
-/* The panel from n_rows rows of element type T, 8 rows x 8 k at a time:
- * load8(row, k) gives 8 floats, load1 one. kc need not be a multiple of 8
- * (f32 weights with odd K): the last columns go one at a time. */
+/* Software prefetch: each group of 8 rows is 8 short streams (kc elements
+ * each) that the hardware prefetchers did not pick up in time; the loads
+ * waited on L3 or memory and the packing took a fifth of the F16 GEMM's
+ * time. So while a group is transposed, the next group's rows are fetched
+ * at the same offsets, one group's time ahead. */
+
+/* The panels from n_rows rows of element type T, 8 rows x 8 k at a time:
+ * load8(row, k) gives 8 floats, load1 one. Missing rows read a zero row, so
+ * the 8 loads carry no conditions and stay in registers. kc need not be a
+ * multiple of 8 (f32 weights with odd K): the last columns go one at a time. */
 #define PACK_PANEL(name, T, load8, load1)                                                          \
     static inline void name(const void *const *rows_v, int n_rows, int64_t kc, float *panel)       \
     {                                                                                              \
+        static const T zeros[HEARTH_GEMM_KC];                                                      \
         const T *const *rows = (const T *const *)rows_v;                                           \
-        for (int j0 = 0; j0 < PANEL_NR; j0 += 8) {                                                 \
+        const int64_t line = 64 / (int64_t)sizeof(T);                                              \
+        const int n_pad = (n_rows + PANEL_NR - 1) / PANEL_NR * PANEL_NR;                           \
+        for (int g = 0; g < n_pad; g += 8) {                                                       \
+            float *out = panel + (int64_t)(g / PANEL_NR) * kc * PANEL_NR + g % PANEL_NR;           \
+            const T *src[8], *next[8];                                                             \
+            for (int j = 0; j < 8; j++) {                                                          \
+                src[j] = g + j < n_rows ? rows[g + j] : zeros;                                     \
+                next[j] = g + 8 + j < n_rows ? rows[g + 8 + j] : zeros;                            \
+            }                                                                                      \
+            if (g == 0)                                                                            \
+                for (int j = 0; j < 8; j++)                                                        \
+                    for (int64_t k = 0; k < kc; k += line)                                         \
+                        _mm_prefetch((const char *)(src[j] + k), _MM_HINT_T0);                     \
             int64_t k = 0;                                                                         \
             for (; k + 8 <= kc; k += 8) {                                                          \
+                if (k % line == 0)                                                                 \
+                    for (int j = 0; j < 8; j++)                                                    \
+                        _mm_prefetch((const char *)(next[j] + k), _MM_HINT_T0);                    \
                 __m256 r[8];                                                                       \
-                for (int j = 0; j < 8; j++)                                                        \
-                    r[j] = j0 + j < n_rows ? load8(rows[j0 + j] + k) : _mm256_setzero_ps();        \
+                _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) r[j] = load8(src[j] + k);      \
                 transpose8(r);                                                                     \
-                for (int i = 0; i < 8; i++)                                                        \
-                    _mm256_store_ps(panel + (k + i) * PANEL_NR + j0, r[i]);                        \
+                _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)                                \
+                    _mm256_store_ps(out + (k + i) * PANEL_NR, r[i]);                               \
             }                                                                                      \
             for (; k < kc; k++)                                                                    \
                 for (int j = 0; j < 8; j++)                                                        \
-                    panel[k * PANEL_NR + j0 + j] = j0 + j < n_rows ? load1(rows[j0 + j][k]) : 0.0f; \
+                    out[k * PANEL_NR + j] = load1(src[j][k]);                                      \
         }                                                                                          \
     }
 

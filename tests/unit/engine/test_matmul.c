@@ -11,6 +11,7 @@
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_impl.h"
 #include "engine/cpu/rowdot_multi.h"
+#include "engine/cpu/scratch.h"
 
 #include <stdint.h>
 
@@ -88,7 +89,7 @@ static void vec_dots_match_oracle(void)
             for (int ki = 0; ki < nk; ki++) {
                 int64_t K = ks[ki];
                 size_t rb;
-                void *w = make_weights(t, 1, K, &rb);
+                void *w = make_weights(t, 2, K, &rb); /* row 1 only for qv_dot2 */
                 float *x = malloc((size_t)K * sizeof *x), *wd = malloc((size_t)K * sizeof *wd);
                 for (int64_t k = 0; k < K; k++)
                     x[k] = frand();
@@ -116,6 +117,15 @@ static void vec_dots_match_oracle(void)
                     float got_qv = kt->qv_dot[t](w, qv.q, qv.d, qv.s16, K);
                     CHECK_MSG(fabs(got_qv - want) <= 1e-5 * sumabs + 1e-6, "%s qv %s K=%lld: %g vs %g", kt->name,
                               hearth_dtype_get(t)->name, (long long)K, got_qv, want);
+                    if (kt->qv_dot2[t]) {
+                        /* the same operations per row as qv_dot, so the same bits */
+                        const char *w1 = (const char *)w + rb;
+                        float two[2];
+                        kt->qv_dot2[t](w, w1, qv.q, qv.d, qv.s16, K, two);
+                        CHECK_MSG(two[0] == got_qv && two[1] == kt->qv_dot[t](w1, qv.q, qv.d, qv.s16, K),
+                                  "%s qv_dot2 %s K=%lld: %g, %g", kt->name, hearth_dtype_get(t)->name, (long long)K,
+                                  two[0], two[1]);
+                    }
                     free(qv.q), free(qv.d);
                 }
                 free(w), free(x), free(wd), free(xq);
@@ -303,6 +313,28 @@ static void bad_arguments_are_rejected(void)
                  HEARTH_EUNSUPPORTED);
 }
 
+/* The per-thread scratch: aligned, reused while big enough, grown past its
+ * capacity, bounded, and usable again after a release (a matmul after the
+ * release still matches the oracle). */
+static void scratch_is_reused_and_bounded(void)
+{
+    char *a = hearth_cpu_scratch(HEARTH_SCRATCH_TASK, 1000);
+    CHECK(a != NULL && (uintptr_t)a % 64 == 0);
+    CHECK(hearth_cpu_scratch(HEARTH_SCRATCH_TASK, 10) == a);
+    char *c = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, 1000);
+    CHECK(c != NULL && c != a);
+    memset(c, 1, 1000);
+    char *b = hearth_cpu_scratch(HEARTH_SCRATCH_TASK, 1 << 20);
+    CHECK(b != NULL && (uintptr_t)b % 64 == 0);
+    memset(b, 2, 1 << 20);
+    CHECK(hearth_cpu_scratch(HEARTH_SCRATCH_CALL, 1000) == c && c[999] == 1);
+    CHECK(hearth_cpu_scratch(HEARTH_SCRATCH_TASK, HEARTH_SCRATCH_MAX + 1) == NULL);
+    hearth_cpu_matmul_release_scratch();
+    CHECK(check_case(hearth_cpu_matmul_isa(), NULL, HEARTH_F16, 40, 70, 96) == 0);
+    CHECK(check_case(hearth_cpu_matmul_isa(), NULL, HEARTH_Q4_K, 40, 70, 256) == 0);
+    hearth_cpu_matmul_release_scratch();
+}
+
 static double seconds_of_best(int reps, hearth_pool *pool, hearth_dtype t, const void *w, size_t rb, int64_t N,
                               int64_t K, const float *x, int64_t M, float *y)
 {
@@ -356,6 +388,7 @@ int main(void)
     RUN(gemm_paths_match_oracle);
     RUN(multi_row_dots_match_oracle);
     RUN(bad_arguments_are_rejected);
+    RUN(scratch_is_reused_and_bounded);
     print_speed();
     TEST_EXIT();
 }

@@ -1,10 +1,15 @@
-/* Unit tests for src/engine/cpu/ops.c, each against the textbook formula
- * evaluated in double precision here (not against the code under test).
- * Tolerances are relative to the magnitudes involved and written per check. */
+/* Unit tests for src/engine/cpu/ops.c and ops_avx512.c, each against the
+ * textbook formula evaluated in double precision here (not against the code
+ * under test). The row-wise ops with vector versions run once per table this
+ * CPU has (portable, AVX-512); the public functions are checked to be the
+ * chosen table's. Tolerances are relative to the magnitudes involved and
+ * written per check. */
 #include "harness.h"
 
 #include "base/err.h"
+#include "engine/cpu/matmul.h"
 #include "engine/cpu/ops.h"
+#include "engine/cpu/ops_impl.h"
 
 #include <stdint.h>
 
@@ -24,11 +29,14 @@ static void fill(float *x, int n, double lo, double hi)
 
 enum { N = 333 }; /* odd: no vector width divides it */
 
+/* the table under test */
+static const hearth_cpu_ops *ops = &hearth_cpu_ops_scalar;
+
 static void layernorm_matches_formula(void)
 {
     float x[N], g[N], b[N], y[N];
     fill(x, N, -3, 5), fill(g, N, 0.5, 1.5), fill(b, N, -1, 1);
-    hearth_cpu_layernorm(y, x, N, g, b, 1e-12f);
+    ops->layernorm(y, x, N, g, b, 1e-12f);
     double mean = 0, var = 0;
     for (int i = 0; i < N; i++)
         mean += x[i];
@@ -40,7 +48,7 @@ static void layernorm_matches_formula(void)
         double want = (x[i] - mean) / sqrt(var + 1e-12) * g[i] + b[i];
         CHECK_NEAR(y[i], want, 1e-5 * (fabs(want) + 1)); /* a few float roundings of O(1) values */
     }
-    hearth_cpu_layernorm(x, x, N, NULL, NULL, 1e-5f); /* in place, no affine */
+    ops->layernorm(x, x, N, NULL, NULL, 1e-5f); /* in place, no affine */
     double m2 = 0, v2 = 0;
     for (int i = 0; i < N; i++)
         m2 += x[i];
@@ -54,7 +62,7 @@ static void rmsnorm_matches_formula(void)
 {
     float x[N], w[N], y[N];
     fill(x, N, -2, 2), fill(w, N, 0, 2);
-    hearth_cpu_rmsnorm(y, x, N, w, 1e-6f);
+    ops->rmsnorm(y, x, N, w, 1e-6f);
     double ms = 0;
     for (int i = 0; i < N; i++)
         ms += (double)x[i] * x[i];
@@ -71,7 +79,7 @@ static void softmax_matches_formula_and_masks(void)
     fill(x, N, -30, 30);
     x[5] = 80; /* exp(80) overflows float without the max subtraction */
     x[7] = -1e30f;
-    hearth_cpu_softmax(y, x, N);
+    ops->softmax(y, x, N);
     double max = -INFINITY, sum = 0;
     for (int i = 0; i < N; i++)
         max = fmax(max, x[i]);
@@ -85,7 +93,7 @@ static void softmax_matches_formula_and_masks(void)
     }
     CHECK(y[7] == 0);
     float all[4] = {-1e30f, -1e30f, -1e30f, -1e30f};
-    hearth_cpu_softmax(all, all, 4); /* fully masked row: uniform, not NaN */
+    ops->softmax(all, all, 4); /* fully masked row: uniform, not NaN */
     for (int i = 0; i < 4; i++)
         CHECK_NEAR(all[i], 0.25, 1e-7);
 }
@@ -95,18 +103,18 @@ static void activations_match_formulas(void)
     float x[N], a[N], b[N], y[N];
     fill(x, N, -8, 8);
     x[0] = 0, x[1] = -20, x[2] = 20;
-    hearth_cpu_gelu_erf(y, x, N);
+    ops->gelu_erf(y, x, N);
     for (int i = 0; i < N; i++) {
         double want = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0)));
         CHECK_NEAR(y[i], want, 1e-6 * fabs(x[i]) + 1e-7);
     }
-    hearth_cpu_silu(y, x, N);
+    ops->silu(y, x, N);
     for (int i = 0; i < N; i++) {
         double want = x[i] / (1 + exp(-(double)x[i]));
         CHECK_NEAR(y[i], want, 1e-6 * fabs(want) + 1e-7);
     }
     fill(a, N, -6, 6), fill(b, N, -2, 2);
-    hearth_cpu_swiglu(y, a, b, N);
+    ops->swiglu(y, a, b, N);
     for (int i = 0; i < N; i++) {
         double want = a[i] / (1 + exp(-(double)a[i])) * b[i];
         CHECK_NEAR(y[i], want, 1e-6 * fabs(want) + 1e-7);
@@ -120,6 +128,64 @@ static void activations_match_formulas(void)
     hearth_cpu_scale(y, a, 0.125f, N);
     for (int i = 0; i < N; i++)
         CHECK(y[i] == a[i] * 0.125f);
+}
+
+/* GELU and SiLU on a dense grid, relative to the result (so the tails
+ * count): the AVX-512 GELU's erf is built to ~4e-7 relative everywhere (its
+ * design comment); the portable 0.5 x (1 + erff) is only that accurate for
+ * x > -sqrt(2) (below, 1 + erff cancels), so there it is held to the
+ * absolute bound of activations_match_formulas. SiLU: exp's few ulps and
+ * one division, until e^-x overflows float (x < -88.7, where both give -0). */
+static void activations_dense_grid(void)
+{
+    enum { G = 400001 };
+    float *x = malloc(G * sizeof *x), *y = malloc(G * sizeof *y);
+    for (int i = 0; i < G; i++)
+        x[i] = (float)(-14.0 + 28.0 * i / (G - 1));
+    ops->gelu_erf(y, x, G);
+    int bad = 0;
+    for (int i = 0; i < G; i++) {
+        double z = x[i] / sqrt(2.0);
+        double want = x[i] < 0 ? 0.5 * x[i] * erfc(-z) : 0.5 * x[i] * (1 + erf(z));
+        double tol = ops == &hearth_cpu_ops_scalar && x[i] < -1.4142
+                         ? 1e-6 * fabs(x[i]) + 1e-7
+                         : 5e-7 * fabs(want) + 1e-38; /* + the smallest normal float: underflow */
+        if (!(fabs(y[i] - want) <= tol) && bad++ < 3)
+            fprintf(stderr, "  gelu(%.9g) = %.9g, want %.9g\n", x[i], y[i], want);
+    }
+    CHECK_MSG(bad == 0, "%s gelu: %d off", ops->name, bad);
+    for (int i = 0; i < G; i++)
+        x[i] = (float)(-88.0 + 176.0 * i / (G - 1));
+    ops->silu(y, x, G);
+    bad = 0;
+    for (int i = 0; i < G; i++) {
+        double want = x[i] / (1 + exp(-(double)x[i]));
+        if (!(fabs(y[i] - want) <= 1e-6 * fabs(want) + 1e-38) && bad++ < 3)
+            fprintf(stderr, "  silu(%.9g) = %.9g, want %.9g\n", x[i], y[i], want);
+    }
+    CHECK_MSG(bad == 0, "%s silu: %d off", ops->name, bad);
+    free(x), free(y);
+}
+
+/* The public functions are the chosen table's (bit for bit). */
+static void public_functions_use_the_best_table(void)
+{
+    float x[N], g[N], b[N], y[N], w[N];
+    fill(x, N, -8, 8), fill(g, N, 0.5, 1.5), fill(b, N, -1, 1);
+    const hearth_cpu_ops *best = hearth_cpu_ops_best();
+    CHECK(best == (hearth_cpu_matmul_isa() == HEARTH_ISA_AVX512 ? &hearth_cpu_ops_avx512 : &hearth_cpu_ops_scalar));
+    hearth_cpu_layernorm(y, x, N, g, b, 1e-5f), best->layernorm(w, x, N, g, b, 1e-5f);
+    CHECK(memcmp(y, w, sizeof y) == 0);
+    hearth_cpu_rmsnorm(y, x, N, g, 1e-5f), best->rmsnorm(w, x, N, g, 1e-5f);
+    CHECK(memcmp(y, w, sizeof y) == 0);
+    hearth_cpu_softmax(y, x, N), best->softmax(w, x, N);
+    CHECK(memcmp(y, w, sizeof y) == 0);
+    hearth_cpu_gelu_erf(y, x, N), best->gelu_erf(w, x, N);
+    CHECK(memcmp(y, w, sizeof y) == 0);
+    hearth_cpu_silu(y, x, N), best->silu(w, x, N);
+    CHECK(memcmp(y, w, sizeof y) == 0);
+    hearth_cpu_swiglu(y, x, b, N), best->swiglu(w, x, b, N);
+    CHECK(memcmp(y, w, sizeof y) == 0);
 }
 
 static void l2_normalize_matches_formula(void)
@@ -208,10 +274,21 @@ static void attention_head_matches_formula(void)
 
 int main(void)
 {
-    RUN(layernorm_matches_formula);
-    RUN(rmsnorm_matches_formula);
-    RUN(softmax_matches_formula_and_masks);
-    RUN(activations_match_formulas);
+    const hearth_cpu_ops *tables[2] = {&hearth_cpu_ops_scalar, NULL};
+    if (hearth_cpu_isa_available(HEARTH_ISA_AVX512))
+        tables[1] = &hearth_cpu_ops_avx512;
+    else
+        printf("# avx512 not available: its ops are not tested here\n");
+    for (int t = 0; t < 2 && tables[t]; t++) {
+        ops = tables[t];
+        printf("# ops table %s\n", ops->name);
+        RUN(layernorm_matches_formula);
+        RUN(rmsnorm_matches_formula);
+        RUN(softmax_matches_formula_and_masks);
+        RUN(activations_match_formulas);
+        RUN(activations_dense_grid);
+    }
+    RUN(public_functions_use_the_best_table);
     RUN(l2_normalize_matches_formula);
     RUN(rope_both_orderings);
     RUN(attention_head_matches_formula);
