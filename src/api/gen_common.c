@@ -23,26 +23,18 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/random.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 /* Far above any answer a context of a few thousand tokens can produce; only a bound. */
 #define TEXT_MAX ((size_t)64 << 20)
 /* More ids than a 16 MiB body can tokenize to (a byte per token, plus specials). */
 #define PROMPT_MAX ((size_t)1 << 25)
-
-static uint64_t random_u64(void)
-{
-    uint64_t x = 0;
-    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x)
-        x = hearth_now_ns() * 0x9E3779B97F4A7C15ull; /* getrandom cannot fail for 8 bytes; belt and braces */
-    return x;
-}
 
 hearth_gen_call *hearth_gen_call_new(hearth_gen_entry *m, const hearth_gen_format *fmt)
 {
@@ -86,7 +78,7 @@ static void call_unref(hearth_gen_call *c)
 
 void hearth_gen_call_set_id(hearth_gen_call *c, const char *prefix)
 {
-    uint64_t a = random_u64(), b = random_u64();
+    uint64_t a = hearth_random_u64(), b = hearth_random_u64();
     snprintf(c->id, sizeof c->id, "%s%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
 }
 
@@ -465,7 +457,7 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
     int64_t seed = -1;
     if ((r = hearth_gen_opt_int(req, doc, "seed", -1, (int64_t)1 << 53, &seed)) < 0)
         return false;
-    p->seed = seed >= 0 ? (uint64_t)seed : random_u64() >> 11; /* 53 bits: exact as a JSON number */
+    p->seed = seed >= 0 ? (uint64_t)seed : hearth_random_u64() >> 11; /* 53 bits: exact as a JSON number */
     if ((r = hearth_gen_opt_int(req, doc, "n_probs", 0, 16, &i)) < 0)
         return false;
     if (r)

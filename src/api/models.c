@@ -12,6 +12,7 @@
 
 #include "base/clock.h"
 #include "base/cpu.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "models/bert_demo.h"
 #include "models/gguf.h"
@@ -198,21 +199,6 @@ static int load_one(hearth_api *api, const char *spec, hearth_err *err)
     return hearth_err_set(err, HEARTH_EINVAL, "--model %s: not a model folder (config.json) or a .gguf file", path);
 }
 
-static int mkdirs(const char *path)
-{
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 static void demo_root(const hearth_api *api, char *out, size_t n)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -235,8 +221,10 @@ static int load_demos(hearth_api *api, hearth_err *err)
     struct stat sb;
     if (stat(stamp, &sb) != 0) {
         /* written once: into a fresh folder, marked complete last, so a crash mid-write is redone */
-        if (mkdirs(dir) != 0)
-            return hearth_err_sys(err, errno, "cannot create the demo model folder %s (set --demo-dir)", dir);
+        if (hearth_mkdirs(dir, err) != 0) {
+            hearth_err_prefix(err, "the demo model folder (set --demo-dir)");
+            return err ? err->code : HEARTH_EIO;
+        }
         HLOG_INFO("writing the demo embedding model (MiniLM-L6 shapes, random weights) to %s", dir);
         hearth_bert_demo_shape shape;
         hearth_bert_demo_shape_minilm(&shape);

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -107,5 +109,26 @@ int hearth_file_read(const char *path, size_t max, char **out, size_t *out_len, 
     *out = buf;
     if (out_len)
         *out_len = len;
+    return HEARTH_OK;
+}
+
+int hearth_mkdirs(const char *path, hearth_err *err)
+{
+    char tmp[4096];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof tmp)
+        return hearth_err_set(err, HEARTH_EINVAL, "directory path of %zu bytes", n);
+    memcpy(tmp, path, n + 1);
+    for (char *p = tmp + 1;; p++) {
+        if (*p != '/' && *p)
+            continue;
+        char c = *p;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+            return hearth_err_sys(err, errno, "%s: cannot create", tmp);
+        if (!c)
+            break;
+        *p = c;
+    }
     return HEARTH_OK;
 }

@@ -20,6 +20,10 @@ int hearth_mmap_open(hearth_mmap *m, const char *path, hearth_err *err);
 /* Unmaps; safe on a zeroed or already-closed mapping. */
 void hearth_mmap_close(hearth_mmap *m);
 
+/* Creates directory path and its missing parents (mode 0755); an existing
+ * directory is fine. Errors name the component that could not be made. */
+int hearth_mkdirs(const char *path, hearth_err *err);
+
 /* Reads a whole file (at most max bytes) into a malloc'd, NUL-terminated buffer. */
 int hearth_file_read(const char *path, size_t max, char **out, size_t *out_len, hearth_err *err);
 

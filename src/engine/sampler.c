@@ -24,6 +24,7 @@
 #include "engine/sampler.h"
 
 #include "base/clock.h"
+#include "base/random.h"
 
 #include <errno.h>
 #include <float.h>
@@ -31,7 +32,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 typedef struct cand {
     int32_t id;
@@ -104,23 +104,6 @@ static void rng_seed(uint64_t s[4], uint64_t seed)
 /* Uniform in [0, 1) with 53 random bits: exact on every IEEE-754 machine. */
 static double rng_uniform(uint64_t s[4]) { return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53; }
 
-/* A seed from the OS. If getrandom fails (a kernel without it, a seccomp
- * filter) the clock and an address still make streams differ between calls;
- * sampling needs variety, not secrecy. */
-static uint64_t os_seed(const void *salt)
-{
-    uint64_t v = 0;
-    ssize_t n;
-    do
-        n = getrandom(&v, sizeof v, 0);
-    while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof v) {
-        uint64_t x = hearth_now_ns() ^ (uint64_t)(uintptr_t)salt;
-        v = splitmix64(&x);
-    }
-    return v;
-}
-
 /* ---- lifecycle ---- */
 
 static bool penalties_on(const hearth_sampler_params *p)
@@ -173,7 +156,7 @@ hearth_sampler *hearth_sampler_new(const hearth_sampler_params *p, int32_t n_voc
         if (!s->counts || !s->ring)
             goto fail;
     }
-    s->seed = p->seed == HEARTH_SAMPLER_SEED_RANDOM ? os_seed(s) : p->seed;
+    s->seed = p->seed == HEARTH_SAMPLER_SEED_RANDOM ? hearth_random_u64() : p->seed;
     rng_seed(s->rng, s->seed);
     return s;
 fail:

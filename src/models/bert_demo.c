@@ -10,8 +10,7 @@
  *
  * Rejected: a global PRNG stream over all tensors in write order (any change
  * to the order would change every weight, and a reference script would have
- * to mimic the order); mkdir through base/ (base has no directory call yet:
- * this is the only one, for a tool path, not the server's). */
+ * to mimic the order). */
 #include "models/bert_demo.h"
 
 #include "base/file.h"
@@ -209,8 +208,8 @@ static int write_small_files(const char *dir, const hearth_bert_demo_shape *s, h
     cJSON_AddBoolToObject(pool, "pooling_mode_lasttoken", s->pooling == HEARTH_POOL_LAST);
     char sub[PATH_CAP];
     snprintf(sub, sizeof sub, "%s/1_Pooling", dir);
-    if (rc == HEARTH_OK && mkdir(sub, 0755) != 0 && errno != EEXIST)
-        rc = hearth_err_sys(err, errno, "%s: cannot create", sub);
+    if (rc == HEARTH_OK)
+        rc = hearth_mkdirs(sub, err);
     if (rc == HEARTH_OK)
         rc = write_json(dir, "1_Pooling/config.json", pool, err);
     else
@@ -325,8 +324,9 @@ int hearth_bert_demo_write(const char *dir, const hearth_bert_demo_shape *s, uin
         return hearth_err_set(err, HEARTH_EINVAL, "bert demo: vocab_size %lld < 5", (long long)s->vocab_size);
     if (s->num_hidden_layers > 1000)
         return hearth_err_set(err, HEARTH_EINVAL, "bert demo: %lld layers", (long long)s->num_hidden_layers);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return hearth_err_sys(err, errno, "%s: cannot create", dir);
+    int mrc = hearth_mkdirs(dir, err);
+    if (mrc)
+        return mrc;
     /* check the shape as the loader will, on the very text we write */
     cJSON *cfg = config_json(s);
     char *text = cJSON_Print(cfg);

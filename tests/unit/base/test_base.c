@@ -5,6 +5,11 @@
 #include "base/cpu.h"
 #include "base/err.h"
 #include "base/file.h"
+#include "base/random.h"
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void buf_grows_and_stops_at_max(void)
 {
@@ -55,11 +60,46 @@ static void cpu_detects_something(void)
     CHECK(hearth_mem_total() > 0);
 }
 
+static void mkdirs_makes_parents_and_names_failures(void)
+{
+    char root[] = "/tmp/hearth-mkdirs-XXXXXX";
+    CHECK(mkdtemp(root) != NULL);
+    char deep[256];
+    snprintf(deep, sizeof deep, "%s/a/b/c", root);
+    hearth_err e = {0};
+    CHECK_EQ_INT(hearth_mkdirs(deep, &e), HEARTH_OK);
+    struct stat sb;
+    CHECK(stat(deep, &sb) == 0 && S_ISDIR(sb.st_mode));
+    CHECK_EQ_INT(hearth_mkdirs(deep, &e), HEARTH_OK); /* existing: fine */
+    char file[256], under[300];
+    snprintf(file, sizeof file, "%s/f", root);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    snprintf(under, sizeof under, "%s/x", file);
+    CHECK(hearth_mkdirs(under, &e) == HEARTH_EIO);
+    CHECK(strstr(e.msg, file) != NULL); /* names the component that failed */
+    unlink(file);
+    for (int i = 3; i >= 0; i--) {
+        snprintf(deep, sizeof deep, "%s%s", root, i == 3 ? "/a/b/c" : i == 2 ? "/a/b" : i == 1 ? "/a" : "");
+        rmdir(deep);
+    }
+}
+
+static void random_bits_differ(void)
+{
+    uint64_t a = hearth_random_u64(), b = hearth_random_u64(), c = hearth_random_u64();
+    CHECK(a != b && b != c && a != c); /* a repeat in 64 bits means the source is broken */
+}
+
 int main(void)
 {
     RUN(buf_grows_and_stops_at_max);
     RUN(err_messages_name_things);
     RUN(file_errors_name_the_path);
     RUN(cpu_detects_something);
+    RUN(mkdirs_makes_parents_and_names_failures);
+    RUN(random_bits_differ);
     TEST_EXIT();
 }
