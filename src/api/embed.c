@@ -67,16 +67,6 @@ static void on_release(void *arg, bool cancelled)
     req_unref(r);
 }
 
-static void error_reply(embed_req *r, int status, const char *type, const char *msg)
-{
-    hearth_buf body;
-    hearth_buf_init(&body, 8192);
-    hearth_format_error(&body, status, type, msg);
-    hearth_response res = {status, "application/json", NULL, body.data, body.len};
-    hearth_reply_send(r->server, r->reply, &res);
-    hearth_buf_deinit(&body);
-}
-
 static int append_floats(hearth_buf *out, const float *v, int64_t n)
 {
     int rc = hearth_buf_append(out, "[", 1);
@@ -138,12 +128,12 @@ static void on_done(hearth_embed_job *job, int status, const char *msg)
 {
     embed_req *r = job->user;
     if (status == HEARTH_ENOTFOUND) {
-        error_reply(r, 503, "unavailable_error", "the request was cancelled");
+        hearth_reply_error(r->server, r->reply, 503, "unavailable_error", "the request was cancelled");
         req_unref(r);
         return;
     }
     if (status) {
-        error_reply(r, 500, "server_error", msg ? msg : "the forward pass failed");
+        hearth_reply_error(r->server, r->reply, 500, "server_error", msg ? msg : "the forward pass failed");
         req_unref(r);
         return;
     }
@@ -181,7 +171,7 @@ static void on_done(hearth_embed_job *job, int status, const char *msg)
                                    r->prompt_tokens);
     }
     if (rc) {
-        error_reply(r, 500, "server_error", "the response did not fit in memory");
+        hearth_reply_error(r->server, r->reply, 500, "server_error", "the response did not fit in memory");
     } else {
         hearth_response res = {200, "application/json", NULL, out.data, out.len};
         hearth_reply_send(r->server, r->reply, &res);
@@ -285,7 +275,7 @@ static void submit(hearth_request *req, hearth_api *api, hearth_embed_model *m, 
         char msg[256];
         snprintf(msg, sizeof msg, "too many requests are waiting for model '%s' (--max-concurrent-requests %d): retry later",
                  m->info->name, api->state->embed.max_concurrent);
-        error_reply(r, 429, "rate_limit_error", msg);
+        hearth_reply_error(r->server, r->reply, 429, "rate_limit_error", msg);
         req_unref(r); /* the queue's reference: it never took the job */
     }
 }

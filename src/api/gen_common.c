@@ -86,24 +86,19 @@ void hearth_gen_call_set_id(hearth_gen_call *c, const char *prefix)
 
 static void send_error(hearth_gen_call *c, int status, const char *type, const char *msg)
 {
-    hearth_buf body;
-    hearth_buf_init(&body, 8192);
-    hearth_format_error(&body, status, type, msg);
-    if (c->begun) {
-        /* the head said 200 already: the error travels as a last event */
-        hearth_buf ev;
-        hearth_buf_init(&ev, 16384);
-        hearth_gen_sse_open(&ev);
-        hearth_buf_append(&ev, body.data, body.len);
-        hearth_gen_sse_close(&ev);
-        hearth_reply_stream_write(c->server, c->reply, ev.data, ev.len);
-        hearth_reply_stream_end(c->server, c->reply);
-        hearth_buf_deinit(&ev);
-    } else {
-        hearth_response res = {status, "application/json", NULL, body.data, body.len};
-        hearth_reply_send(c->server, c->reply, &res);
+    if (!c->begun) {
+        hearth_reply_error(c->server, c->reply, status, type, msg);
+        return;
     }
-    hearth_buf_deinit(&body);
+    /* the head said 200 already: the error travels as a last event */
+    hearth_buf ev;
+    hearth_buf_init(&ev, 16384);
+    hearth_gen_sse_open(&ev);
+    hearth_format_error(&ev, status, type, msg);
+    hearth_gen_sse_close(&ev);
+    hearth_reply_stream_write(c->server, c->reply, ev.data, ev.len);
+    hearth_reply_stream_end(c->server, c->reply);
+    hearth_buf_deinit(&ev);
 }
 
 static int stream_begin(hearth_gen_call *c)

@@ -49,12 +49,7 @@ bool hearth_access_check(hearth_request *req, int route, bool path_known)
         if (key_matches(s->cfg.api_key, k, n))
             return true;
     }
-    hearth_buf b;
-    hearth_buf_init(&b, 1024);
-    hearth_format_error(&b, 401, "authentication_error",
-                        h ? "invalid API key" : "this server wants an API key: send \"Authorization: Bearer <key>\"");
-    hearth_response res = {401, "application/json", "WWW-Authenticate: Bearer\r\n", b.data, b.len};
-    hearth_respond(req, &res);
-    hearth_buf_deinit(&b);
+    hearth_respond_error_headers(req, 401, "authentication_error", "WWW-Authenticate: Bearer\r\n", "%s",
+                                 h ? "invalid API key" : "this server wants an API key: send \"Authorization: Bearer <key>\"");
     return false;
 }

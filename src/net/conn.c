@@ -361,15 +361,8 @@ static void dispatch(hearth_conn *c)
         if (path_known) {
             char allow[256];
             allow_header(s, req.path, req.path_len, allow, sizeof allow);
-            hearth_buf body;
-            hearth_buf_init(&body, 4096);
-            char msg[160];
-            snprintf(msg, sizeof msg, "method %.*s is not allowed on this path", (int)(http->method_len > 16 ? 16 : http->method_len),
-                     http->method);
-            hearth_format_error(&body, 405, "invalid_request_error", msg);
-            hearth_response res = {405, "application/json", allow, body.data, body.len};
-            hearth_conn_respond(c, &res);
-            hearth_buf_deinit(&body);
+            hearth_respond_error_headers(&req, 405, "invalid_request_error", allow, "method %.*s is not allowed on this path",
+                                         (int)(http->method_len > 16 ? 16 : http->method_len), http->method);
         } else {
             hearth_respond_error(&req, 404, "not_found_error", "no route for %.*s", (int)(req.path_len > 128 ? 128 : req.path_len),
                                  req.path);

@@ -74,19 +74,33 @@ int hearth_format_error(hearth_buf *out, int status, const char *type, const cha
     return rc;
 }
 
-void hearth_respond_error(hearth_request *req, int status, const char *type, const char *fmt, ...)
+static void respond_error_v(hearth_request *req, int status, const char *type, const char *headers, const char *fmt,
+                            va_list ap)
 {
     char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     hearth_buf body;
     hearth_buf_init(&body, 8192);
     hearth_format_error(&body, status, type, msg);
-    hearth_response res = {status, "application/json", NULL, body.data, body.len};
+    hearth_response res = {status, "application/json", headers, body.data, body.len};
     hearth_respond(req, &res);
     hearth_buf_deinit(&body);
+}
+
+void hearth_respond_error(hearth_request *req, int status, const char *type, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    respond_error_v(req, status, type, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void hearth_respond_error_headers(hearth_request *req, int status, const char *type, const char *headers, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    respond_error_v(req, status, type, headers, fmt, ap);
+    va_end(ap);
 }
 
 hearth_reply hearth_request_defer(hearth_request *req, hearth_release_cb on_release, void *arg)
@@ -141,6 +155,17 @@ static int post(hearth_server *s, hearth_reply h, int kind, int status, const ch
 int hearth_reply_send(hearth_server *s, hearth_reply h, const hearth_response *res)
 {
     return post(s, h, REPLY_FULL, res->status, res->content_type, res->headers, res->body, res->body_len);
+}
+
+int hearth_reply_error(hearth_server *s, hearth_reply h, int status, const char *type, const char *message)
+{
+    hearth_buf body;
+    hearth_buf_init(&body, 8192);
+    hearth_format_error(&body, status, type, message);
+    hearth_response res = {status, "application/json", NULL, body.data, body.len};
+    int rc = hearth_reply_send(s, h, &res);
+    hearth_buf_deinit(&body);
+    return rc;
 }
 
 int hearth_reply_stream_begin(hearth_server *s, hearth_reply h, int status, const char *content_type, const char *headers)

@@ -72,6 +72,9 @@ void hearth_respond(hearth_request *req, const hearth_response *res);
 /* {"error":{"code":status,"type":type,"message":...}} with Content-Type application/json. */
 void hearth_respond_error(hearth_request *req, int status, const char *type, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* The same with extra header lines (each ending in CRLF), e.g. Allow or WWW-Authenticate. */
+void hearth_respond_error_headers(hearth_request *req, int status, const char *type, const char *headers, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 /* Formats the JSON error body into out (used by api handlers that reply later). */
 int hearth_format_error(hearth_buf *out, int status, const char *type, const char *message);
 /* Appends s[0..n) as a JSON string literal; invalid UTF-8 becomes U+FFFD. */
@@ -100,6 +103,8 @@ typedef void (*hearth_release_cb)(void *arg, bool cancelled);
 hearth_reply hearth_request_defer(hearth_request *req, hearth_release_cb on_release, void *arg);
 /* A complete response. Returns 0, or HEARTH_ENOTFOUND when the handle is stale. */
 int hearth_reply_send(hearth_server *s, hearth_reply h, const hearth_response *res);
+/* A complete JSON error response, shaped as hearth_respond_error's. */
+int hearth_reply_error(hearth_server *s, hearth_reply h, int status, const char *type, const char *message);
 /* A streamed response: headers now (chunked transfer coding), then chunks, then end.
  * For SSE use content type "text/event-stream" and send "data: ...\n\n" chunks. */
 int hearth_reply_stream_begin(hearth_server *s, hearth_reply h, int status, const char *content_type, const char *headers);
