@@ -34,6 +34,10 @@ def test_bad_flags_are_refused():
                          (["serve", "--max-body", "12Q"], "invalid value"),
                          (["serve", "--log-level", "loud"], "--log-level"),
                          (["serve", "--port"], "needs a value"),
+                         (["serve", "--parallel", "0"], "--parallel"),
+                         (["serve", "--max-client-batch", "0"], "--max-client-batch"),
+                         (["serve", "--max-headers", "1000"], "--max-headers"),
+                         (["serve", "--poller", "kqueue"], "--poller"),
                          (["bogus"], "unknown command")):
         out = hearth(*args)
         assert out.returncode == 2, (args, out.returncode, out.stderr)
