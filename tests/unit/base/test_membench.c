@@ -4,9 +4,12 @@
  * The figure is checked against the wall time of the whole call, measured
  * here: the call reads the buffer passes + 1 times (one untimed) after
  * filling it, so the best pass, bytes / GB/s, can be no longer than the call
- * divided by passes + 1, and not absurdly shorter than it either (the fill
- * includes page faults, hence the loose lower factor). A wrong unit or a
- * miscounted byte total falls outside by orders of magnitude. */
+ * divided by passes + 1. The other side is not bounded by the wall time:
+ * on a loaded machine (CI runs suites side by side) the fill's page faults
+ * and preemption stretched a call to 140x its best pass. Instead the figure
+ * must be one a CPU's memory can give, 0.05 to 5,000 GB/s: a unit off by
+ * a factor of 1,000 (ns vs us, bytes vs KB) lands outside it, and a figure
+ * too low fails the first check. */
 #include "base/clock.h"
 #include "base/membench.h"
 #include "harness.h"
@@ -25,7 +28,7 @@ static void check_consistent(size_t n, int passes, hearth_pool *pool)
     double best_pass_ns = (double)n / gbs;
     CHECK_MSG(best_pass_ns * (passes + 1) <= elapsed_ns * 1.001, "best pass %g ns x %d > call %g ns", best_pass_ns,
               passes + 1, elapsed_ns);
-    CHECK_MSG(best_pass_ns * 100 >= elapsed_ns, "best pass %g ns, call %g ns", best_pass_ns, elapsed_ns);
+    CHECK_MSG(gbs >= 0.05 && gbs <= 5000, "%g GB/s is no CPU's read bandwidth", gbs);
 }
 
 static void test_consistent_with_wall_time(void)
