@@ -73,8 +73,8 @@ int hearth_rowdot_multi(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt, 
     j.mx = (hearth_mx){.M = M, .K = K, .Kp = Kp};
     void *mem;
     if (hearth_quant_uses_q8a(wt)) {
-        /* q: Kp bytes per row; dxl: Kp / 4 floats; s16: Kp / 16 floats */
-        size_t q_bytes = (size_t)(M * Kp), dxl_bytes = (size_t)(M * Kp / 4) * sizeof(float);
+        /* q: Kp bytes per row; dxl and s16: Kp / 16 floats each */
+        size_t q_bytes = (size_t)(M * Kp), dxl_bytes = (size_t)(M * Kp / 16) * sizeof(float);
         mem = hearth_cpu_scratch(HEARTH_SCRATCH_CALL, q_bytes + dxl_bytes + (size_t)(M * Kp / 16) * sizeof(float));
         if (!mem)
             return HEARTH_ENOMEM;

@@ -22,13 +22,15 @@
 
 /* X, M rows of K, for the multi-row kernels; Kp = K rounded up to 256 and
  * everything past K is zero, so X loads never need masks.
- * Quantized weight types (X as the q8a values of hearth_quant_q8a_row):
- *   q    [Kp / 64][M][64]   int8 values
- *   dxl  [Kp / 64][M][16]   the q8a block scale of each group of 4 values
- *   s16  [Kp / 256][M][16]  d * sum(q) over each 16 values
+ * Quantized weight types (X as the q8a values of hearth_quant_q8a_row), per
+ * 256-element piece p and row m, at (p * M + m) * (piece bytes):
+ *   q    [Kp / 256][M][256] int8 values in group order: byte 64c + 4l + b
+ *        is element 16l + 4c + b of the piece (int32 lane l of each 64-byte
+ *        chunk c holds 4 elements of the 16-element group l)
+ *   dxl  [Kp / 256][M][16]  the q8a block scale of group l (block l / 2)
+ *   s16  [Kp / 256][M][16]  d * sum(q) over group l
  * F32 / F16 / BF16:
- *   xf   [Kp / 16][M][16]   X itself
- * Row m of a chunk is at (chunk * M + m) * (chunk bytes). */
+ *   xf   [Kp / 16][M][16]   X itself, row m of chunk c at (c * M + m) * 16 */
 typedef struct hearth_mx {
     int8_t *q;
     float *dxl, *s16, *xf;

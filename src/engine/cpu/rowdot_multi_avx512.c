@@ -8,16 +8,22 @@
  *
  * Quantized types, per 256 elements of W (a K-quant super-block, or 8
  * Q8_0 / Q4_0 blocks), made ONCE and shared by all R rows:
- *   wu[4]  64 unsigned weight values each, in element order, for vpdpbusd's
- *          unsigned operand (Q8_0: w + 128 by flipping the sign bit; Q4_0 and
- *          Q4_K: the nibbles; Q6_K: the 6-bit value before its - 32);
- *   ws[4]  the weight scale of each int32 lane (4 elements): d, d * sc;
- *   off    per 16 elements, what the unsigned form adds per unit of
- *          X's d * sum(q) (128 d, 8 d, Q4_K's dmin * m, 32 d * sc).
- * Then per X row and 64 elements: one vpdpbusd (X signed), int32 -> f32, one
- * multiply of ws by X's lane scales (dxl, laid out per lane when X was
- * prepared) and one FMA; per 256 elements one FNMADD of off with X's
- * per-16 sums. Integer sums equal the oracle's; float rounding differs.
+ *   wu[4]  64 unsigned weight values each, for vpdpbusd's unsigned operand
+ *          (Q8_0: w + 128 by flipping the sign bit; Q4_0 and Q4_K: the
+ *          nibbles; Q6_K: the 6-bit value before its - 32), in the "group
+ *          order" of rowdot_multi.h: int32 lane l of every wu[c] holds 4
+ *          elements of the 16-element group l, so one lane meets one scale;
+ *   ws     the weight scale of each group (d, d * sc);
+ *   off    per group, what the unsigned form adds per unit of X's
+ *          d * sum(q) (128 d, 8 d, Q4_K's dmin * m, 32 d * sc).
+ * Then per X row and 256 elements: four vpdpbusd into ONE int32
+ * accumulator (X in the same group order, signed), one int32 -> f32, one
+ * multiply of ws by X's group scales, one FMA, and one FNMADD of off with
+ * X's per-group sums: 8 vector operations per row where element order
+ * (lane l of chunk c in block 2c + l / 8, so a conversion and a scaling per
+ * chunk) needed 17. The piece pays 8 permutes for the group order, once for
+ * all rows; measured on the Zen 4, 2 threads, 4 rows of Q8_0 decode: see
+ * rowdot_multi.c. Integer sums equal the oracle's; float rounding differs.
  *
  * F32 / F16 / BF16: each 16 weights widened once, one FMA per X row.
  *
@@ -47,21 +53,44 @@ AI void prefetch_w(const char *p, int bytes)
         _mm_prefetch(p + PF_BYTES + o, _MM_HINT_T1);
 }
 
-/* Same float operations as hearth_quant_q8a_row, so the same values. */
+/* 256 int8 values in element order (z[c]: elements 64c .. 64c + 63) into
+ * group order: int32 lane l of z[c] = elements 16l + 4c .. 16l + 4c + 3.
+ * Old dword 16k + j moves to chunk j % 4, lane 4k + j / 4: two rounds of
+ * two-source permutes, then 128-bit lane shuffles. */
+AI void group_order(__m512i z[4])
+{
+    /* lane t: chunk c = t / 8 (+ 2 for the second index), group l = t % 8 of
+     * the pair's 8 groups, from source dword (l / 4) * 16 + 4 (l % 4) + c */
+    const __m512i ia = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i ib = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    __m512i a01 = _mm512_permutex2var_epi32(z[0], ia, z[1]), b01 = _mm512_permutex2var_epi32(z[0], ib, z[1]);
+    __m512i a23 = _mm512_permutex2var_epi32(z[2], ia, z[3]), b23 = _mm512_permutex2var_epi32(z[2], ib, z[3]);
+    z[0] = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(1, 0, 1, 0));
+    z[1] = _mm512_shuffle_i64x2(a01, a23, _MM_SHUFFLE(3, 2, 3, 2));
+    z[2] = _mm512_shuffle_i64x2(b01, b23, _MM_SHUFFLE(1, 0, 1, 0));
+    z[3] = _mm512_shuffle_i64x2(b01, b23, _MM_SHUFFLE(3, 2, 3, 2));
+}
+
+/* Lane l of 16 (a group of 16 elements) -> its 32-element block l / 2. */
+AI __m512i pairs16(void)
+{
+    return _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+}
+
+/* Same float operations as hearth_quant_q8a_row, so the same values; each
+ * 256-element piece then into group order. */
 static void mx_row(const float *x, hearth_mx *mx, int64_t m)
 {
     const int64_t M = mx->M, K = mx->K;
     const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
-    for (int64_t c = 0; c < mx->Kp / 64; c++) {
-        int8_t *q = mx->q + (c * M + m) * 64;
-        float *dxl = mx->dxl + (c * M + m) * 16;
-        float *s16 = mx->s16 + ((c / 4) * M + m) * 16 + (c % 4) * 4;
-        for (int h = 0; h < 2; h++) {
-            int64_t k = 64 * c + 32 * h;
+    for (int64_t p = 0; p < mx->Kp / 256; p++) {
+        _Alignas(64) int8_t q[256];
+        float d[16] = {0}, *s16 = mx->s16 + (p * M + m) * 16;
+        for (int b = 0; b < 8; b++) {
+            int64_t k = 256 * p + 32 * b;
             if (k >= K) {
-                memset(q + 32 * h, 0, 32);
-                _mm256_storeu_ps(dxl + 8 * h, _mm256_setzero_ps());
-                s16[2 * h] = s16[2 * h + 1] = 0;
+                memset(q + 32 * b, 0, 32);
+                s16[2 * b] = s16[2 * b + 1] = 0;
                 continue;
             }
             __m512 a0 = _mm512_loadu_ps(x + k), a1 = _mm512_loadu_ps(x + k + 16);
@@ -71,32 +100,28 @@ static void mx_row(const float *x, hearth_mx *mx, int64_t m)
             __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(a0, vid)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(a1, vid));
             q0 = _mm512_min_epi32(_mm512_max_epi32(q0, lo), hi);
             q1 = _mm512_min_epi32(_mm512_max_epi32(q1, lo), hi);
-            _mm_storeu_si128((__m128i *)(q + 32 * h), _mm512_cvtepi32_epi8(q0));
-            _mm_storeu_si128((__m128i *)(q + 32 * h + 16), _mm512_cvtepi32_epi8(q1));
-            _mm256_storeu_ps(dxl + 8 * h, _mm256_set1_ps(db));
-            s16[2 * h] = db * (float)_mm512_reduce_add_epi32(q0);
-            s16[2 * h + 1] = db * (float)_mm512_reduce_add_epi32(q1);
+            _mm_store_si128((__m128i *)(q + 32 * b), _mm512_cvtepi32_epi8(q0));
+            _mm_store_si128((__m128i *)(q + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+            d[b] = db;
+            s16[2 * b] = db * (float)_mm512_reduce_add_epi32(q0);
+            s16[2 * b + 1] = db * (float)_mm512_reduce_add_epi32(q1);
         }
+        __m512i z[4];
+        for (int c = 0; c < 4; c++)
+            z[c] = _mm512_load_si512(q + 64 * c);
+        group_order(z);
+        int8_t *dst = mx->q + (p * M + m) * 256;
+        for (int c = 0; c < 4; c++)
+            _mm512_store_si512(dst + 64 * c, z[c]);
+        _mm512_store_ps(mx->dxl + (p * M + m) * 16, _mm512_permutexvar_ps(pairs16(), _mm512_loadu_ps(d)));
     }
 }
 
 /* What one 256-element piece of a W row gives every X row (see the top). */
 typedef struct wpiece {
     __m512i wu[4];
-    __m512 ws[4], off;
+    __m512 ws, off;
 } wpiece;
-
-/* 16 lanes: a in lanes 0-7, b in 8-15. */
-AI __m512i lanes8(int a, int b)
-{
-    return _mm512_setr_epi32(a, a, a, a, a, a, a, a, b, b, b, b, b, b, b, b);
-}
-
-/* Lane l of 16 (a group of 16 elements) -> its 32-element block l / 2. */
-AI __m512i pairs16(void)
-{
-    return _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-}
 
 /* The fp16 scales of nb (<= 8) blocks of stride `bytes` to floats, 0 past nb. */
 AI __m256 scales8(const char *b, size_t bytes, int nb)
@@ -121,9 +146,10 @@ AI void piece_q8_0(const hearth_block_q8_0 *b, int nb, wpiece *p)
         __m256i lo = 2 * c < nb ? _mm256_loadu_si256((const __m256i *)b[2 * c].qs) : _mm256_setzero_si256();
         __m256i hi = 2 * c + 1 < nb ? _mm256_loadu_si256((const __m256i *)b[2 * c + 1].qs) : _mm256_setzero_si256();
         p->wu[c] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), flip);
-        p->ws[c] = _mm512_permutexvar_ps(lanes8(2 * c, 2 * c + 1), dw);
     }
-    p->off = _mm512_mul_ps(_mm512_permutexvar_ps(pairs16(), dw), _mm512_set1_ps(128));
+    group_order(p->wu);
+    p->ws = _mm512_permutexvar_ps(pairs16(), dw);
+    p->off = _mm512_mul_ps(p->ws, _mm512_set1_ps(128));
 }
 
 AI void piece_q4_0(const hearth_block_q4_0 *b, int nb, wpiece *p)
@@ -139,9 +165,10 @@ AI void piece_q4_0(const hearth_block_q4_0 *b, int nb, wpiece *p)
         /* [lo0, lo1, hi0, hi1] -> [lo0, hi0, lo1, hi1]: element order */
         __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
         p->wu[c] = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0));
-        p->ws[c] = _mm512_permutexvar_ps(lanes8(2 * c, 2 * c + 1), dw);
     }
-    p->off = _mm512_mul_ps(_mm512_permutexvar_ps(pairs16(), dw), _mm512_set1_ps(8));
+    group_order(p->wu);
+    p->ws = _mm512_permutexvar_ps(pairs16(), dw);
+    p->off = _mm512_mul_ps(p->ws, _mm512_set1_ps(8));
 }
 
 /* The 8 scales and 8 mins of a Q4_K block as bytes (hearth_q4k_scale_min
@@ -177,8 +204,9 @@ AI void piece_q4_k(const hearth_block_q4_k *b, wpiece *p)
     for (int c = 0; c < 4; c++) {
         __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * c)));
         p->wu[c] = _mm512_and_si512(_mm512_srlv_epi16(raw, sh), m4);
-        p->ws[c] = _mm512_permutexvar_ps(lanes8(2 * c, 2 * c + 1), sc);
     }
+    group_order(p->wu);
+    p->ws = _mm512_permutexvar_ps(pairs16(), sc);
     p->off = _mm512_permutexvar_ps(pairs16(), mn);
 }
 
@@ -201,38 +229,28 @@ AI void piece_q6_k(const hearth_block_q6_k *b, wpiece *p)
         p->wu[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
                                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m2), 4));
     }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
-        int s = 4 * c;
-        p->ws[c] = _mm512_permutexvar_ps(
-            _mm512_setr_epi32(s, s, s, s, s + 1, s + 1, s + 1, s + 1, s + 2, s + 2, s + 2, s + 2, s + 3, s + 3,
-                              s + 3, s + 3),
-            sc);
-    }
+    group_order(p->wu);
+    p->ws = sc;
     p->off = _mm512_mul_ps(sc, _mm512_set1_ps(32));
 }
 
-/* One piece against R rows: q, dxl, s16 at row m0 of the piece's first
- * chunk; chunks M rows apart. */
-AI void rows_piece(const int R, const wpiece *p, const int8_t *q, const float *dxl, const float *s16, int64_t M,
+/* One piece against R rows: q, dxl, s16 at row m0 of the piece; rows 256,
+ * 16, 16 values apart. acc0 takes the products, acc1 the offsets: two
+ * independent chains per row. */
+AI void rows_piece(const int R, const wpiece *p, const int8_t *q, const float *dxl, const float *s16,
                    __m512 *acc0, __m512 *acc1)
 {
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
-            __m512i x = _mm512_load_si512(q + (c * M + r) * 64);
-            __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), p->wu[c], x));
-            __m512 s = _mm512_mul_ps(p->ws[c], _mm512_load_ps(dxl + (c * M + r) * 16));
-            if (c % 2)
-                acc1[r] = _mm512_fmadd_ps(f, s, acc1[r]);
-            else
-                acc0[r] = _mm512_fmadd_ps(f, s, acc0[r]);
-        }
+    for (int r = 0; r < R; r++) {
+        const int8_t *x = q + r * 256;
+        __m512i i = _mm512_dpbusd_epi32(_mm512_setzero_si512(), p->wu[0], _mm512_load_si512(x));
+        i = _mm512_dpbusd_epi32(i, p->wu[1], _mm512_load_si512(x + 64));
+        i = _mm512_dpbusd_epi32(i, p->wu[2], _mm512_load_si512(x + 128));
+        i = _mm512_dpbusd_epi32(i, p->wu[3], _mm512_load_si512(x + 192));
+        __m512 s = _mm512_mul_ps(p->ws, _mm512_load_ps(dxl + r * 16));
+        acc0[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), s, acc0[r]);
+        acc1[r] = _mm512_fnmadd_ps(p->off, _mm512_load_ps(s16 + r * 16), acc1[r]);
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; r++)
-        acc0[r] = _mm512_fnmadd_ps(p->off, _mm512_load_ps(s16 + r * 16), acc0[r]);
 }
 
 AI void store_rows(const int R, const __m512 *acc0, const __m512 *acc1, float *y, int64_t ldy)
@@ -251,8 +269,8 @@ AI void mdot_quant(const int R, const hearth_dtype t, const void *w, const heart
     for (int r = 0; r < R; r++)
         acc0[r] = acc1[r] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n_pieces; i++) {
-        const int8_t *q = mx->q + (4 * i * M + m0) * 64;
-        const float *dxl = mx->dxl + (4 * i * M + m0) * 16, *s16 = mx->s16 + (i * M + m0) * 16;
+        const int8_t *q = mx->q + (i * M + m0) * 256;
+        const float *dxl = mx->dxl + (i * M + m0) * 16, *s16 = mx->s16 + (i * M + m0) * 16;
         wpiece p;
         int64_t left = nb - 8 * i;
         size_t piece_bytes = t == HEARTH_Q8_0   ? 8 * sizeof(hearth_block_q8_0)
@@ -276,7 +294,7 @@ AI void mdot_quant(const int R, const hearth_dtype t, const void *w, const heart
         case HEARTH_Q4_K: piece_q4_k((const hearth_block_q4_k *)w + i, &p); break;
         default: piece_q6_k((const hearth_block_q6_k *)w + i, &p); break;
         }
-        rows_piece(R, &p, q, dxl, s16, M, acc0, acc1);
+        rows_piece(R, &p, q, dxl, s16, acc0, acc1);
     }
     store_rows(R, acc0, acc1, y, ldy);
 }

@@ -267,8 +267,8 @@ static void multi_row_dots_match_oracle(void)
         /* X as the kernels take it holds hearth_quant_q8a_row's values, zero past K */
         for (int64_t K = 32; K <= 544; K += 256) {
             int64_t M = 3, Kp = (K + 255) / 256 * 256;
-            hearth_mx mx = {.M = M, .K = K, .Kp = Kp, .q = malloc((size_t)(M * Kp))};
-            mx.dxl = malloc((size_t)(M * Kp / 4) * sizeof(float));
+            hearth_mx mx = {.M = M, .K = K, .Kp = Kp, .q = aligned_alloc(64, (size_t)(M * Kp))};
+            mx.dxl = aligned_alloc(64, (size_t)(M * Kp / 16) * sizeof(float));
             mx.s16 = malloc((size_t)(M * Kp / 16) * sizeof(float));
             float *x = malloc((size_t)K * sizeof *x);
             hearth_block_q8a *xq = malloc((size_t)(K / 32) * sizeof *xq);
@@ -278,7 +278,9 @@ static void multi_row_dots_match_oracle(void)
             kt->q_row(x, &mx, 1);
             int same = 1;
             for (int64_t k = 0; k < Kp; k++) {
-                int64_t c = k / 64, at = (c * M + 1) * 64 + k % 64, g = (c * M + 1) * 16 + k % 64 / 4;
+                /* group order (rowdot_multi.h): element e of piece p at byte 64c + 4 grp + b */
+                int64_t p = k / 256, e = k % 256, grp = e / 16, c = e % 16 / 4;
+                int64_t at = (p * M + 1) * 256 + 64 * c + 4 * grp + e % 4, g = (p * M + 1) * 16 + grp;
                 int q = k < K ? xq[k / 32].qs[k % 32] : 0;
                 float d = k < K ? xq[k / 32].d : 0;
                 same &= mx.q[at] == q && mx.dxl[g] == d;
