@@ -1,6 +1,7 @@
 /* llama_attn_impl.h: the body of one attention head, included by
  * llama_attn.c (baseline SSE2), llama_attn_avx2.c and llama_attn_avx512.c,
- * each defining ATTN_NAME and ATTN_VBYTES (vector bytes) first. Written with
+ * each defining ATTN_NAME and ATTN_VBYTES (vector bytes) first, and
+ * ATTN_LINKAGE (static) where the body is only a fallback. Written with
  * GCC/Clang vector extensions so one source serves every width; the
  * compiler flags of the including file (Makefile ISA_*) pick the
  * instructions.
@@ -48,8 +49,12 @@ static inline float vdot(const float *a, const float *b, int64_t hv, int64_t n)
     return s;
 }
 
-void ATTN_NAME(float *out, const float *q, const float *K, const float *V, int64_t stride, int64_t n_pos, int64_t hd,
-               float scale)
+#ifndef ATTN_LINKAGE
+#define ATTN_LINKAGE
+#endif
+
+ATTN_LINKAGE void ATTN_NAME(float *out, const float *q, const float *K, const float *V, int64_t stride, int64_t n_pos,
+                            int64_t hd, float scale)
 {
     float acc[LLAMA_HEAD_DIM_MAX], sc[ATTN_BLOCK];
     int64_t hv = hd - hd % VL;

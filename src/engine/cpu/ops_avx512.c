@@ -6,11 +6,7 @@
  * in double (8 lanes of __m512d), so the norms keep ops.c's precision. Row
  * tails are masked loads and stores, so nothing past n is touched.
  *
- * exp: n = round(x log2 e), r = x - n ln 2 (ln 2 split in two, so r is exact
- * to a few ulps), e^r by a degree-6 polynomial fitted for relative error on
- * |r| <= ln2 / 2 (2e-9 in exact arithmetic, ~7e-8 evaluated in float), then
- * scalef by 2^n, which saturates to inf and flushes to 0 correctly; x is
- * clamped to [-104, 88.8] first so r stays small.
+ * exp: exp_avx512.h (shared with the attention heads of src/models).
  *
  * GELU = 0.5 x (1 + erf(z)), z = x / sqrt 2, with z carried as a float pair
  * (x times sqrt(1/2) in two parts) because the tail needs z^2 to ~1e-14:
@@ -31,6 +27,7 @@
  * one polynomial for erf over the whole range (the tail's relative error
  * cannot be met without the exp factor); vectorizing through libmvec (not
  * in every libc, and its accuracy is not documented per function). */
+#include "engine/cpu/exp_avx512.h"
 #include "engine/cpu/ops_impl.h"
 
 #include <immintrin.h>
@@ -39,29 +36,6 @@
 static inline __mmask16 tail(int64_t left)
 {
     return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
-}
-
-static inline __m512 poly(__m512 t, const float *c, int deg)
-{
-    __m512 acc = _mm512_set1_ps(c[0]);
-    for (int i = 1; i <= deg; i++)
-        acc = _mm512_fmadd_ps(acc, t, _mm512_set1_ps(c[i]));
-    return acc;
-}
-
-/* e^r on |r| <= ln2 / 2, highest degree first */
-static const float EXP_C[7] = {1.383682207e-03f, 8.374822004e-03f, 4.166822633e-02f, 1.666642010e-01f,
-                               4.999999207e-01f, 1.000000036e+00f, 1.000000001e+00f};
-
-static inline __m512 exp512(__m512 x)
-{
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.8f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    /* ln 2 = 0.693145751953125 (16 bits: n * it is exact) + 1.4286068203e-6 */
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723e-06f), r);
-    return _mm512_scalef_ps(poly(r, EXP_C, 6), n);
 }
 
 /* erf(z) / z as a polynomial in z^2 on |z| < 0.7 */
