@@ -324,13 +324,40 @@ static void select_top(const float *x, int32_t n, int32_t k, cand *out)
     qsort(out, (size_t)k, sizeof *out, cand_cmp);
 }
 
+/* The first index of the largest of x (sanitized: no NaN). Two passes: the
+ * maximum by 16 lane-wise maxima, which gcc -O2 turns into vector max
+ * instructions, then the first element equal to it (found block-wise too). The one-pass loop is a
+ * chain of compare and cmov through `best`: ~1.5 cycles an element, the
+ * whole of a greedy sample (profiled in hearth serve, 4 streams: 5% of the
+ * engine's time at 32k tokens). -0 and +0 compare equal in both forms, so
+ * ties resolve to the same first index. */
 static int32_t argmax(const float *x, int32_t n)
 {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
+    enum { B = 16 };
+    float lane[B];
+    int32_t i = 0;
+    for (int j = 0; j < B; j++)
+        lane[j] = -INFINITY;
+    for (; i + B <= n; i += B)
+        for (int j = 0; j < B; j++)
+            lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+    float max = x[0];
+    for (int j = 0; j < B; j++)
+        max = lane[j] > max ? lane[j] : max;
+    for (; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    /* the first block holding it, 16 compares at a time, then the element */
+    for (i = 0; i + B <= n; i += B) {
+        int hit = 0;
+        for (int j = 0; j < B; j++)
+            hit |= x[i + j] == max;
+        if (hit)
+            break;
+    }
+    for (; i < n; i++)
+        if (x[i] == max)
+            return i;
+    return 0;
 }
 
 /* Sum of exp(x[i] - max) over the whole vocabulary. */

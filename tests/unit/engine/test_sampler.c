@@ -193,6 +193,42 @@ static void test_greedy(void)
     hearth_sampler_free(s);
 }
 
+/* Greedy over a vocabulary of whole 16-blocks and a tail (the argmax works
+ * block-wise): the first index of the maximum wherever it lies, against a
+ * plain loop, for the maximum in the first element, a middle block, several
+ * blocks at once (ties), the tail, and -0 against +0. */
+static void test_greedy_wide(void)
+{
+    enum { V = 16 * 70 + 9 };
+    hearth_sampler *s = mk(0.0f, 0, 1.0f, 0.0f, 1, V);
+    if (!s)
+        return;
+    static float l[V];
+    uint32_t x = 7;
+    int bad = 0;
+    for (int c = 0; c < 200; c++) {
+        for (int i = 0; i < V; i++) {
+            x = x * 1664525u + 1013904223u;
+            l[i] = (float)(x >> 8) / 16777216.0f;
+        }
+        int at[3] = {c % 3 == 0 ? 0 : (int)(x % V), (int)((x >> 3) % V), V - 1 - c % 9};
+        for (int k = 0; k < 1 + c % 3; k++)
+            l[at[k]] = c % 5 == 0 ? 0.0f : 2.0f;
+        if (c % 5 == 0) {
+            for (int i = 0; i < V; i++)
+                l[i] -= 1.0f; /* all negative but the zeros */
+            l[at[0]] = -0.0f;
+        }
+        int want = 0;
+        for (int i = 1; i < V; i++)
+            if (l[i] > l[want])
+                want = i;
+        bad += hearth_sampler_sample(s, l) != want;
+    }
+    CHECK_MSG(bad == 0, "greedy over %d tokens: %d of 200 cases differ from a plain argmax", V, bad);
+    hearth_sampler_free(s);
+}
+
 /* NaN counts as -inf and +inf as FLT_MAX, both in the 16-wide blocks of the
  * copy and in its tail (37 = 2 blocks + 5), and the draw stays defined. */
 static void test_non_finite(void)
@@ -547,6 +583,7 @@ int main(void)
     RUN(test_rng_reference);
     RUN(test_defaults);
     RUN(test_greedy);
+    RUN(test_greedy_wide);
     RUN(test_non_finite);
     RUN(test_top_k1_is_greedy);
     RUN(test_distributions);
