@@ -39,6 +39,7 @@ typedef struct hearth_api_config {
     int max_queue;               /* --max-queue waiting generation requests (64) */
     int batch_size;              /* --batch-size tokens per forward pass (512) */
     const char *chat_template;   /* --chat-template override */
+    const char *cache_type;      /* --cache-type of the KV cache: f16 (default) or f32 */
 } hearth_api_config;
 
 typedef struct hearth_api {

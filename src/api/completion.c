@@ -290,7 +290,8 @@ static void props(hearth_request *req, void *ctx)
     if (!rc)
         rc = hearth_gen_append_settings(&out, &defaults);
     if (!rc)
-        rc = hearth_buf_printf(&out, "},\"total_slots\":%d,\"model\":", m->n_parallel);
+        rc = hearth_buf_printf(&out, "},\"total_slots\":%d,\"cache_type\":\"%s\",\"model\":", m->n_parallel,
+                               hearth_dtype_get(hearth_kv_type(m->kv))->name);
     if (!rc)
         rc = hearth_json_quote(&out, m->info->name, strlen(m->info->name));
     if (!rc)

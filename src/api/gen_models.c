@@ -83,7 +83,7 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     g->n_parallel = st->gen.n_parallel;
     g->n_ctx = st->gen.n_ctx > 0 ? st->gen.n_ctx : hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
     int n_slots = st->gen.n_parallel + st->gen.n_cache_slots;
-    g->kv = hearth_kv_new(g->llama, n_slots, g->n_ctx, err);
+    g->kv = hearth_kv_new_typed(g->llama, n_slots, g->n_ctx, st->gen.kv_type, err);
     if (!g->kv) {
         hearth_llama_close(g->llama);
         return err ? err->code : HEARTH_ENOMEM;
@@ -129,10 +129,11 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     }
     api->n_models++;
     st->n_gen++;
-    HLOG_INFO("model '%s': %s %s from %s, %lld-token context x %d sequences (+%d cached), %.0f MiB of KV cache, "
+    HLOG_INFO("model '%s': %s %s from %s, %lld-token context x %d sequences (+%d cached), %.0f MiB of %s KV cache, "
               "chat template %s, loaded in %.0f ms",
               name, demo ? "demo" : hp->arch, hearth_dtype_get(hearth_llama_weight_type(g->llama))->name, path,
               (long long)g->n_ctx, st->gen.n_parallel, st->gen.n_cache_slots, (double)hearth_kv_bytes(g->kv) / 1048576.0,
+              hearth_dtype_get(st->gen.kv_type)->name,
               g->has_template ? hearth_chat_template_name(g->tmpl) : "none", (double)(hearth_now_ns() - t0) / 1e6);
     return HEARTH_OK;
 }

@@ -38,6 +38,7 @@ typedef struct hearth_gen_opts {
     int max_queue;               /* --max-queue: waiting requests; past it 503 */
     int32_t n_batch;             /* --batch-size: tokens per forward pass */
     const char *chat_template;   /* --chat-template override, or NULL */
+    hearth_dtype kv_type;        /* --cache-type: HEARTH_F16 (default) or HEARTH_F32 */
 } hearth_gen_opts;
 
 /* A generation model: the llama weights, its KV cache and scheduler thread. */

@@ -151,7 +151,7 @@ static int generate(const run_opts *o, const hearth_gen_params *gp, const hearth
         goto done;
     }
     int64_t n_ctx = o->ctx_size > 0 ? o->ctx_size : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    seq.kv = hearth_kv_new(m, 1, n_ctx, &err);
+    seq.kv = hearth_kv_new_typed(m, 1, n_ctx, o->kv_type, &err);
     seq.slots = calloc((size_t)gp->n_batch, sizeof *seq.slots);
     smp = hearth_sampler_new(sp, (int32_t)hp->n_vocab, &err);
     if (!seq.kv || !seq.slots || !smp) {
@@ -198,6 +198,7 @@ done:
 int hearth_cmd_run(int argc, char **argv)
 {
     run_opts o = {.n_predict = RUN_UNSET, .reps = 5, .n_batch = 512};
+    const char *cache_type = "f16";
     sampling_flags sf = {0};
     opt_str_list stops = {0};
     const opt opts[] = {
@@ -213,6 +214,7 @@ int hearth_cmd_run(int argc, char **argv)
         {"seed", 's', OPT_STR, &sf.seed, "N", "random seed (-1: from the OS)"},
         {"threads", 't', OPT_INT, &o.threads, "N", "compute threads (0: one per physical core)"},
         {"ctx-size", 'c', OPT_INT, &o.ctx_size, "N", "context positions (0: the model's, at most 4096)"},
+        {"cache-type", 0, OPT_STR, &cache_type, "f16|f32", "KV cache elements (f16: half the memory, as llama.cpp; f32: exact, for parity checks)"},
         {"batch-size", 'b', OPT_INT, &o.n_batch, "N", "prompt tokens per forward pass (512)"},
         {"stop", 0, OPT_STR_LIST, &stops, "STR", "stop when STR is generated (repeatable; not printed)"},
         {"no-bos", 0, OPT_BOOL, &o.no_bos, NULL, "do not put BOS before the prompt"},
@@ -238,6 +240,11 @@ int hearth_cmd_run(int argc, char **argv)
     hearth_sampler_params sp;
     if ((rc = sampling_params(&sf, &sp)))
         return rc;
+    if (strcmp(cache_type, "f16") != 0 && strcmp(cache_type, "f32") != 0) {
+        fprintf(stderr, "hearth run: --cache-type %s: want f16 or f32\n", cache_type);
+        return 2;
+    }
+    o.kv_type = strcmp(cache_type, "f32") == 0 ? HEARTH_F32 : HEARTH_F16;
     if (o.dump_logits && !o.tokens) {
         fprintf(stderr, "hearth run: --dump-logits needs --tokens\n");
         return 2;

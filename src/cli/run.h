@@ -21,6 +21,7 @@ typedef struct run_opts {
     bool no_bos;
     const char *dump_logits;
     const char *tokens;
+    hearth_dtype kv_type;    /* --cache-type: HEARTH_F16 or HEARTH_F32 */
 } run_opts;
 
 #define RUN_UNSET (-1000)

@@ -17,7 +17,7 @@
  * --dump-logits runs the given ids as one prefill with every position's
  * logits requested and writes them raw (float32, little-endian on every
  * machine hearth builds for), for parity tests against a reference forward
- * pass. */
+ * pass; they ask for --cache-type f32, the default f16 cache being rounded. */
 #include "run.h"
 
 #include "base/clock.h"
@@ -156,7 +156,7 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
     int32_t *slots = calloc((size_t)(o->n_batch > P ? o->n_batch : P), sizeof *slots);
     int32_t *par_slots = malloc((size_t)P * sizeof *par_slots), *par_tokens = malloc((size_t)P * sizeof *par_tokens);
     float *logits = malloc((size_t)hp->n_vocab * (size_t)P * sizeof *logits);
-    hearth_kv *kv = hearth_kv_new(m, P, n_max ? n_max : 1, &err);
+    hearth_kv *kv = hearth_kv_new_typed(m, P, n_max ? n_max : 1, o->kv_type, &err);
     if (!tps || !tokens || !slots || !par_slots || !par_tokens || !logits || !kv) {
         fprintf(stderr, "hearth run --bench: %s\n", err.msg[0] ? err.msg : "out of memory");
         goto done;
@@ -286,7 +286,7 @@ int run_dump_logits(const run_opts *o, hearth_llama *m, hearth_pool *pool)
     slots = calloc((size_t)n, sizeof *slots);
     want = malloc((size_t)n * sizeof *want);
     logits = malloc((size_t)n * (size_t)hp->n_vocab * sizeof *logits);
-    kv = hearth_kv_new(m, 1, n, &err);
+    kv = hearth_kv_new_typed(m, 1, n, o->kv_type, &err);
     if (!slots || !want || !logits || !kv) {
         fprintf(stderr, "hearth run: %s\n", err.msg[0] ? err.msg : "out of memory");
         goto done;

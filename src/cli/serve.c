@@ -49,6 +49,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"parallel", 0, OPT_INT, &api.cfg.parallel, "N", "generation: sequences decoded together per model (4)"},
         {"cache-slots", 0, OPT_INT, &api.cfg.cache_slots, "N", "generation: extra KV slots that keep finished prompts for reuse (4)"},
         {"ctx-size", 'c', OPT_INT, &api.cfg.ctx_size, "N", "generation: positions per sequence (0: the model's, at most 4096)"},
+        {"cache-type", 0, OPT_STR, &api.cfg.cache_type, "f16|f32", "generation: KV cache elements (f16: half the memory, as llama.cpp; f32: exact)"},
         {"max-queue", 0, OPT_INT, &api.cfg.max_queue, "N", "generation: requests waiting for a sequence; past it 503 (64)"},
         {"batch-size", 'b', OPT_INT, &api.cfg.batch_size, "N", "generation: tokens per forward pass, decode rows and prompt chunks (512)"},
         {"chat-template", 0, OPT_STR, &api.cfg.chat_template, "NAME", "chatml, llama3, phi3, gemma, mistral or llama2 instead of the model's"},
@@ -110,6 +111,10 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     }
     if (max_batch_tokens < 1 || api.cfg.max_concurrent < 1 || api.cfg.max_client_batch < 1 || api.cfg.compute_threads < 0) {
         fprintf(stderr, "hearth serve: --max-batch-tokens, --max-concurrent-requests and --max-client-batch must be >= 1\n");
+        return 2;
+    }
+    if (api.cfg.cache_type && strcmp(api.cfg.cache_type, "f16") != 0 && strcmp(api.cfg.cache_type, "f32") != 0) {
+        fprintf(stderr, "hearth serve: --cache-type %s: want f16 or f32\n", api.cfg.cache_type);
         return 2;
     }
     api.cfg.max_batch_tokens = (size_t)max_batch_tokens;

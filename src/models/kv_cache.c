@@ -2,20 +2,24 @@
  * positions each.
  *
  * Layout: for each slot, for each layer, one K block and one V block of
- * (n_ctx, n_head_kv * head_dim) f32, rows in position order (llama_int.h has
- * the addressing). A slot's rows for one layer are contiguous, so attention
- * for a token streams its slot's keys and values front to back, and
- * truncating or copying a prefix is a length change or one memcpy per layer.
- * The blocks are allocated once at creation (untouched pages cost nothing
- * until a slot grows into them).
+ * (n_ctx, n_head_kv * head_dim) elements, rows in position order
+ * (llama_int.h has the addressing). A slot's rows for one layer are
+ * contiguous, so attention for a token streams its slot's keys and values
+ * front to back, and truncating or copying a prefix is a length change or
+ * one memcpy per layer. The blocks are allocated once at creation
+ * (untouched pages cost nothing until a slot grows into them).
  *
- * Elements are f32. f16 would halve the memory (the 110M shape takes 72 KiB
- * per position in f32), but rounding K and V to f16 moves logits by ~1e-3
- * relative, which would hide real errors in the 1e-4 parity test against the
- * reference; f32 keeps the cache exact and the forward pass simple.
- * Rejected: a paged cache shared between slots (prefix sharing by copy is
- * enough for one server's chat turns, and paging adds an indirection to the
- * inner attention loop). */
+ * Elements are f32 or f16, chosen at creation. f16 is what the servers use
+ * by default (--cache-type, as llama.cpp's cache): half the memory (the
+ * 110M shape takes 72 KiB per position in f32), and half the bytes a decode
+ * step reads for attention, which with several streams comes from DRAM
+ * every step (the weights push it out of L3): in hearth serve with 4 streams
+ * the attention head was ~8% of the engine's time. Rounding K and V to f16
+ * moves logits by ~1e-3 relative, so the parity tests against the reference
+ * (1e-4) run on an f32 cache, and an f16 cache has its own bound in
+ * test_llama. Rejected: a paged cache shared between slots (prefix sharing
+ * by copy is enough for one server's chat turns, and paging adds an
+ * indirection to the inner attention loop). */
 #include "models/llama_int.h"
 
 #include <stdlib.h>
@@ -27,7 +31,18 @@
 
 hearth_kv *hearth_kv_new(const hearth_llama *m, int n_slots, int64_t n_ctx, hearth_err *err)
 {
+    return hearth_kv_new_typed(m, n_slots, n_ctx, HEARTH_F32, err);
+}
+
+hearth_kv *hearth_kv_new_typed(const hearth_llama *m, int n_slots, int64_t n_ctx, hearth_dtype type,
+                               hearth_err *err)
+{
     const hearth_llama_hparams *hp = &m->hp;
+    if (type != HEARTH_F32 && type != HEARTH_F16) {
+        hearth_err_set(err, HEARTH_EINVAL, "kv cache: element type %d: want f32 or f16", (int)type);
+        return NULL;
+    }
+    size_t elt = type == HEARTH_F16 ? 2 : 4;
     if (n_slots < 1 || n_slots > KV_SLOTS_MAX || n_ctx < 1 || n_ctx > KV_CTX_MAX) {
         hearth_err_set(err, HEARTH_EINVAL, "kv cache: %d slots of %lld positions: want 1..%d slots, 1..%lld positions",
                        n_slots, (long long)n_ctx, KV_SLOTS_MAX, (long long)KV_CTX_MAX);
@@ -37,7 +52,7 @@ hearth_kv *hearth_kv_new(const hearth_llama *m, int n_slots, int64_t n_ctx, hear
     /* elements of K (or V) for all slots and layers; each factor is bounded
      * (slots 2^12, ctx 2^24, layers 2^12, kv_dim 2^30), so check the product. */
     unsigned __int128 elems = (unsigned __int128)n_slots * (uint64_t)hp->n_layer * (uint64_t)n_ctx * (uint64_t)kv_dim;
-    unsigned __int128 bytes = elems * sizeof(float) * 2;
+    unsigned __int128 bytes = elems * elt * 2;
     if (bytes > (unsigned __int128)SIZE_MAX / 2) {
         hearth_err_set(err, HEARTH_ENOMEM, "kv cache: %d slots x %lld positions x %lld layers is too large",
                        n_slots, (long long)n_ctx, (long long)hp->n_layer);
@@ -51,10 +66,14 @@ hearth_kv *hearth_kv_new(const hearth_llama *m, int n_slots, int64_t n_ctx, hear
     kv->n_layer = hp->n_layer;
     kv->kv_dim = kv_dim;
     kv->bytes = (uint64_t)bytes;
+    kv->type = type;
+    kv->elt = elt;
+    kv->attn = llama_attn_pick(type);
+    kv->put_f16 = llama_kv_put_pick();
     kv->len = calloc((size_t)n_slots, sizeof *kv->len);
     kv->pend = calloc((size_t)n_slots, sizeof *kv->pend);
-    kv->k = malloc((size_t)elems * sizeof(float));
-    kv->v = malloc((size_t)elems * sizeof(float));
+    kv->k = malloc((size_t)elems * elt);
+    kv->v = malloc((size_t)elems * elt);
     if (!kv->len || !kv->pend || !kv->k || !kv->v)
         goto fail;
     return kv;
@@ -79,6 +98,7 @@ void hearth_kv_free(hearth_kv *kv)
 int hearth_kv_slots(const hearth_kv *kv) { return kv->n_slots; }
 int64_t hearth_kv_ctx(const hearth_kv *kv) { return kv->n_ctx; }
 uint64_t hearth_kv_bytes(const hearth_kv *kv) { return kv->bytes; }
+hearth_dtype hearth_kv_type(const hearth_kv *kv) { return kv->type; }
 
 int64_t hearth_kv_len(const hearth_kv *kv, int slot)
 {
@@ -106,7 +126,7 @@ void hearth_kv_copy_prefix(hearth_kv *kv, int src, int dst, int64_t n)
         kv->len[dst] = n;
         return;
     }
-    size_t row_bytes = (size_t)kv->kv_dim * sizeof(float);
+    size_t row_bytes = (size_t)kv->kv_dim * kv->elt;
     for (int64_t il = 0; il < kv->n_layer; il++) {
         memcpy(llama_kv_k(kv, dst, il), llama_kv_k(kv, src, il), (size_t)n * row_bytes);
         memcpy(llama_kv_v(kv, dst, il), llama_kv_v(kv, src, il), (size_t)n * row_bytes);

@@ -331,7 +331,6 @@ int hearth_llama_open(hearth_llama **out, const char *path, hearth_err *err)
         goto fail;
     if ((rc = read_hparams(m, err)) || (rc = load_tensors(m, err)) || (rc = load_tokenizer(m, err)))
         goto fail;
-    m->attn = llama_attn_pick();
     *out = m;
     return 0;
 fail:

@@ -66,7 +66,13 @@ uint64_t hearth_llama_weight_bytes(const hearth_llama *m);
 
 typedef struct hearth_kv hearth_kv;
 
+/* A cache of f32 elements (exact: what the parity tests use). */
 hearth_kv *hearth_kv_new(const hearth_llama *m, int n_slots, int64_t n_ctx, hearth_err *err);
+/* A cache of HEARTH_F32 or HEARTH_F16 elements (f16: half the memory and
+ * half the bytes attention reads per step; K and V rounded to f16, as
+ * llama.cpp's default cache does). */
+hearth_kv *hearth_kv_new_typed(const hearth_llama *m, int n_slots, int64_t n_ctx, hearth_dtype type,
+                               hearth_err *err);
 void hearth_kv_free(hearth_kv *kv);
 int hearth_kv_slots(const hearth_kv *kv);
 int64_t hearth_kv_ctx(const hearth_kv *kv);
@@ -78,6 +84,8 @@ void hearth_kv_truncate(hearth_kv *kv, int slot, int64_t n);
 void hearth_kv_copy_prefix(hearth_kv *kv, int src, int dst, int64_t n);
 /* Bytes of cache memory (for budgets and metrics). */
 uint64_t hearth_kv_bytes(const hearth_kv *kv);
+/* Its element type: HEARTH_F32 or HEARTH_F16. */
+hearth_dtype hearth_kv_type(const hearth_kv *kv);
 
 /* ---- forward ---- */
 

@@ -1,9 +1,11 @@
-/* llama_attn_avx512.c: the attention head for AVX-512 (flags from the
- * Makefile); called only when hearth_cpu() reports AVX-512F.
+/* llama_attn_avx512.c: the attention heads for AVX-512 (flags from the
+ * Makefile), for f32 and f16 caches; called only when hearth_cpu() reports
+ * AVX-512F.
  *
  * Head sizes that are a multiple of 16 up to 128 (all the llama, qwen2 and
  * qwen3 models) take a path written for the width; others the generic body
- * of llama_attn_impl.h at 16 floats.
+ * of llama_attn_impl.h at 16 floats. An f16 cache is widened 16 elements at
+ * a time by vcvtph2ps as it is loaded.
  *
  * Why a path of its own: profiles of batched decode (hearth run --bench
  * --parallel 4, 110M model, Zen 5) put the generic head at a quarter of a
@@ -23,12 +25,31 @@
 #include <immintrin.h>
 #include <math.h>
 
+#define AI static inline __attribute__((always_inline))
+
 #define ATTN_NAME attn_any
 #define ATTN_VBYTES 64
+#define ATTN_KV float
 #define ATTN_LINKAGE static
 #include "models/llama_attn_impl.h"
 
-#define AI static inline __attribute__((always_inline))
+static inline vf load_h(const uint16_t *p)
+{
+    return (vf)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+#define ATTN_NAME attn_any_f16
+#define ATTN_KV uint16_t
+#define ATTN_KV_LOAD(p) load_h(p)
+#define ATTN_KV_AT(p, i) _cvtsh_ss((p)[i])
+#define ATTN_LINKAGE static
+#include "models/llama_attn_impl.h"
+
+/* 16 cache elements from p (F: f16, else f32) as floats */
+AI __m512 kv16(const int F, const void *p)
+{
+    return F ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)) : _mm512_loadu_ps((const float *)p);
+}
 
 /* v[j], 16 vectors; returns lane j = the sum of v[j]'s lanes. Every add
  * combines parts of the same v[j], so one v[j] that is garbage spoils only
@@ -63,18 +84,21 @@ AI __m512 sum16(const __m512 v[16])
  * enough: without this the head waits on DRAM for every row once the
  * weights have pushed the cache out of L3 (hearth serve, 4 streams: the
  * head took ~10% of the engine's time, most of it in loads). */
-AI void prefetch_rows(const float *base, int64_t stride, int64_t p0, int64_t n_pos, const int NC)
+AI void prefetch_rows(const void *base, size_t row_bytes, int64_t p0, int64_t n_pos, int lines)
 {
     int64_t end = p0 + 16 < n_pos ? p0 + 16 : n_pos;
     for (int64_t p = p0; p < end; p++)
 #pragma GCC unroll 8
-        for (int c = 0; c < NC; c++)
-            _mm_prefetch((const char *)(base + p * stride + 16 * c), _MM_HINT_T0);
+        for (int c = 0; c < lines; c++)
+            _mm_prefetch((const char *)base + (size_t)p * row_bytes + 64 * c, _MM_HINT_T0);
 }
 
-AI void head(const int NC, float *out, const float *q, const float *K, const float *V, int64_t stride,
+/* F: the cache is f16; NC: hd / 16 */
+AI void head(const int F, const int NC, float *out, const float *q, const void *K, const void *V, int64_t stride,
              int64_t n_pos, float scale)
 {
+    const size_t elt = F ? 2 : 4, row = (size_t)stride * elt;
+    const int lines = (int)((16 * NC * elt + 63) / 64);
     __m512 qv[8], acc[8];
     #pragma GCC unroll 16
     for (int c = 0; c < NC; c++) {
@@ -82,11 +106,11 @@ AI void head(const int NC, float *out, const float *q, const float *K, const flo
         acc[c] = _mm512_setzero_ps();
     }
     float mx = -INFINITY, sum = 0;
-    prefetch_rows(K, stride, 0, n_pos, NC);
+    prefetch_rows(K, row, 0, n_pos, lines);
     for (int64_t p0 = 0; p0 < n_pos; p0 += 16) {
         int64_t np = n_pos - p0 < 16 ? n_pos - p0 : 16;
-        prefetch_rows(V, stride, p0, n_pos, NC);
-        prefetch_rows(K, stride, p0 + 16, n_pos, NC);
+        prefetch_rows(V, row, p0, n_pos, lines);
+        prefetch_rows(K, row, p0 + 16, n_pos, lines);
         __mmask16 live = np == 16 ? (__mmask16)0xffff : (__mmask16)((1u << np) - 1);
         __m512 s[16];
         /* rows past n_pos are not read: the cache may end there */
@@ -94,10 +118,10 @@ AI void head(const int NC, float *out, const float *q, const float *K, const flo
         for (int j = 0; j < 16; j++) {
             s[j] = _mm512_setzero_ps();
             if (j < np) {
-                const float *k = K + (p0 + j) * stride;
+                const char *k = (const char *)K + (size_t)(p0 + j) * row;
                 #pragma GCC unroll 16
                 for (int c = 0; c < NC; c++)
-                    s[j] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(k + 16 * c), s[j]);
+                    s[j] = _mm512_fmadd_ps(qv[c], kv16(F, k + 16 * elt * c), s[j]);
             }
         }
         __m512 sc = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), live, sum16(s));
@@ -115,11 +139,11 @@ AI void head(const int NC, float *out, const float *q, const float *K, const flo
         float wj[16];
         _mm512_storeu_ps(wj, w);
         for (int64_t j = 0; j < np; j++) {
-            const float *v = V + (p0 + j) * stride;
+            const char *v = (const char *)V + (size_t)(p0 + j) * row;
             __m512 b = _mm512_set1_ps(wj[j]);
             #pragma GCC unroll 16
             for (int c = 0; c < NC; c++)
-                acc[c] = _mm512_fmadd_ps(b, _mm512_loadu_ps(v + 16 * c), acc[c]);
+                acc[c] = _mm512_fmadd_ps(b, kv16(F, v + 16 * elt * c), acc[c]);
         }
     }
     __m512 inv = _mm512_set1_ps(1.0f / sum);
@@ -128,28 +152,36 @@ AI void head(const int NC, float *out, const float *q, const float *K, const flo
         _mm512_storeu_ps(out + 16 * c, _mm512_mul_ps(acc[c], inv));
 }
 
-#define HEAD(NC)                                                                                                    \
-    static void head_##NC(float *out, const float *q, const float *K, const float *V, int64_t stride, int64_t n_pos, \
-                          float scale)                                                                              \
-    {                                                                                                               \
-        head(NC, out, q, K, V, stride, n_pos, scale);                                                               \
+#define HEAD(F, NC)                                                                                           \
+    static void head_##F##_##NC(float *out, const float *q, const void *K, const void *V, int64_t stride,     \
+                                int64_t n_pos, float scale)                                                   \
+    {                                                                                                         \
+        head(F, NC, out, q, K, V, stride, n_pos, scale);                                                      \
     }
-HEAD(1)
-HEAD(2)
-HEAD(3)
-HEAD(4)
-HEAD(5)
-HEAD(6)
-HEAD(7)
-HEAD(8)
+#define HEADS(F) HEAD(F, 1) HEAD(F, 2) HEAD(F, 3) HEAD(F, 4) HEAD(F, 5) HEAD(F, 6) HEAD(F, 7) HEAD(F, 8)
+HEADS(0)
+HEADS(1)
 
-void llama_attn_head_avx512(float *out, const float *q, const float *K, const float *V, int64_t stride,
+typedef void (*head_fn)(float *, const float *, const void *, const void *, int64_t, int64_t, float);
+static const head_fn by_nc[2][9] = {
+    {NULL, head_0_1, head_0_2, head_0_3, head_0_4, head_0_5, head_0_6, head_0_7, head_0_8},
+    {NULL, head_1_1, head_1_2, head_1_3, head_1_4, head_1_5, head_1_6, head_1_7, head_1_8},
+};
+
+void llama_attn_head_avx512(float *out, const float *q, const void *K, const void *V, int64_t stride,
                             int64_t n_pos, int64_t hd, float scale)
 {
-    static void (*const by_nc[9])(float *, const float *, const float *, const float *, int64_t, int64_t, float) = {
-        NULL, head_1, head_2, head_3, head_4, head_5, head_6, head_7, head_8};
     if (hd % 16 == 0 && hd / 16 >= 1 && hd / 16 <= 8)
-        by_nc[hd / 16](out, q, K, V, stride, n_pos, scale);
+        by_nc[0][hd / 16](out, q, K, V, stride, n_pos, scale);
     else
         attn_any(out, q, K, V, stride, n_pos, hd, scale);
+}
+
+void llama_attn_head_avx512_f16(float *out, const float *q, const void *K, const void *V, int64_t stride,
+                                int64_t n_pos, int64_t hd, float scale)
+{
+    if (hd % 16 == 0 && hd / 16 >= 1 && hd / 16 <= 8)
+        by_nc[1][hd / 16](out, q, K, V, stride, n_pos, scale);
+    else
+        attn_any_f16(out, q, K, V, stride, n_pos, hd, scale);
 }

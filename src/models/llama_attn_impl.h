@@ -1,7 +1,11 @@
 /* llama_attn_impl.h: the body of one attention head, included by
  * llama_attn.c (baseline SSE2), llama_attn_avx2.c and llama_attn_avx512.c,
- * each defining ATTN_NAME and ATTN_VBYTES (vector bytes) first, and
- * ATTN_LINKAGE (static) where the body is only a fallback. Written with
+ * each defining first ATTN_NAME, ATTN_VBYTES (vector bytes), ATTN_KV (the
+ * cache's element: float or uint16_t for f16) with, for f16, ATTN_KV_LOAD(p)
+ * (VL elements at p as a vf) and ATTN_KV_AT(p, i) (one element as float),
+ * and ATTN_LINKAGE (static) where the body is only a fallback. A file may
+ * include it more than once (f32 and f16 caches); the ATTN_ macros are
+ * undefined at the end. Written with
  * GCC/Clang vector extensions so one source serves every width; the
  * compiler flags of the including file (Makefile ISA_*) pick the
  * instructions.
@@ -16,8 +20,12 @@
 #include <math.h>
 #include <string.h>
 
+#ifndef ATTN_HELPERS_DONE
+#define ATTN_HELPERS_DONE
 #define ATTN_BLOCK 256
 #define VL (ATTN_VBYTES / 4)
+#define ATTN_CAT2(a, b) a##b
+#define ATTN_CAT(a, b) ATTN_CAT2(a, b)
 
 typedef float vf __attribute__((vector_size(ATTN_VBYTES)));
 
@@ -29,33 +37,40 @@ static inline vf vload(const float *p)
 }
 
 static inline void vstore(float *p, vf v) { memcpy(p, &v, sizeof v); }
+#endif
 
-static inline float vdot(const float *a, const float *b, int64_t hv, int64_t n)
+#ifndef ATTN_KV_LOAD
+#define ATTN_KV_LOAD(p) vload(p)
+#define ATTN_KV_AT(p, i) ((p)[i])
+#endif
+#ifndef ATTN_LINKAGE
+#define ATTN_LINKAGE
+#endif
+
+/* q . one row of the cache, n elements (hv of them in whole vectors). */
+static inline float ATTN_CAT(vdot_, ATTN_NAME)(const float *a, const ATTN_KV *b, int64_t hv, int64_t n)
 {
     vf s0 = {0}, s1 = {0};
     int64_t d = 0;
     for (; d + 2 * VL <= hv; d += 2 * VL) {
-        s0 += vload(a + d) * vload(b + d);
-        s1 += vload(a + d + VL) * vload(b + d + VL);
+        s0 += vload(a + d) * ATTN_KV_LOAD(b + d);
+        s1 += vload(a + d + VL) * ATTN_KV_LOAD(b + d + VL);
     }
     for (; d < hv; d += VL)
-        s0 += vload(a + d) * vload(b + d);
+        s0 += vload(a + d) * ATTN_KV_LOAD(b + d);
     s0 += s1;
     float s = 0;
     for (int l = 0; l < VL; l++)
         s += s0[l];
     for (; d < n; d++)
-        s += a[d] * b[d];
+        s += a[d] * ATTN_KV_AT(b, d);
     return s;
 }
 
-#ifndef ATTN_LINKAGE
-#define ATTN_LINKAGE
-#endif
-
-ATTN_LINKAGE void ATTN_NAME(float *out, const float *q, const float *K, const float *V, int64_t stride, int64_t n_pos,
-                            int64_t hd, float scale)
+ATTN_LINKAGE void ATTN_NAME(float *out, const float *q, const void *Kv, const void *Vv, int64_t stride,
+                            int64_t n_pos, int64_t hd, float scale)
 {
+    const ATTN_KV *K = Kv, *V = Vv;
     float acc[LLAMA_HEAD_DIM_MAX], sc[ATTN_BLOCK];
     int64_t hv = hd - hd % VL;
     memset(acc, 0, (size_t)hd * sizeof acc[0]);
@@ -64,7 +79,7 @@ ATTN_LINKAGE void ATTN_NAME(float *out, const float *q, const float *K, const fl
         int64_t np = n_pos - p0 < ATTN_BLOCK ? n_pos - p0 : ATTN_BLOCK;
         float bm = -INFINITY;
         for (int64_t j = 0; j < np; j++) {
-            sc[j] = vdot(q, K + (p0 + j) * stride, hv, hd) * scale;
+            sc[j] = ATTN_CAT(vdot_, ATTN_NAME)(q, K + (p0 + j) * stride, hv, hd) * scale;
             bm = sc[j] > bm ? sc[j] : bm;
         }
         if (bm > mx) {
@@ -76,16 +91,22 @@ ATTN_LINKAGE void ATTN_NAME(float *out, const float *q, const float *K, const fl
         }
         for (int64_t j = 0; j < np; j++) {
             float w = expf(sc[j] - mx);
-            const float *v = V + (p0 + j) * stride;
+            const ATTN_KV *v = V + (p0 + j) * stride;
             sum += w;
             int64_t d = 0;
             for (; d < hv; d += VL)
-                vstore(acc + d, vload(acc + d) + w * vload(v + d));
+                vstore(acc + d, vload(acc + d) + w * ATTN_KV_LOAD(v + d));
             for (; d < hd; d++)
-                acc[d] += w * v[d];
+                acc[d] += w * ATTN_KV_AT(v, d);
         }
     }
     float inv = 1.0f / sum;
     for (int64_t d = 0; d < hd; d++)
         out[d] = acc[d] * inv;
 }
+
+#undef ATTN_NAME
+#undef ATTN_KV
+#undef ATTN_KV_LOAD
+#undef ATTN_KV_AT
+#undef ATTN_LINKAGE

@@ -81,9 +81,10 @@ static void att_task(void *ctx, int64_t task, int64_t n_tasks)
     int64_t i = task / hp->n_head, h = task % hp->n_head;
     int64_t kvh = h / (hp->n_head / hp->n_head_kv);
     const float *q = J->q + i * qd + h * hd;
-    const float *K = llama_kv_k(J->kv, J->slot[i], J->layer) + kvh * hd;
-    const float *V = llama_kv_v(J->kv, J->slot[i], J->layer) + kvh * hd;
-    J->m->attn(J->out + i * qd + h * hd, q, K, V, kvd, J->pos[i] + 1, hd, J->scale);
+    size_t at = (size_t)(kvh * hd) * J->kv->elt;
+    const char *K = llama_kv_k(J->kv, J->slot[i], J->layer) + at;
+    const char *V = llama_kv_v(J->kv, J->slot[i], J->layer) + at;
+    J->kv->attn(J->out + i * qd + h * hd, q, K, V, kvd, J->pos[i] + 1, hd, J->scale);
 }
 
 static int grow_scratch(hearth_llama *m, int64_t cap, hearth_err *err)
@@ -175,8 +176,15 @@ static int layer_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int6
     add_bias(s->v, L->bv, nc, kvd);
     qk_prepare(m, L, nc);
     for (int64_t i = 0; i < nc; i++) {
-        memcpy(llama_kv_k(kv, slot[i], il) + s->pos[i] * kvd, s->k + i * kvd, (size_t)kvd * sizeof(float));
-        memcpy(llama_kv_v(kv, slot[i], il) + s->pos[i] * kvd, s->v + i * kvd, (size_t)kvd * sizeof(float));
+        size_t at = (size_t)(s->pos[i] * kvd) * kv->elt;
+        char *kd = llama_kv_k(kv, slot[i], il) + at, *vd = llama_kv_v(kv, slot[i], il) + at;
+        if (kv->type == HEARTH_F16) {
+            kv->put_f16(kd, s->k + i * kvd, kvd);
+            kv->put_f16(vd, s->v + i * kvd, kvd);
+        } else {
+            memcpy(kd, s->k + i * kvd, (size_t)kvd * sizeof(float));
+            memcpy(vd, s->v + i * kvd, (size_t)kvd * sizeof(float));
+        }
     }
     att_job J = {m, kv, il, slot, s->pos, s->q, s->att, (float)(1.0 / sqrt((double)hd))};
     hearth_pool_run(pool, att_task, &J, nc * hp->n_head);

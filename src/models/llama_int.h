@@ -61,28 +61,34 @@ struct hearth_llama {
     llama_layer *layers;     /* (n_layer) */
     hearth_dtype wtype;
     uint64_t wbytes;
-    llama_attn_fn attn;      /* one head's attention, widest vectors the CPU allows */
     llama_scratch s;
 };
 
-/* n_slots x n_layer x {K, V} blocks of (n_ctx, kv_dim) f32; see kv_cache.c. */
+/* n_slots x n_layer x {K, V} blocks of (n_ctx, kv_dim) elements of type
+ * (f32 or f16); see kv_cache.c. */
 struct hearth_kv {
     int n_slots;
     int64_t n_ctx, n_layer, kv_dim;
     int64_t *len;            /* (n_slots) */
     int64_t *pend;           /* (n_slots) forward's scratch: tokens per slot in a batch */
-    float *k, *v;
+    char *k, *v;
+    hearth_dtype type;
+    size_t elt;              /* bytes per element: 4 or 2 */
+    llama_attn_fn attn;      /* one head's attention for this type, widest vectors the CPU allows */
+    llama_kv_put_fn put_f16; /* f32 rows into an f16 cache */
     uint64_t bytes;
 };
 
 /* Rows (n_ctx, kv_dim) of K and V of one slot and layer. */
-static inline float *llama_kv_k(const hearth_kv *kv, int slot, int64_t layer)
+static inline char *llama_kv_k(const hearth_kv *kv, int slot, int64_t layer)
 {
-    return kv->k + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim;
+    return kv->k + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim *
+                       kv->elt;
 }
-static inline float *llama_kv_v(const hearth_kv *kv, int slot, int64_t layer)
+static inline char *llama_kv_v(const hearth_kv *kv, int slot, int64_t layer)
 {
-    return kv->v + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim;
+    return kv->v + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim *
+                       kv->elt;
 }
 
 #endif

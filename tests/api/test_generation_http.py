@@ -178,6 +178,7 @@ def test_props():
     assert st == 200, body
     doc = json.loads(body)
     assert doc["total_slots"] == 4, doc
+    assert doc["cache_type"] == "f16", doc  # the default, as llama.cpp's
     assert doc["model_path"].endswith("stories260K.gguf"), doc
     assert doc["chat_template"] == "" and doc["chat_template_name"] == "chatml", doc
     s = doc["default_generation_settings"]
@@ -322,11 +323,12 @@ def test_second_turn_reuses_the_prefix():
 
 
 def test_chat_without_template_names_the_fix():
-    with Server("--model", STORIES, "--log-level", "warn", timeout=120) as s:
+    with Server("--model", STORIES, "--log-level", "warn", "--cache-type", "f32", timeout=120) as s:
         st, doc = post_json(s.port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})
         check_error(st, doc, 400, "--chat-template")
         st, doc = json.loads(request(s.port, "GET", "/props")[2]), None
         assert st["chat_template_name"] == "none", st
+        assert st["cache_type"] == "f32", st
         st, doc = post_json(s.port, "/v1/completions", {"prompt": "Once", "max_tokens": 2})
         assert st == 200, doc
 

@@ -35,6 +35,7 @@ def test_bad_flags_are_refused():
                          (["serve", "--log-level", "loud"], "--log-level"),
                          (["serve", "--port"], "needs a value"),
                          (["serve", "--parallel", "0"], "--parallel"),
+                         (["serve", "--cache-type", "q4_0"], "--cache-type q4_0: want f16 or f32"),
                          (["serve", "--max-client-batch", "0"], "--max-client-batch"),
                          (["serve", "--max-headers", "1000"], "--max-headers"),
                          (["serve", "--poller", "kqueue"], "--poller"),

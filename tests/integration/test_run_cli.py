@@ -101,7 +101,7 @@ def test_dump_logits():
     ids, _, first5 = golden()
     out = os.path.join(TMP, "logits.bin")
     seq = [1] + ids[:7]
-    r = hearth("run", "-m", MODEL, "--dump-logits", out, "--tokens", ",".join(map(str, seq)))
+    r = hearth("run", "-m", MODEL, "--dump-logits", out, "--tokens", ",".join(map(str, seq)), "--cache-type", "f32")
     assert r.returncode == 0, r.stderr
     lg = np.fromfile(out, dtype="<f4").reshape(len(seq), -1)
     assert lg.shape[1] == 512
@@ -113,8 +113,18 @@ def test_dump_logits():
     torch.set_num_threads(2)
     ref = LlamaRef(MODEL).forward(seq).numpy()
     err = float((np.abs(lg - ref).max(axis=1) / np.abs(ref).max(axis=1)).max())
-    # f32 weights and activations: agreement to float rounding (measured ~1e-6)
+    # f32 weights, activations and cache: agreement to float rounding (measured ~1e-6)
     assert err < 1e-4, err
+    # the default f16 cache rounds K and V to 11 bits: ~5e-4 relative on the
+    # logits (measured 4.0e-4 on stories260K); 2e-3 leaves room and fails a wrong
+    # element size or stride, which give errors of order 1
+    r = hearth("run", "-m", MODEL, "--dump-logits", out, "--tokens", ",".join(map(str, seq)))
+    assert r.returncode == 0, r.stderr
+    lg16 = np.fromfile(out, dtype="<f4").reshape(len(seq), -1)
+    err16 = float((np.abs(lg16 - ref).max(axis=1) / np.abs(ref).max(axis=1)).max())
+    assert 0 < err16 < 2e-3, err16
+    r = hearth("run", "-m", MODEL, "--dump-logits", out, "--tokens", "1,2", "--cache-type", "q8_0")
+    assert r.returncode == 2 and "--cache-type q8_0" in r.stderr.decode(), r.stderr
     r = hearth("run", "-m", MODEL, "--dump-logits", out, "--tokens", "1,99999")
     assert r.returncode == 2 and "99999" in r.stderr.decode(), r.stderr
 
@@ -206,7 +216,8 @@ def test_quantize_every_type():
             # on the same quantized weights (tolerance as in test_llama_parity.py)
             seq = [1, 5, 9, 100, 200, 300]
             lg_path = os.path.join(TMP, "lg.bin")
-            r = hearth("run", "-m", out, "--dump-logits", lg_path, "--tokens", ",".join(map(str, seq)))
+            r = hearth("run", "-m", out, "--dump-logits", lg_path, "--tokens", ",".join(map(str, seq)),
+                       "--cache-type", "f32")
             assert r.returncode == 0, r.stderr
             lg = np.fromfile(lg_path, dtype="<f4").reshape(len(seq), -1)
             ref = LlamaRef(out).forward(seq).numpy()

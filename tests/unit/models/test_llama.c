@@ -10,6 +10,7 @@
 #include "harness.h"
 
 #include "base/cpu.h"
+#include "engine/cpu/quant.h"
 #include "models/gguf.h"
 #include "models/gguf_write.h"
 #include "models/llama.h"
@@ -107,48 +108,67 @@ static void golden_stories260k(void)
     CHECK_EQ_INT(hp->n_head_kv, 4);
     CHECK_EQ_INT(hp->rope_type, HEARTH_ROPE_NORM);
     hearth_pool *pool = hearth_pool_new(2);
-    hearth_err e = {0};
-    hearth_kv *kv = hearth_kv_new(m, 1, 128, &e);
-    CHECK_MSG(kv != NULL, "%s", e.msg);
     float *logits = malloc((size_t)hp->n_vocab * sizeof(float));
-    if (kv && step(m, kv, pool, 1, 0, logits) == 0) {
-        for (int i = 0; i < 5; i++)
-            CHECK_NEAR(logits[i], want5[i], 1e-4);
-        int n_ok = 0;
-        for (int t = 0; t < 60; t++) {
-            int id = argmax(logits, hp->n_vocab);
-            if (id != want[t]) {
-                CHECK_MSG(id == want[t], "token %d: got %d, want %d", t, id, want[t]);
-                break;
+    /* an f32 cache (exact) and an f16 one (what the servers use): the golden
+     * comes from llama.cpp, whose cache is f16 too */
+    for (int f16 = 0; f16 < 2; f16++) {
+        hearth_err e = {0};
+        hearth_kv *kv = hearth_kv_new_typed(m, 1, 128, f16 ? HEARTH_F16 : HEARTH_F32, &e);
+        CHECK_MSG(kv != NULL, "%s", e.msg);
+        if (kv && step(m, kv, pool, 1, 0, logits) == 0) {
+            /* f16 rounds V by up to 2^-11 relative; logits of ~10 move by
+             * ~1e-3 (measured 6.3e-4): 2e-3 for f16, 1e-4 for f32 */
+            double tol = f16 ? 2e-3 : 1e-4;
+            for (int i = 0; i < 5; i++)
+                CHECK_MSG(fabs(logits[i] - want5[i]) <= tol, "%s cache: logit %d = %g, want %g",
+                          f16 ? "f16" : "f32", i, logits[i], want5[i]);
+            int n_ok = 0;
+            for (int t = 0; t < 60; t++) {
+                int id = argmax(logits, hp->n_vocab);
+                if (id != want[t]) {
+                    CHECK_MSG(id == want[t], "%s cache: token %d: got %d, want %d", f16 ? "f16" : "f32", t, id,
+                              want[t]);
+                    break;
+                }
+                n_ok++;
+                if (step(m, kv, pool, id, 0, logits))
+                    break;
             }
-            n_ok++;
-            if (step(m, kv, pool, id, 0, logits))
-                break;
+            CHECK_EQ_INT(n_ok, 60);
+            CHECK_EQ_INT(hearth_kv_len(kv, 0), 61);
         }
-        CHECK_EQ_INT(n_ok, 60);
-        CHECK_EQ_INT(hearth_kv_len(kv, 0), 61);
+        hearth_kv_free(kv);
     }
     free(logits);
-    hearth_kv_free(kv);
     hearth_pool_free(pool);
     hearth_llama_close(m);
 }
 
-/* The attention head in each vector width == a double-precision softmax,
- * over more positions than one online-softmax block, and head sizes with
- * and without a vector tail. */
+/* The attention head in each vector width, for f32 and f16 caches, == a
+ * double-precision softmax over the cache's values (the f16 cache's values
+ * are the rounded ones, so the bound is the same), over more positions than
+ * one online-softmax block, and head sizes with and without a vector tail. */
 static void attention_head_widths(void)
 {
     const hearth_cpu_info *c = hearth_cpu();
+    bool avx2 = c->avx2 && c->fma && c->f16c, avx512 = llama_attn_pick(HEARTH_F32) == llama_attn_head_avx512;
     struct {
         llama_attn_fn fn;
-        bool ok;
+        bool ok, f16;
         const char *name;
-    } v[3] = {{llama_attn_head_sse, true, "sse"},
-              {llama_attn_head_avx2, c->avx2 && c->fma && c->f16c, "avx2"},
-              {llama_attn_head_avx512, llama_attn_pick() == llama_attn_head_avx512, "avx512"}};
+    } v[6] = {{llama_attn_head_sse, true, false, "sse"},
+              {llama_attn_head_avx2, avx2, false, "avx2"},
+              {llama_attn_head_avx512, avx512, false, "avx512"},
+              {llama_attn_head_sse_f16, true, true, "sse f16"},
+              {llama_attn_head_avx2_f16, avx2, true, "avx2 f16"},
+              {llama_attn_head_avx512_f16, avx512, true, "avx512 f16"}};
+    CHECK(llama_attn_pick(HEARTH_F16) == (avx512 ? llama_attn_head_avx512_f16
+                                          : avx2 ? llama_attn_head_avx2_f16
+                                                 : llama_attn_head_sse_f16));
+    CHECK(llama_attn_pick(HEARTH_Q8_0) == NULL);
     int64_t n_pos = 600, stride = 200;
     float *K = malloc((size_t)(n_pos * stride) * sizeof(float)), *V = malloc((size_t)(n_pos * stride) * sizeof(float));
+    uint16_t *Kh = malloc((size_t)(n_pos * stride) * 2), *Vh = malloc((size_t)(n_pos * stride) * 2);
     float q[128], out[128];
     uint32_t x = 12345;
     for (int64_t i = 0; i < n_pos * stride; i++) {
@@ -156,6 +176,14 @@ static void attention_head_widths(void)
         K[i] = (float)(x >> 8) / 16777216.0f * 2 - 1;
         x = x * 1664525u + 1013904223u;
         V[i] = (float)(x >> 8) / 16777216.0f * 2 - 1;
+    }
+    /* the f16 copies, and from here on K and V hold what they round to, so
+     * one reference serves both caches */
+    llama_kv_put_f16_scalar(Kh, K, n_pos * stride);
+    llama_kv_put_f16_scalar(Vh, V, n_pos * stride);
+    for (int64_t i = 0; i < n_pos * stride; i++) {
+        K[i] = hearth_fp16_to_f32(Kh[i]);
+        V[i] = hearth_fp16_to_f32(Vh[i]);
     }
     /* 64 and 128: the AVX-512 head's own path; 40, 3: the generic body */
     int64_t hds[] = {64, 128, 40, 3};
@@ -182,10 +210,11 @@ static void attention_head_widths(void)
             for (int64_t j = 0; j < np; j++)
                 for (int64_t d = 0; d < hd; d++)
                     ref[d] += w[j] / sum * V[j * stride + d];
-            for (int k = 0; k < 3; k++) {
+            for (int k = 0; k < 6; k++) {
                 if (!v[k].ok)
                     continue;
-                v[k].fn(out, q, K, V, stride, np, hd, (float)(1.0 / sqrt((double)hd)));
+                v[k].fn(out, q, v[k].f16 ? (const void *)Kh : K, v[k].f16 ? (const void *)Vh : V, stride, np, hd,
+                        (float)(1.0 / sqrt((double)hd)));
                 double worst = 0;
                 for (int64_t d = 0; d < hd; d++)
                     worst = fmax(worst, fabs(out[d] - ref[d]));
@@ -196,6 +225,41 @@ static void attention_head_widths(void)
     }
     free(K);
     free(V);
+    free(Kh);
+    free(Vh);
+}
+
+/* The f16 stores round like hearth_f32_to_fp16 (to nearest even), bit for
+ * bit: halfway cases, subnormals, overflow to inf, signed zeros, and a
+ * vector tail (n = 1029). */
+static void kv_put_f16_rounds_to_nearest_even(void)
+{
+    enum { N = 1029 };
+    float src[N];
+    uint16_t a[N], b[N];
+    uint32_t x = 99;
+    for (int i = 0; i < N; i++) {
+        x = x * 1664525u + 1013904223u;
+        float r = (float)(x >> 8) / 16777216.0f * 2 - 1;
+        switch (i % 6) {
+        case 0: src[i] = r * 70000.0f; break;                      /* some past 65504 */
+        case 1: src[i] = r * 1e-6f; break;                         /* subnormal in f16 */
+        case 2: src[i] = 1.0f + (float)(i % 64) * 0x1p-11f; break; /* exact halves of an f16 step */
+        case 3: src[i] = i % 12 == 3 ? -0.0f : 0.0f; break;
+        default: src[i] = r * 4.0f; break;
+        }
+    }
+    for (int i = 0; i < N; i++)
+        a[i] = hearth_f32_to_fp16(src[i]);
+    llama_kv_put_f16_scalar(b, src, N);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    llama_kv_put_fn put = llama_kv_put_pick();
+    memset(b, 0, sizeof b);
+    put(b, src, N);
+    int diff = 0;
+    for (int i = 0; i < N; i++)
+        diff += a[i] != b[i];
+    CHECK_MSG(diff == 0, "picked f16 store differs from hearth_f32_to_fp16 in %d of %d values", diff, N);
 }
 
 /* ---- helpers for comparing runs ---- */
@@ -603,6 +667,7 @@ int main(void)
 {
     RUN(golden_stories260k);
     RUN(attention_head_widths);
+    RUN(kv_put_f16_rounds_to_nearest_even);
     RUN(prefill_equals_one_by_one);
     RUN(slots_together_equal_alone);
     RUN(overflow_refused_cache_unchanged);
