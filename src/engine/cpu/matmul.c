@@ -22,6 +22,12 @@
  *     amortized over M rows. Buffers are per-thread scratch (scratch.h).
  * KC = 256 is a multiple of every block size, so slices never split a block.
  *
+ * A group call (several weights, one X) goes to rowdot_multi.c as one job
+ * when every weight would take its multi-row path on the same form of X;
+ * otherwise it is one call per weight. Not done: a grouped GEMM (prefill:
+ * X is quantized in parallel there, and a job's few us of start and tail
+ * are small against a GEMM's work; not measured).
+ *
  * Rejected: a full f32 copy of quantized weights (4-8x the memory, and the
  * whole point of the quantized formats is to read fewer bytes); threading
  * over M (decode has M = 1, and splitting N keeps each weight row read by
@@ -276,21 +282,38 @@ static int64_t ceil_div(int64_t a, int64_t b)
     return (a + b - 1) / b;
 }
 
+static int isa_usable(hearth_cpu_isa isa)
+{
+    return isa >= 0 && isa < HEARTH_ISA_COUNT_ && hearth_cpu_isa_available(isa);
+}
+
+/* The argument checks of one output (matmul.h): 0 or HEARTH_EINVAL. With N
+ * or M zero there is nothing to compute and the pointers may be NULL. */
+static int check_out(const hearth_cpu_mm_out *o, int64_t K, const float *X, int64_t x_stride, int64_t M)
+{
+    size_t row_bytes;
+    if (!hearth_dtype_get((uint32_t)o->wt) || o->N < 0 || M < 0 || !hearth_dtype_row_bytes(o->wt, K, &row_bytes) ||
+        x_stride < K || o->y_stride < o->N || (o->N > 0 && row_bytes > o->w_row_bytes))
+        return HEARTH_EINVAL;
+    if (o->N > 0 && M > 0 && (!o->W || !X || !o->Y))
+        return HEARTH_EINVAL;
+    return 0;
+}
+
 int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes,
                          int64_t N, int64_t K, const float *X, int64_t x_stride, int64_t M, float *Y,
                          int64_t y_stride)
 {
-    if (isa < 0 || isa >= HEARTH_ISA_COUNT_ || !hearth_cpu_isa_available(isa))
+    if (!isa_usable(isa))
         return HEARTH_EUNSUPPORTED;
-    const hearth_dtype_info *info = hearth_dtype_get((uint32_t)wt);
-    size_t row_bytes;
-    if (!info || N < 0 || M < 0 || !hearth_dtype_row_bytes(wt, K, &row_bytes) || x_stride < K || y_stride < N ||
-        (N > 0 && row_bytes > w_row_bytes))
-        return HEARTH_EINVAL;
+    const hearth_cpu_mm_out o = {.wt = wt, .W = W, .w_row_bytes = w_row_bytes, .N = N, .Y = Y,
+                                 .y_stride = y_stride};
+    int rc = check_out(&o, K, X, x_stride, M);
+    if (rc)
+        return rc;
     if (N == 0 || M == 0)
         return 0;
-    if (!W || !X || !Y)
-        return HEARTH_EINVAL;
+    const hearth_dtype_info *info = hearth_dtype_get((uint32_t)wt);
     if (K == 0) {
         for (int64_t m = 0; m < M; m++)
             memset(Y + m * y_stride, 0, (size_t)N * sizeof *Y);
@@ -346,4 +369,48 @@ int hearth_cpu_matmul(hearth_pool *pool, hearth_dtype wt, const void *W, size_t 
 {
     return hearth_cpu_matmul_on(hearth_cpu_matmul_isa(), pool, wt, W, w_row_bytes, N, K, X, x_stride, M, Y,
                                 y_stride);
+}
+
+/* Whether every output takes the multi-row path and all read one form of X
+ * (q8a values, or floats), so X can be prepared once for all of them. */
+static int group_is_multi_row(hearth_cpu_isa isa, const hearth_cpu_mm_out *outs, int n, int64_t K, int64_t M)
+{
+    if (M == 0 || K == 0)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (M >= gemm_min_m(outs[i].wt) || !hearth_rowdot_multi_has(isa, outs[i].wt, M) ||
+            hearth_quant_uses_q8a(outs[i].wt) != hearth_quant_uses_q8a(outs[0].wt))
+            return 0;
+    return 1;
+}
+
+int hearth_cpu_matmul_group_on(hearth_cpu_isa isa, hearth_pool *pool, const hearth_cpu_mm_out *outs, int n,
+                               int64_t K, const float *X, int64_t x_stride, int64_t M)
+{
+    if (!isa_usable(isa))
+        return HEARTH_EUNSUPPORTED;
+    if (!outs || n < 1 || n > HEARTH_MM_GROUP_MAX)
+        return HEARTH_EINVAL;
+    for (int i = 0; i < n; i++) {
+        int rc = check_out(&outs[i], K, X, x_stride, M);
+        if (rc)
+            return rc;
+    }
+    if (group_is_multi_row(isa, outs, n, K, M))
+        return hearth_rowdot_multi_group(isa, pool, outs, n, K, X, x_stride, M);
+    /* one call per output: each prepares its own X (GEMM paths, mixed X forms) */
+    for (int i = 0; i < n; i++) {
+        const hearth_cpu_mm_out *o = &outs[i];
+        int rc = hearth_cpu_matmul_on(isa, pool, o->wt, o->W, o->w_row_bytes, o->N, K, X, x_stride, M, o->Y,
+                                      o->y_stride);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int hearth_cpu_matmul_group(hearth_pool *pool, const hearth_cpu_mm_out *outs, int n, int64_t K, const float *X,
+                            int64_t x_stride, int64_t M)
+{
+    return hearth_cpu_matmul_group_on(hearth_cpu_matmul_isa(), pool, outs, n, K, X, x_stride, M);
 }

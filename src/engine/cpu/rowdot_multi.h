@@ -63,9 +63,20 @@ int hearth_rowdot_multi_has(hearth_cpu_isa isa, hearth_dtype wt, int64_t M);
 
 /* Y = X W^T as hearth_cpu_matmul_on says, through the multi-row kernels;
  * arguments already checked by the caller (N, M, K > 0, K a multiple of the
- * type's block). Returns 0 or HEARTH_ENOMEM (X's interleaved copy). */
+ * type's block). Returns 0 or HEARTH_ENOMEM (X's interleaved copy). The
+ * group call below with one output. */
 int hearth_rowdot_multi(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt, const void *W,
                         size_t w_row_bytes, int64_t N, int64_t K, const float *X, int64_t x_stride, int64_t M,
                         float *Y, int64_t y_stride);
+
+/* The same for n outputs of one X (hearth_cpu_matmul_group_on): X into its
+ * interleaved form once, then one pool job whose tasks cover every output's
+ * W rows. Arguments already checked by the caller: 1 <= n <=
+ * HEARTH_MM_GROUP_MAX, M, K > 0, every output valid for K (N may be 0) and
+ * covered by hearth_rowdot_multi_has, and all outputs reading the same form
+ * of X: every type hearth_quant_uses_q8a, or none (the two halves of
+ * hearth_mx). Types may differ otherwise. Returns 0 or HEARTH_ENOMEM. */
+int hearth_rowdot_multi_group(hearth_cpu_isa isa, hearth_pool *pool, const hearth_cpu_mm_out *outs, int n,
+                              int64_t K, const float *X, int64_t x_stride, int64_t M);
 
 #endif

@@ -1,9 +1,11 @@
 /* Unit tests for src/engine/cpu/matmul*.c: every dot-product kernel of every
  * ISA this CPU has against the scalar oracle of quant_ref.c, and every matmul
  * path (row dots, packed f32 GEMM, integer GEMM; each ISA, with and without a
- * pool) against hearth_cpu_matmul_ref on odd sizes and strides. Ends by printing the
- * measured FMA peak, an f32 GEMM's GFLOP/s and a Q8_0 mat-vec's GB/s (prints
- * only: this machine's cores are shared, timings are not asserted). */
+ * pool) against hearth_cpu_matmul_ref on odd sizes and strides; the group
+ * call against separate calls, bit for bit. Ends by printing the measured
+ * FMA peak, an f32 GEMM's GFLOP/s, a Q, K, V projection as three calls and
+ * as one group call, and mat-vec GB/s (prints only: this machine's cores are
+ * shared, timings are not asserted). */
 #include "harness.h"
 
 #include "base/clock.h"
@@ -301,6 +303,121 @@ static void multi_row_dots_match_oracle(void)
     hearth_pool_free(pool);
 }
 
+/* One group call of n outputs against n separate hearth_cpu_matmul_on calls
+ * on the same ISA. Exact equality (memcmp, stride padding included): the
+ * group call runs the same kernels on the same quantized X, so the floats
+ * must be the same bits, not merely close. Returns the mismatched outputs. */
+static int check_group(hearth_cpu_isa isa, hearth_pool *pool, const hearth_dtype *ts, int n, int64_t M, int64_t K)
+{
+    static const int64_t widths[] = {37, 64, 71};
+    hearth_cpu_mm_out outs[HEARTH_MM_GROUP_MAX];
+    float *want[HEARTH_MM_GROUP_MAX];
+    int64_t ldx = K + 3;
+    float *x = malloc((size_t)(M * ldx) * sizeof *x);
+    for (int64_t i = 0; i < M * ldx; i++)
+        x[i] = frand();
+    for (int i = 0; i < n; i++) {
+        hearth_cpu_mm_out *o = &outs[i];
+        *o = (hearth_cpu_mm_out){.wt = ts[i], .N = widths[i], .y_stride = widths[i] + 2};
+        o->W = make_weights(ts[i], o->N, K, &o->w_row_bytes);
+        o->Y = malloc((size_t)(M * o->y_stride) * sizeof(float));
+        want[i] = malloc((size_t)(M * o->y_stride) * sizeof(float));
+        for (int64_t e = 0; e < M * o->y_stride; e++)
+            o->Y[e] = want[i][e] = -7.0f; /* canary in the stride padding */
+    }
+    int bad = hearth_cpu_matmul_group_on(isa, pool, outs, n, K, x, ldx, M) != 0;
+    for (int i = 0; i < n; i++) {
+        const hearth_cpu_mm_out *o = &outs[i];
+        bad += hearth_cpu_matmul_on(isa, pool, o->wt, o->W, o->w_row_bytes, o->N, K, x, ldx, M, want[i],
+                                    o->y_stride) != 0;
+        if (memcmp(o->Y, want[i], (size_t)(M * o->y_stride) * sizeof(float)) != 0 && bad++ < 3)
+            fprintf(stderr, "  %s group of %d, output %d (%s, N=%lld), M=%lld K=%lld, %s pool: differs\n",
+                    hearth_cpu_isa_name(isa), n, i, hearth_dtype_get(o->wt)->name, (long long)o->N, (long long)M,
+                    (long long)K, pool ? "with" : "no");
+        free((void *)o->W), free(o->Y), free(want[i]);
+    }
+    free(x);
+    return bad;
+}
+
+/* hearth_cpu_matmul_group against separate calls: M from 1 to 9 takes the
+ * multi-row path where the ISA has it (9 in two row groups, 5 + 4), 17
+ * takes each type's GEMM (f16's row dots: {f16, f32} goes per output);
+ * groups of one type, of mixed types sharing an X form (Q4_K Q and K with a
+ * Q6_K V, as mixed-quant GGUF files have), and of mixed X forms (q8a and
+ * float), which must fall back to one call per output. */
+static void group_matches_separate_calls(void)
+{
+    static const struct {
+        int n;
+        hearth_dtype t[3];
+        int64_t k[2]; /* multiples of every type's block */
+    } groups[] = {
+        {1, {HEARTH_Q8_0}, {96, 288}},
+        {2, {HEARTH_Q8_0, HEARTH_Q8_0}, {96, 544}},
+        {3, {HEARTH_Q4_K, HEARTH_Q4_K, HEARTH_Q6_K}, {256, 768}},
+        {3, {HEARTH_Q4_K, HEARTH_Q6_K, HEARTH_Q8_0}, {256, 768}},
+        {2, {HEARTH_Q4_0, HEARTH_Q8_0}, {32, 288}},
+        {1, {HEARTH_F32}, {33, 257}},
+        {2, {HEARTH_F16, HEARTH_F32}, {7, 100}},
+        {3, {HEARTH_BF16, HEARTH_F16, HEARTH_F32}, {16, 515}},
+        {2, {HEARTH_Q8_0, HEARTH_F16}, {96, 288}},              /* mixed X forms */
+        {3, {HEARTH_F32, HEARTH_Q4_K, HEARTH_BF16}, {256, 512}}, /* mixed X forms */
+    };
+    const int64_t ms[] = {1, 2, 3, 4, 5, 8, 9, 17};
+    hearth_pool *pool = hearth_pool_new(2);
+    for (int isa = 0; isa < HEARTH_ISA_COUNT_; isa++) {
+        if (!hearth_cpu_isa_available((hearth_cpu_isa)isa))
+            continue;
+        int bad = 0;
+        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+            for (int ki = 0; ki < 2; ki++)
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                    for (int p = 0; p < 2; p++)
+                        bad += check_group((hearth_cpu_isa)isa, p ? pool : NULL, groups[g].t, groups[g].n, ms[mi],
+                                           groups[g].k[ki]);
+        CHECK_MSG(bad == 0, "%s group: %d mismatches", hearth_cpu_isa_name((hearth_cpu_isa)isa), bad);
+    }
+    hearth_pool_free(pool);
+}
+
+/* A bad group is rejected whole: nothing is written, not even the outputs
+ * before the bad one. */
+static void bad_group_arguments_are_rejected(void)
+{
+    enum { K = 32, N = 4 };
+    float x[2 * K], y[3][2 * N];
+    uint8_t w[N * 4 * K]; /* N rows of f32 at most */
+    for (int i = 0; i < 2 * K; i++)
+        x[i] = frand();
+    for (int i = 0; i < N * 4 * K; i++)
+        w[i] = (uint8_t)(rnd() & 0x3f); /* finite f32 and sane q8_0 scales */
+    hearth_cpu_mm_out outs[HEARTH_MM_GROUP_MAX + 1];
+    for (int i = 0; i <= HEARTH_MM_GROUP_MAX; i++)
+        outs[i] = (hearth_cpu_mm_out){.wt = HEARTH_Q8_0, .W = w, .w_row_bytes = 34, .N = N, .Y = y[i % 3],
+                                      .y_stride = N};
+    for (int i = 0; i < 3 * 2 * N; i++)
+        y[i / (2 * N)][i % (2 * N)] = -7.0f;
+    CHECK_EQ_INT(hearth_cpu_matmul_group(NULL, outs, 0, K, x, K, 2), HEARTH_EINVAL);
+    CHECK_EQ_INT(hearth_cpu_matmul_group(NULL, outs, HEARTH_MM_GROUP_MAX + 1, K, x, K, 2), HEARTH_EINVAL);
+    CHECK_EQ_INT(hearth_cpu_matmul_group(NULL, NULL, 1, K, x, K, 2), HEARTH_EINVAL);
+    outs[2].y_stride = N - 1; /* the third output's rows overlap */
+    CHECK_EQ_INT(hearth_cpu_matmul_group(NULL, outs, 3, K, x, K, 2), HEARTH_EINVAL);
+    outs[2].y_stride = N, outs[1].W = NULL;
+    CHECK_EQ_INT(hearth_cpu_matmul_group(NULL, outs, 3, K, x, K, 2), HEARTH_EINVAL);
+    outs[1].W = w, outs[2].wt = HEARTH_F32, outs[2].w_row_bytes = 4 * K - 4; /* row short */
+    CHECK_EQ_INT(hearth_cpu_matmul_group(NULL, outs, 3, K, x, K, 2), HEARTH_EINVAL);
+    int untouched = 1;
+    for (int i = 0; i < 3 * 2 * N; i++)
+        untouched &= y[i / (2 * N)][i % (2 * N)] == -7.0f;
+    CHECK_MSG(untouched, "a rejected group wrote its outputs");
+    CHECK_EQ_INT(hearth_cpu_matmul_group_on(HEARTH_ISA_COUNT_, NULL, outs, 1, K, x, K, 2), HEARTH_EUNSUPPORTED);
+    /* and the good group computes: N = 0 outputs (NULL W and Y) are skipped */
+    outs[2].w_row_bytes = 4 * K, outs[1].N = 0, outs[1].W = NULL, outs[1].Y = NULL;
+    CHECK_EQ_INT(hearth_cpu_matmul_group(NULL, outs, 3, K, x, K, 2), 0);
+    CHECK(y[0][0] != -7.0f && y[2][2 * N - 1] != -7.0f && y[1][0] == -7.0f);
+}
+
 static void bad_arguments_are_rejected(void)
 {
     float x[64] = {0}, y[4];
@@ -367,6 +484,38 @@ static void print_speed(void)
                2.0 * M * N * K / s / 1e9);
         free(w), free(x), free(y);
     }
+    {
+        /* a 768-wide layer's Q, K, V in Q8_0 at a 4-sequence decode step:
+         * three calls (X quantized three times, three pool jobs) vs one group */
+        enum { N = 768, K = 768, M = 4, REPS = 50 };
+        hearth_pool *two = hearth_pool_new(2);
+        hearth_cpu_mm_out qkv[3];
+        float *x = malloc((size_t)(M * K) * sizeof *x);
+        for (int64_t i = 0; i < M * K; i++)
+            x[i] = frand();
+        for (int i = 0; i < 3; i++) {
+            qkv[i] = (hearth_cpu_mm_out){.wt = HEARTH_Q8_0, .N = N, .y_stride = N};
+            qkv[i].W = make_weights(HEARTH_Q8_0, N, K, &qkv[i].w_row_bytes);
+            qkv[i].Y = malloc((size_t)(M * N) * sizeof(float));
+        }
+        double sep = 1e9, grp = 1e9;
+        for (int r = 0; r < REPS; r++) {
+            uint64_t t0 = hearth_now_ns();
+            for (int i = 0; i < 3; i++)
+                hearth_cpu_matmul(two, HEARTH_Q8_0, qkv[i].W, qkv[i].w_row_bytes, N, K, x, K, M, qkv[i].Y, N);
+            uint64_t t1 = hearth_now_ns();
+            hearth_cpu_matmul_group(two, qkv, 3, K, x, K, M);
+            uint64_t t2 = hearth_now_ns();
+            sep = (double)(t1 - t0) / 1e3 < sep ? (double)(t1 - t0) / 1e3 : sep;
+            grp = (double)(t2 - t1) / 1e3 < grp ? (double)(t2 - t1) / 1e3 : grp;
+        }
+        printf("# q8_0 q,k,v 3 x %dx%d, M=%d, %d threads: 3 calls %.1f us, 1 group call %.1f us\n", N, K, M,
+               hearth_pool_size(two), sep, grp);
+        for (int i = 0; i < 3; i++)
+            free((void *)qkv[i].W), free(qkv[i].Y);
+        free(x);
+        hearth_pool_free(two);
+    }
     const hearth_dtype mv[] = {HEARTH_Q8_0, HEARTH_Q4_0, HEARTH_Q4_K, HEARTH_Q6_K, HEARTH_F16};
     for (size_t i = 0; i < sizeof mv / sizeof mv[0]; i++) {
         int64_t N = 4096, K = 4096;
@@ -389,7 +538,9 @@ int main(void)
     RUN(matmul_matches_oracle);
     RUN(gemm_paths_match_oracle);
     RUN(multi_row_dots_match_oracle);
+    RUN(group_matches_separate_calls);
     RUN(bad_arguments_are_rejected);
+    RUN(bad_group_arguments_are_rejected);
     RUN(scratch_is_reused_and_bounded);
     print_speed();
     TEST_EXIT();
