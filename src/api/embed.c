@@ -361,7 +361,11 @@ static void openai_embeddings(hearth_request *req, void *ctx)
     hearth_embed_parsed_free(&p);
 }
 
-/* TEI: {"inputs": str | [str], "add_special_tokens": true} -> [[{"id","text","special"}]] */
+/* TEI: {"inputs": str | [str], "add_special_tokens": true} ->
+ * [[{"id","text","special","start","stop"}]], as TEI answers: a special
+ * token has its vocabulary text and null offsets; any other has the input's
+ * bytes [start, stop) it came from, and text is that slice of the input
+ * (not the vocabulary's lowercased, "##"-prefixed piece). */
 static void tei_tokenize(hearth_request *req, hearth_api *api)
 {
     hearth_embed_model *m = model_or_respond(req, api, NULL);
@@ -376,9 +380,16 @@ static void tei_tokenize(hearth_request *req, hearth_api *api)
         hearth_ids ids;
         hearth_ids_init(&ids, (size_t)1 << 24);
         hearth_err err = {0};
-        /* truncation only matters for the forward pass: show every token */
-        if (hearth_bert_tokenize(m->bert, p.inputs[i].text, p.inputs[i].text_len, true, &ids, &err) != 0) {
+        const char *text = p.inputs[i].text;
+        hearth_tok_span *spans = malloc((p.inputs[i].text_len + 2) * sizeof *spans);
+        if (!spans) {
             hearth_ids_deinit(&ids);
+            hearth_respond_error(req, 503, "overloaded", "out of memory for the offsets of inputs[%d]", i);
+            goto out;
+        }
+        if (hearth_bert_tokenize_spans(m->bert, text, p.inputs[i].text_len, true, &ids, spans, &err) != 0) {
+            hearth_ids_deinit(&ids);
+            free(spans);
             hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d]: %s", i, err.msg);
             goto out;
         }
@@ -386,19 +397,25 @@ static void tei_tokenize(hearth_request *req, hearth_api *api)
         bool first = true;
         for (size_t k = 0; k < ids.n && !rc; k++) {
             int32_t id = ids.v[k];
-            bool special = id == v->cls || id == v->sep;
+            bool special = k == 0 || k + 1 == ids.n; /* the [CLS] and [SEP] hearth_bert_tokenize_spans adds */
             if (special && !p.add_special)
                 continue;
             rc = hearth_buf_printf(&out, "%s{\"id\":%d,\"text\":", first ? "" : ",", id);
-            if (!rc)
+            if (!rc && special)
                 rc = hearth_json_quote(&out, v->text[id], v->len[id]);
-            if (!rc)
-                rc = hearth_buf_printf(&out, ",\"special\":%s}", special ? "true" : "false");
+            else if (!rc)
+                rc = hearth_json_quote(&out, text + spans[k].start, spans[k].stop - spans[k].start);
+            if (!rc && special)
+                rc = hearth_buf_appends(&out, ",\"special\":true,\"start\":null,\"stop\":null}");
+            else if (!rc)
+                rc = hearth_buf_printf(&out, ",\"special\":false,\"start\":%u,\"stop\":%u}", spans[k].start,
+                                       spans[k].stop);
             first = false;
         }
         if (!rc)
             rc = hearth_buf_append(&out, "]", 1);
         hearth_ids_deinit(&ids);
+        free(spans);
     }
     if (!rc)
         rc = hearth_buf_append(&out, "]", 1);

@@ -203,10 +203,17 @@ double hearth_bert_flops(const hearth_bert *m, int n_seqs, const int32_t *lens)
 int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, bool truncate, hearth_ids *out,
                          hearth_err *err)
 {
-    /* a WordPiece token covers at least one byte of text */
+    return hearth_bert_tokenize_spans(m, text, n, truncate, out, NULL, err);
+}
+
+int hearth_bert_tokenize_spans(const hearth_bert *m, const char *text, size_t n, bool truncate, hearth_ids *out,
+                               hearth_tok_span *spans, hearth_err *err)
+{
+    /* a WordPiece token covers at least one byte of text; spans of the body
+     * start at spans + 1, after [CLS]'s */
     hearth_ids body;
     hearth_ids_init(&body, n + 1);
-    int rc = hearth_wordpiece_encode(&m->wp, text, n, &body, err);
+    int rc = hearth_wordpiece_encode_spans(&m->wp, text, n, &body, spans ? spans + 1 : NULL, spans ? n : 0, err);
     if (rc)
         goto done;
     size_t room = (size_t)m->max_tokens - 2, keep = body.n;
@@ -225,6 +232,11 @@ int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, bool 
         rc = hearth_ids_push(out, body.v[i]);
     if (rc == 0)
         rc = hearth_ids_push(out, m->sep);
+    if (rc == 0 && spans) {
+        /* the specials come from no input bytes */
+        spans[0] = (hearth_tok_span){0, 0};
+        spans[keep + 1] = (hearth_tok_span){0, 0};
+    }
     if (rc)
         hearth_err_set(err, rc, "bert: %zu tokens do not fit the caller's id list (max %zu)", keep + 2, out->max);
 done:

@@ -14,6 +14,7 @@
 #include "base/pool.h"
 #include "models/hf_folder.h" /* hearth_pooling */
 #include "text/vocab.h"
+#include "text/wordpiece.h" /* hearth_tok_span */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,6 +40,10 @@ double hearth_bert_flops(const hearth_bert *m, int n_seqs, const int32_t *lens);
  * naming both lengths. Invalid UTF-8: HEARTH_EINVAL naming the byte offset.
  * Thread-safe. */
 int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, bool truncate, hearth_ids *out, hearth_err *err);
+/* The same, and spans[k] = the input bytes of out's k-th id ({0, 0} for
+ * [CLS] and [SEP]); spans has room for n + 2 entries. */
+int hearth_bert_tokenize_spans(const hearth_bert *m, const char *text, size_t n, bool truncate, hearth_ids *out,
+                               hearth_tok_span *spans, hearth_err *err);
 
 /* Embeds n_seqs token sequences (each with [CLS]/[SEP], at most max_tokens
  * long) in one forward pass; writes n_seqs x dim floats to out, pooled and,

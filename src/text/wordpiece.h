@@ -58,11 +58,29 @@ int hearth_wordpiece_init(hearth_wordpiece *wp, const hearth_vocab *v, const hea
 
 /* Tokenizes text[0..n) and appends the ids to out, without [CLS]/[SEP].
  * Returns HEARTH_OK; HEARTH_EINVAL for invalid UTF-8 (err names the byte
- * offset; nothing is appended); HEARTH_ELIMIT when out->max is reached (out
- * holds the ids that fit: the caller decides whether to truncate or refuse);
- * HEARTH_ENOMEM. Thread-safe: wp is only read, scratch is per call. */
+ * offset; nothing is appended) or n of 2^32 or more; HEARTH_ELIMIT when
+ * out->max is reached (out holds the ids that fit: the caller decides
+ * whether to truncate or refuse); HEARTH_ENOMEM. Thread-safe: wp is only
+ * read, scratch is per call. */
 int hearth_wordpiece_encode(const hearth_wordpiece *wp, const char *text, size_t n, hearth_ids *out,
                             hearth_err *err);
+
+/* The bytes of the input one token came from: text[start, stop). */
+typedef struct hearth_tok_span {
+    uint32_t start, stop;
+} hearth_tok_span;
+
+/* As hearth_wordpiece_encode, and, when spans is not NULL, spans[k] for the
+ * k-th id this call appends: the byte range of text it came from, mapped
+ * back through normalization as Hugging Face's tokenizers map offsets
+ * (every piece of a word covers the original bytes of the code points it
+ * was made from; a ## continuation starts where the previous piece
+ * stopped; an [UNK] word covers the whole word). spans must have room for
+ * n_spans entries; HEARTH_ELIMIT when more tokens than that come out (out
+ * and spans then hold those that fit, as for out->max). Inputs of 2^32
+ * bytes or more: HEARTH_EINVAL. */
+int hearth_wordpiece_encode_spans(const hearth_wordpiece *wp, const char *text, size_t n, hearth_ids *out,
+                                  hearth_tok_span *spans, size_t n_spans, hearth_err *err);
 
 /* The special ids, -1 when the vocab has none. */
 int32_t hearth_wordpiece_cls(const hearth_wordpiece *wp);

@@ -106,6 +106,20 @@ def test_tokenize():
         assert toks[0][0]["special"] and toks[0][-1]["special"] and not toks[0][1]["special"], toks
         st, plain = post(srv.port, "/tokenize", {"inputs": "hello world", "add_special_tokens": False})
         assert [t["id"] for t in plain[0]] == [t["id"] for t in toks[0][1:-1]]
+        # TEI's shape: specials with their vocabulary text and null offsets;
+        # other tokens with the input's byte range and that slice as text
+        # (lowercasing and accent stripping do not show; "##" does not either)
+        text = "Hello, café World!"
+        st, toks = post(srv.port, "/tokenize", {"inputs": text})
+        assert st == 200, toks
+        got = [(t["text"], t["special"], t["start"], t["stop"]) for t in toks[0]]
+        # (this vocabulary has no "cafe": c ##a ##f ##e, the last from é's two bytes)
+        assert got == [("[CLS]", True, None, None), ("Hello", False, 0, 5), (",", False, 5, 6),
+                       ("c", False, 7, 8), ("a", False, 8, 9), ("f", False, 9, 10), ("é", False, 10, 12),
+                       ("World", False, 13, 18), ("!", False, 18, 19), ("[SEP]", True, None, None)], got
+        raw = text.encode()
+        for t in toks[0][1:-1]:
+            assert raw[t["start"]:t["stop"]].decode() == t["text"], t
 
 
 def test_bad_inputs():
