@@ -9,6 +9,8 @@
  * UTF8PROC_STRIPMARK, which drops Mc and Me too where BERT drops only Mn. */
 #include "text/unicode.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <utf8proc.h>
 
 int32_t hearth_utf8_decode(const char *s, size_t n, size_t *i)
@@ -155,25 +157,66 @@ int hearth_uc_nfd(int32_t cp, int32_t *out, int cap)
     return (int)r;
 }
 
-void hearth_uc_reorder(int32_t *cps, size_t n)
+static int ccc(int32_t cp)
 {
-    /* Insertion sort, moving a code point left only past code points of a
-     * strictly greater non-zero class: stable, and class-0 code points
-     * (starters) never move, so each run is sorted on its own. */
+    return cp < 0x300 ? 0 : utf8proc_get_property(cp)->combining_class;
+}
+
+/* Insertion sort of one run of non-starters: moving a code point left only
+ * past code points of a strictly greater class keeps it stable. */
+static void reorder_short(int32_t *cps, size_t n)
+{
     for (size_t i = 1; i < n; i++) {
         int32_t c = cps[i];
-        int cc = cps[i] < 0x300 ? 0 : utf8proc_get_property(c)->combining_class;
-        if (cc == 0)
-            continue;
+        int cc = ccc(c);
         size_t j = i;
-        while (j > 0) {
-            int32_t p = cps[j - 1];
-            int pc = p < 0x300 ? 0 : utf8proc_get_property(p)->combining_class;
-            if (pc <= cc)
-                break;
-            cps[j] = p;
+        while (j > 0 && ccc(cps[j - 1]) > cc) {
+            cps[j] = cps[j - 1];
             j--;
         }
         cps[j] = c;
+    }
+}
+
+/* A long run by counting sort on the class (1..254): stable and linear. An
+ * insertion sort is quadratic, and a word may buffer up to a million marks
+ * (they do not count toward max_input_chars_per_word): 2 MB of alternating
+ * classes in one request would have cost ~1e11 steps. */
+static void reorder_long(int32_t *cps, size_t n)
+{
+    int32_t *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) {
+        reorder_short(cps, n); /* slow but correct */
+        return;
+    }
+    size_t at[257] = {0};
+    for (size_t i = 0; i < n; i++)
+        at[ccc(cps[i]) + 1]++;
+    for (int c = 1; c < 257; c++)
+        at[c] += at[c - 1];
+    for (size_t i = 0; i < n; i++)
+        tmp[at[ccc(cps[i])]++] = cps[i];
+    memcpy(cps, tmp, n * sizeof *tmp);
+    free(tmp);
+}
+
+void hearth_uc_reorder(int32_t *cps, size_t n)
+{
+    /* class-0 code points (starters) never move, so each run of
+     * non-starters between them is sorted on its own */
+    size_t i = 0;
+    while (i < n) {
+        if (ccc(cps[i]) == 0) {
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < n && ccc(cps[j]) != 0)
+            j++;
+        if (j - i <= 32)
+            reorder_short(cps + i, j - i);
+        else
+            reorder_long(cps + i, j - i);
+        i = j;
     }
 }

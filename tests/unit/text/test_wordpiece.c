@@ -525,6 +525,36 @@ static void test_spans_limit(void)
     hearth_ids_deinit(&ids);
 }
 
+/* Canonical reordering: within each run of non-starters, a stable sort by
+ * combining class; starters stay put. Runs of 40 (past the insertion sort's
+ * 32) and of 200,000 (a word may buffer that many marks) take the counting
+ * sort; a run of 3 the insertion sort. Pattern per 4 marks: U+0301 (230),
+ * U+0316 (220), U+0300 (230), U+0317 (220). */
+static void test_reorder_runs(void)
+{
+    const int32_t pat[4] = {0x301, 0x316, 0x300, 0x317};
+    const size_t runs[] = {3, 40, 200000};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        size_t m = runs[r], n = m + 3;
+        int32_t *cps = malloc(n * sizeof *cps);
+        cps[0] = 'a';
+        for (size_t i = 0; i < m; i++)
+            cps[1 + i] = pat[i % 4];
+        cps[1 + m] = 'b';
+        cps[2 + m] = 0x301;
+        hearth_uc_reorder(cps, n);
+        /* class 220 first, in input order (0316, 0317, ...), then class 230 (0301, 0300, ...) */
+        size_t n220 = m / 2, bad = 0; /* the odd positions */
+        for (size_t i = 0; i < m; i++) {
+            int32_t want = i < n220 ? (i % 2 ? 0x317 : 0x316) : ((i - n220) % 2 ? 0x300 : 0x301);
+            bad += cps[1 + i] != want;
+        }
+        CHECK_MSG(bad == 0 && cps[0] == 'a' && cps[1 + m] == 'b' && cps[2 + m] == 0x301,
+                  "run of %zu marks: %zu out of place", m, bad);
+        free(cps);
+    }
+}
+
 int main(void)
 {
     RUN(test_load);
@@ -541,6 +571,7 @@ int main(void)
     RUN(test_spans_long_word);
     RUN(test_spans_golden);
     RUN(test_spans_limit);
+    RUN(test_reorder_runs);
     hearth_vocab_deinit(&vocab);
     TEST_EXIT();
 }
