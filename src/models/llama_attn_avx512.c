@@ -168,20 +168,26 @@ static const head_fn by_nc[2][9] = {
     {NULL, head_1_1, head_1_2, head_1_3, head_1_4, head_1_5, head_1_6, head_1_7, head_1_8},
 };
 
+/* F: the cache is f16. hd / 16 = 1..8 takes the own path, any other hd the generic body. */
+static void dispatch(int F, float *out, const float *q, const void *K, const void *V, int64_t stride, int64_t n_pos,
+                     int64_t hd, float scale)
+{
+    if (hd % 16 == 0 && hd / 16 >= 1 && hd / 16 <= 8)
+        by_nc[F][hd / 16](out, q, K, V, stride, n_pos, scale);
+    else if (F)
+        attn_any_f16(out, q, K, V, stride, n_pos, hd, scale);
+    else
+        attn_any(out, q, K, V, stride, n_pos, hd, scale);
+}
+
 void llama_attn_head_avx512(float *out, const float *q, const void *K, const void *V, int64_t stride,
                             int64_t n_pos, int64_t hd, float scale)
 {
-    if (hd % 16 == 0 && hd / 16 >= 1 && hd / 16 <= 8)
-        by_nc[0][hd / 16](out, q, K, V, stride, n_pos, scale);
-    else
-        attn_any(out, q, K, V, stride, n_pos, hd, scale);
+    dispatch(0, out, q, K, V, stride, n_pos, hd, scale);
 }
 
 void llama_attn_head_avx512_f16(float *out, const float *q, const void *K, const void *V, int64_t stride,
                                 int64_t n_pos, int64_t hd, float scale)
 {
-    if (hd % 16 == 0 && hd / 16 >= 1 && hd / 16 <= 8)
-        by_nc[1][hd / 16](out, q, K, V, stride, n_pos, scale);
-    else
-        attn_any_f16(out, q, K, V, stride, n_pos, hd, scale);
+    dispatch(1, out, q, K, V, stride, n_pos, hd, scale);
 }

@@ -79,16 +79,20 @@ struct hearth_kv {
     uint64_t bytes;
 };
 
-/* Rows (n_ctx, kv_dim) of K and V of one slot and layer. */
+/* Rows (n_ctx, kv_dim) of K and V of one slot and layer: block (slot, layer)
+ * of base, blocks in slot-major order. */
+static inline char *llama_kv_block(const hearth_kv *kv, char *base, int slot, int64_t layer)
+{
+    return base + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim *
+                      kv->elt;
+}
 static inline char *llama_kv_k(const hearth_kv *kv, int slot, int64_t layer)
 {
-    return kv->k + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim *
-                       kv->elt;
+    return llama_kv_block(kv, kv->k, slot, layer);
 }
 static inline char *llama_kv_v(const hearth_kv *kv, int slot, int64_t layer)
 {
-    return kv->v + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim *
-                       kv->elt;
+    return llama_kv_block(kv, kv->v, slot, layer);
 }
 
 #endif
