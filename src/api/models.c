@@ -259,7 +259,9 @@ int hearth_api_load_models(hearth_api *api, hearth_err *err)
     st->gen.max_queue = api->cfg.max_queue > 0 ? api->cfg.max_queue : 64;
     st->gen.n_batch = api->cfg.batch_size > 0 ? api->cfg.batch_size : 512;
     st->gen.chat_template = api->cfg.chat_template;
-    st->gen.kv_type = api->cfg.cache_type && strcmp(api->cfg.cache_type, "f32") == 0 ? HEARTH_F32 : HEARTH_F16;
+    /* serve checked the name; anything else falls back to the default */
+    int kv_type = hearth_kv_type_from_name(api->cfg.cache_type);
+    st->gen.kv_type = kv_type >= 0 ? (hearth_dtype)kv_type : HEARTH_F16;
     st->pool = hearth_pool_new(api->cfg.compute_threads);
     HLOG_INFO("compute pool: %d threads", hearth_pool_size(st->pool));
     if (api->cfg.n_models == 0 && !api->cfg.no_demo)

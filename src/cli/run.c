@@ -240,11 +240,12 @@ int hearth_cmd_run(int argc, char **argv)
     hearth_sampler_params sp;
     if ((rc = sampling_params(&sf, &sp)))
         return rc;
-    if (strcmp(cache_type, "f16") != 0 && strcmp(cache_type, "f32") != 0) {
+    int kv_type = hearth_kv_type_from_name(cache_type);
+    if (kv_type < 0) {
         fprintf(stderr, "hearth run: --cache-type %s: want f16 or f32\n", cache_type);
         return 2;
     }
-    o.kv_type = strcmp(cache_type, "f32") == 0 ? HEARTH_F32 : HEARTH_F16;
+    o.kv_type = (hearth_dtype)kv_type;
     if (o.dump_logits && !o.tokens) {
         fprintf(stderr, "hearth run: --dump-logits needs --tokens\n");
         return 2;

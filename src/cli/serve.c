@@ -6,6 +6,7 @@
 #include "api/api.h"
 #include "api/debug.h"
 #include "base/log.h"
+#include "models/llama.h" /* hearth_kv_type_from_name */
 #include "net/server.h"
 
 #include <stdatomic.h>
@@ -113,7 +114,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         fprintf(stderr, "hearth serve: --max-batch-tokens, --max-concurrent-requests and --max-client-batch must be >= 1\n");
         return 2;
     }
-    if (api.cfg.cache_type && strcmp(api.cfg.cache_type, "f16") != 0 && strcmp(api.cfg.cache_type, "f32") != 0) {
+    if (hearth_kv_type_from_name(api.cfg.cache_type) < 0) {
         fprintf(stderr, "hearth serve: --cache-type %s: want f16 or f32\n", api.cfg.cache_type);
         return 2;
     }

@@ -100,6 +100,14 @@ int64_t hearth_kv_ctx(const hearth_kv *kv) { return kv->n_ctx; }
 uint64_t hearth_kv_bytes(const hearth_kv *kv) { return kv->bytes; }
 hearth_dtype hearth_kv_type(const hearth_kv *kv) { return kv->type; }
 
+int hearth_kv_type_from_name(const char *name)
+{
+    if (!name)
+        return HEARTH_F16;
+    int t = hearth_dtype_from_name(name);
+    return t == HEARTH_F16 || t == HEARTH_F32 ? t : -1;
+}
+
 int64_t hearth_kv_len(const hearth_kv *kv, int slot)
 {
     return slot >= 0 && slot < kv->n_slots ? kv->len[slot] : 0;

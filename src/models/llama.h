@@ -84,6 +84,9 @@ void hearth_kv_truncate(hearth_kv *kv, int slot, int64_t n);
 void hearth_kv_copy_prefix(hearth_kv *kv, int src, int dst, int64_t n);
 /* Bytes of cache memory (for budgets and metrics). */
 uint64_t hearth_kv_bytes(const hearth_kv *kv);
+/* A cache type by name, as --cache-type takes it: "f16" (also NULL: the
+ * default) or "f32"; -1 for anything else. */
+int hearth_kv_type_from_name(const char *name);
 /* Its element type: HEARTH_F32 or HEARTH_F16. */
 hearth_dtype hearth_kv_type(const hearth_kv *kv);
 
