@@ -27,7 +27,11 @@
  * sequence (short sentences would give the GEMM M of 10-20 rows, far below
  * where it reaches its peak); a scratch arena kept in the model between
  * calls (the buffers are allocated per call: the cost is noise next to the
- * matmuls, and the model stays free of size-dependent state). */
+ * matmuls, and the model stays free of size-dependent state); a fused
+ * AVX-512 head (K transposed once, scores 16 keys a vector, exp, P V) in
+ * place of the two small matmuls (tried on the Zen 5: 1.2 us against 1.1 us
+ * per head of 13 tokens x 32 dims alone, and no gain in the pass, where a
+ * (sequence, head) task costs ~5 us: the time is around the arithmetic). */
 #include "models/bert.h"
 #include "models/bert_impl.h"
 

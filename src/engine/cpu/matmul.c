@@ -32,7 +32,13 @@
  * whole point of the quantized formats is to read fewer bytes); threading
  * over M (decode has M = 1, and splitting N keeps each weight row read by
  * exactly one thread); packing X too (the tile reads its 8 X rows
- * sequentially and they stay in L1; not measured). */
+ * sequentially and they stay in L1; not measured); turning the roles round
+ * for f32/f16/bf16 weights, X^T packed as the vector side and W broadcast
+ * from its rows, so W is never transposed (tried on the Zen 5 with a 48 x 8
+ * tile over the whole K: slower at every shape measured, e.g. f16 128 x 768
+ * x 768 with W streamed from memory 292-297 GFLOP/s against 371-377, f32 at
+ * MiniLM's shapes 222-314 against 313-353: the X^T panel streams from L2
+ * while the packed tile keeps both operands in L1). */
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_impl.h"
 #include "engine/cpu/rowdot_multi.h"
