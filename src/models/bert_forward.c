@@ -4,7 +4,7 @@
  * activation matrix, T the sum of their lengths, so every Linear is one
  * matmul over all T rows (Q, K and V write side by side into one (T, 3h)
  * buffer through the output stride). Attention is the only step that needs
- * sequence boundaries: one pool task per (sequence, head) attends over that
+ * sequence boundaries: one pool task per sequence (or group of its heads) attends over that
  * sequence's own rows only, so no key is ever padding and no mask is needed;
  * a sequence's vector is therefore the same in any batch as alone, up to
  * nothing (the rows it reads are the same rows). Bias adds are fused into
@@ -30,8 +30,8 @@
  * matmuls, and the model stays free of size-dependent state); a fused
  * AVX-512 head (K transposed once, scores 16 keys a vector, exp, P V) in
  * place of the two small matmuls (tried on the Zen 5: 1.2 us against 1.1 us
- * per head of 13 tokens x 32 dims alone, and no gain in the pass, where a
- * (sequence, head) task costs ~5 us: the time is around the arithmetic). */
+ * per head of 13 tokens x 32 dims alone, and no gain in the pass, where most
+ * of a single-head task was the reading of its rows: see attn_task). */
 #include "models/bert.h"
 #include "models/bert_impl.h"
 
@@ -52,6 +52,7 @@ typedef struct fwd {
     const int32_t *lens;
     int64_t *start;          /* (n_seqs + 1) first row of each sequence */
     int64_t T, rows_per_task;
+    int64_t heads_per_task; /* attention tasks: one sequence, this many heads */
     float *x, *qkv, *ctx, *ffn, *y;
     const bert_layer *l;
     const float *bias;       /* the bias of the pass being run */
@@ -90,39 +91,52 @@ static void embed_task(void *ctx, int64_t t, int64_t n_tasks)
     }
 }
 
-/* One (sequence, head): add this head's Q/K/V biases to the sequence's rows
- * (folding the 1/sqrt(head_dim) scale into Q), then S = Q K^T, P =
+/* One sequence and a group of heads_per_task heads: first the group's Q/K/V
+ * biases are added row by row over the group's contiguous columns (folding
+ * the 1/sqrt(head_dim) scale into Q), then per head S = Q K^T, P =
  * softmax(S) row by row, ctx = P V, the two products through the matmul
  * kernels on this thread (V is first transposed, since the matmul takes its
- * second operand as rows). */
+ * second operand as rows). Grouping heads matters more than the arithmetic:
+ * the rows were just written by the Q/K/V GEMM, mostly on the other core,
+ * and a task per single head read them as 3 x len scattered 128-byte pieces
+ * (~3 us of a ~6 us task at 13 tokens); a group reads them as longer runs. */
 static void attn_task(void *ctx, int64_t t, int64_t n_tasks)
 {
     fwd *f = ctx;
     const hearth_bert *m = f->m;
     const bert_layer *l = f->l;
-    int64_t h = m->hidden, hd = h / m->n_head, s = t / m->n_head, head = t % m->n_head;
-    int64_t r0 = f->start[s], len = f->start[s + 1] - r0, c0 = head * hd;
-    float *base = f->qkv + r0 * 3 * h, scale = 1.0f / sqrtf((float)hd);
+    int64_t groups = (m->n_head + f->heads_per_task - 1) / f->heads_per_task;
+    int64_t h = m->hidden, hd = h / m->n_head, s = t / groups, h0 = t % groups * f->heads_per_task;
+    int64_t h1 = h0 + f->heads_per_task < m->n_head ? h0 + f->heads_per_task : m->n_head;
+    int64_t r0 = f->start[s], len = f->start[s + 1] - r0, c0 = h0 * hd, cw = (h1 - h0) * hd;
+    float scale = 1.0f / sqrtf((float)hd);
     float *scores = malloc((size_t)(len * len + hd * len) * sizeof *scores), *vt = scores + len * len;
     if (!scores) {
         atomic_store(&f->failed, HEARTH_ENOMEM);
         return;
     }
     for (int64_t i = 0; i < len; i++) {
-        float *q = base + i * 3 * h + c0, *k = q + h, *v = q + 2 * h;
-        for (int64_t d = 0; d < hd; d++) {
-            q[d] = (q[d] + l->bq[c0 + d]) * scale;
-            k[d] += l->bk[c0 + d];
-            vt[d * len + i] = v[d] + l->bv[c0 + d];
-        }
+        float *q = f->qkv + (r0 + i) * 3 * h + c0, *k = q + h, *v = q + 2 * h;
+        hearth_cpu_add(q, q, l->bq + c0, cw);
+        hearth_cpu_scale(q, q, scale, cw);
+        hearth_cpu_add(k, k, l->bk + c0, cw);
+        hearth_cpu_add(v, v, l->bv + c0, cw);
     }
-    int rc = hearth_cpu_matmul(NULL, HEARTH_F32, base + h + c0, (size_t)(3 * h) * sizeof(float), len, hd, base + c0,
+    int rc = 0;
+    for (int64_t head = h0; head < h1 && rc == 0; head++) {
+        int64_t ch = head * hd;
+        float *base = f->qkv + r0 * 3 * h;
+        for (int64_t i = 0; i < len; i++)
+            for (int64_t d = 0; d < hd; d++)
+                vt[d * len + i] = base[i * 3 * h + 2 * h + ch + d];
+        rc = hearth_cpu_matmul(NULL, HEARTH_F32, base + h + ch, (size_t)(3 * h) * sizeof(float), len, hd, base + ch,
                                3 * h, len, scores, len);
-    for (int64_t i = 0; rc == 0 && i < len; i++)
-        hearth_cpu_softmax(scores + i * len, scores + i * len, len);
-    if (rc == 0)
-        rc = hearth_cpu_matmul(NULL, HEARTH_F32, vt, (size_t)len * sizeof(float), hd, len, scores, len, len,
-                               f->ctx + r0 * h + c0, h);
+        for (int64_t i = 0; rc == 0 && i < len; i++)
+            hearth_cpu_softmax(scores + i * len, scores + i * len, len);
+        if (rc == 0)
+            rc = hearth_cpu_matmul(NULL, HEARTH_F32, vt, (size_t)len * sizeof(float), hd, len, scores, len, len,
+                                   f->ctx + r0 * h + ch, h);
+    }
     if (rc)
         atomic_store(&f->failed, rc);
     free(scores);
@@ -177,7 +191,8 @@ static int run_layer(fwd *f, hearth_pool *pool, int64_t i, hearth_err *err)
         (rc = linear(f, pool, &l->k, f->x, h, f->qkv + h, 3 * h, "key", i, err)) ||
         (rc = linear(f, pool, &l->v, f->x, h, f->qkv + 2 * h, 3 * h, "value", i, err)))
         return rc;
-    hearth_pool_run(pool, attn_task, f, (int64_t)f->n_seqs * m->n_head);
+    hearth_pool_run(pool, attn_task, f,
+                    (int64_t)f->n_seqs * ((m->n_head + f->heads_per_task - 1) / f->heads_per_task));
     if ((rc = atomic_load(&f->failed)))
         return hearth_err_set(err, rc, "bert: %s: layer %lld attention: %s", m->path, (long long)i,
                               hearth_status_name(rc));
@@ -271,6 +286,11 @@ int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32
     /* about four row tasks per thread, so uneven finishing evens out */
     int64_t n_tasks = 4 * (int64_t)hearth_pool_size(pool);
     f.rows_per_task = (f.T + n_tasks - 1) / n_tasks;
+    /* attention: whole sequences per task where there are enough of them to
+     * keep ~4 tasks per thread, else the heads split into groups */
+    int64_t groups = (n_tasks + n_seqs - 1) / n_seqs;
+    groups = groups > m->n_head ? m->n_head : groups;
+    f.heads_per_task = (m->n_head + groups - 1) / groups;
 
     hearth_pool_run(pool, embed_task, &f, (f.T + f.rows_per_task - 1) / f.rows_per_task);
     for (int64_t i = 0; i < m->n_layer && rc == 0; i++)

@@ -125,6 +125,17 @@ def test_batched_equals_alone():
     check_close(batched, alone, 0.999999, 1e-5, "batched vs alone")
 
 
+def test_thread_counts_same_vectors():
+    # attention tasks are whole sequences or groups of heads depending on
+    # sequences per thread: 1 thread (7 sequences, 4 tasks wanted) takes
+    # whole sequences, 3 threads split the heads in 2 groups, --alone with 3
+    # threads in 12 single heads; each must give the reference's vectors
+    want, want_alone = reference(MODEL)
+    for flags, ref in ((("-t", "1"), want), (("-t", "3"), want), (("-t", "3", "--alone"), want_alone)):
+        _, got = embed(demo(MODEL), *flags)
+        check_close(got, ref, 0.99999, 1e-4, "fp32 " + " ".join(flags))
+
+
 def test_bf16_weights():
     _, got = embed(demo(MODEL), "--dtype", "bf16")
     want, _ = reference(MODEL)
@@ -209,7 +220,8 @@ def test_too_long_text():
 if __name__ == "__main__":
     try:
         hearth_test.run([test_tokens_have_cls_and_sep, test_fp32_batched_matches_reference,
-                         test_fp32_alone_matches_reference, test_batched_equals_alone, test_bf16_weights,
+                         test_fp32_alone_matches_reference, test_batched_equals_alone, test_thread_counts_same_vectors,
+                         test_bf16_weights,
                          test_int8_weights, test_gguf_same_vectors, test_gguf_f16, test_gguf_contents,
                          test_cls_pooling, test_too_long_text])
     finally:
