@@ -149,10 +149,9 @@ static void residual_norm_task(void *ctx, int64_t t, int64_t n_tasks)
     int64_t h = f->m->hidden, r0, r1;
     task_rows(f, t, &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
-        float *x = f->x + r * h;
-        const float *y = f->y + r * h;
-        for (int64_t i = 0; i < h; i++)
-            x[i] += y[i] + f->bias[i];
+        float *x = f->x + r * h, *y = f->y + r * h; /* y is scratch: bias added in place */
+        hearth_cpu_add(y, y, f->bias, h);
+        hearth_cpu_add(x, x, y, h);
         hearth_cpu_layernorm(x, x, h, f->ln_w, f->ln_b, f->m->eps);
     }
 }

@@ -97,6 +97,24 @@ static void swiglu(float *y, const float *a, const float *b, int64_t n)
         y[i] = a[i] / (1.0f + expf(-a[i])) * b[i];
 }
 
+static void add(float *y, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
+}
+
+static void mul(float *y, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = a[i] * b[i];
+}
+
+static void scale(float *y, const float *x, float s, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] * s;
+}
+
 const hearth_cpu_ops hearth_cpu_ops_scalar = {
     .name = "scalar",
     .layernorm = layernorm,
@@ -105,6 +123,9 @@ const hearth_cpu_ops hearth_cpu_ops_scalar = {
     .gelu_erf = gelu_erf,
     .silu = silu,
     .swiglu = swiglu,
+    .add = add,
+    .mul = mul,
+    .scale = scale,
 };
 
 void hearth_cpu_layernorm(float *y, const float *x, int64_t n, const float *gamma, const float *beta, float eps)
@@ -139,20 +160,17 @@ void hearth_cpu_swiglu(float *y, const float *a, const float *b, int64_t n)
 
 void hearth_cpu_add(float *y, const float *a, const float *b, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = a[i] + b[i];
+    hearth_cpu_ops_best()->add(y, a, b, n);
 }
 
 void hearth_cpu_mul(float *y, const float *a, const float *b, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = a[i] * b[i];
+    hearth_cpu_ops_best()->mul(y, a, b, n);
 }
 
 void hearth_cpu_scale(float *y, const float *x, float s, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        y[i] = x[i] * s;
+    hearth_cpu_ops_best()->scale(y, x, s, n);
 }
 
 void hearth_cpu_l2_normalize(float *y, const float *x, int64_t n, float eps)

@@ -1,5 +1,5 @@
 /* ops_avx512.c: AVX-512 versions of the row-wise ops that showed up in
- * profiles (GELU, LayerNorm, RMSNorm, softmax, SiLU, SwiGLU); compiled with
+ * profiles (GELU, LayerNorm, RMSNorm, softmax, SiLU, SwiGLU, add, mul, scale); compiled with
  * AVX-512 flags, used only after hearth_cpu() reports them (ops.c).
  *
  * Same contracts and the same reductions as ops.c: sums of a row accumulate
@@ -207,6 +207,34 @@ static void softmax(float *y, const float *x, int64_t n)
     }
 }
 
+/* The elementwise ops: the portable loops compile to scalar code at -O2
+ * without AVX-512 flags, and they sit on every residual stream. */
+#define ELEMENTWISE(name, expr)                                                                      \
+    static void name(float *y, const float *a, const float *b, int64_t n)                            \
+    {                                                                                                \
+        int64_t i = 0;                                                                               \
+        for (; i + 16 <= n; i += 16) {                                                               \
+            __m512 va = _mm512_loadu_ps(a + i), vb = _mm512_loadu_ps(b + i);                         \
+            _mm512_storeu_ps(y + i, expr);                                                           \
+        }                                                                                            \
+        if (i < n) {                                                                                 \
+            __mmask16 k = tail(n - i);                                                               \
+            __m512 va = _mm512_maskz_loadu_ps(k, a + i), vb = _mm512_maskz_loadu_ps(k, b + i);       \
+            _mm512_mask_storeu_ps(y + i, k, expr);                                                   \
+        }                                                                                            \
+    }
+ELEMENTWISE(add, _mm512_add_ps(va, vb))
+ELEMENTWISE(mul, _mm512_mul_ps(va, vb))
+
+static void scale(float *y, const float *x, float s, int64_t n)
+{
+    __m512 vs = _mm512_set1_ps(s);
+    for (int64_t i = 0; i < n; i += 16) {
+        __mmask16 k = tail(n - i);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), vs));
+    }
+}
+
 const hearth_cpu_ops hearth_cpu_ops_avx512 = {
     .name = "avx512",
     .layernorm = layernorm,
@@ -215,4 +243,7 @@ const hearth_cpu_ops hearth_cpu_ops_avx512 = {
     .gelu_erf = gelu_erf,
     .silu = silu,
     .swiglu = swiglu,
+    .add = add,
+    .mul = mul,
+    .scale = scale,
 };

@@ -18,6 +18,9 @@ typedef struct hearth_cpu_ops {
     void (*gelu_erf)(float *y, const float *x, int64_t n);
     void (*silu)(float *y, const float *x, int64_t n);
     void (*swiglu)(float *y, const float *a, const float *b, int64_t n);
+    void (*add)(float *y, const float *a, const float *b, int64_t n);
+    void (*mul)(float *y, const float *a, const float *b, int64_t n);
+    void (*scale)(float *y, const float *x, float s, int64_t n);
 } hearth_cpu_ops;
 
 extern const hearth_cpu_ops hearth_cpu_ops_scalar;

@@ -119,15 +119,28 @@ static void activations_match_formulas(void)
         double want = a[i] / (1 + exp(-(double)a[i])) * b[i];
         CHECK_NEAR(y[i], want, 1e-6 * fabs(want) + 1e-7);
     }
-    hearth_cpu_add(y, a, b, N);
+    /* exact, at every length through a vector and its masked tail, and
+     * nothing written past n */
+    for (int n = 0; n <= 40; n++) {
+        for (int i = 0; i < N; i++)
+            y[i] = -7.0f;
+        ops->add(y, a, b, n);
+        for (int i = 0; i < N; i++)
+            CHECK(y[i] == (i < n ? a[i] + b[i] : -7.0f));
+        ops->mul(y, a, b, n);
+        for (int i = 0; i < N; i++)
+            CHECK(y[i] == (i < n ? a[i] * b[i] : -7.0f));
+        ops->scale(y, a, 0.3f, n);
+        for (int i = 0; i < N; i++)
+            CHECK(y[i] == (i < n ? a[i] * 0.3f : -7.0f));
+    }
+    ops->add(y, a, b, N);
     for (int i = 0; i < N; i++)
         CHECK(y[i] == a[i] + b[i]);
-    hearth_cpu_mul(y, a, b, N);
+    memcpy(y, a, sizeof y);
+    ops->add(y, y, b, N); /* in place, as the residual stream uses it */
     for (int i = 0; i < N; i++)
-        CHECK(y[i] == a[i] * b[i]);
-    hearth_cpu_scale(y, a, 0.125f, N);
-    for (int i = 0; i < N; i++)
-        CHECK(y[i] == a[i] * 0.125f);
+        CHECK(y[i] == a[i] + b[i]);
 }
 
 /* GELU and SiLU on a dense grid, relative to the result (so the tails
@@ -185,6 +198,12 @@ static void public_functions_use_the_best_table(void)
     hearth_cpu_silu(y, x, N), best->silu(w, x, N);
     CHECK(memcmp(y, w, sizeof y) == 0);
     hearth_cpu_swiglu(y, x, b, N), best->swiglu(w, x, b, N);
+    CHECK(memcmp(y, w, sizeof y) == 0);
+    hearth_cpu_add(y, x, b, N), best->add(w, x, b, N);
+    CHECK(memcmp(y, w, sizeof y) == 0);
+    hearth_cpu_mul(y, x, b, N), best->mul(w, x, b, N);
+    CHECK(memcmp(y, w, sizeof y) == 0);
+    hearth_cpu_scale(y, x, 0.3f, N), best->scale(w, x, 0.3f, N);
     CHECK(memcmp(y, w, sizeof y) == 0);
 }
 
