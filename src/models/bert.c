@@ -136,6 +136,8 @@ int hearth_bert_open(hearth_bert **out, const char *path, enum hearth_bert_dtype
     int rc = S_ISDIR(st.st_mode) ? bert_load_hf(m, path, err) : bert_load_gguf(m, path, err);
     if (rc == 0 && dtype != HEARTH_BERT_F32)
         rc = bert_convert_weights(m, dtype == HEARTH_BERT_BF16 ? HEARTH_BF16 : HEARTH_Q8_0, err);
+    if (rc == 0)
+        rc = bert_prepack_weights(m, err);
     if (rc) {
         hearth_bert_close(m);
         return rc;
@@ -148,6 +150,7 @@ void hearth_bert_close(hearth_bert *m)
 {
     if (!m)
         return;
+    bert_free_prepacked(m);
     for (size_t i = 0; i < m->owned.n; i++)
         free(m->owned.p[i]);
     free(m->owned.p);

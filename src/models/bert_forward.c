@@ -172,7 +172,9 @@ static void gelu_task(void *ctx, int64_t t, int64_t n_tasks)
 static int linear(const fwd *f, hearth_pool *pool, const bert_mat *w, const float *X, int64_t x_stride, float *Y,
                   int64_t y_stride, const char *what, int64_t layer, hearth_err *err)
 {
-    int rc = hearth_cpu_matmul(pool, w->type, w->data, w->row_bytes, w->rows, w->cols, X, x_stride, f->T, Y, y_stride);
+    int rc = w->packed ? hearth_cpu_matmul_prepacked(pool, w->packed, X, x_stride, f->T, Y, y_stride)
+                       : hearth_cpu_matmul(pool, w->type, w->data, w->row_bytes, w->rows, w->cols, X, x_stride, f->T,
+                                           Y, y_stride);
     if (rc)
         return hearth_err_set(err, rc, "bert: %s: layer %lld %s: matmul failed (%s)", f->m->path, (long long)layer,
                               what, hearth_status_name(rc));

@@ -10,6 +10,7 @@
 #define HEARTH_MODELS_BERT_IMPL_H
 
 #include "base/err.h"
+#include "engine/cpu/matmul.h"
 #include "engine/dtype.h"
 #include "text/vocab.h"
 #include "text/wordpiece.h"
@@ -33,6 +34,7 @@ typedef struct bert_mat {
     const void *data;
     size_t row_bytes;
     int64_t rows, cols;
+    hearth_cpu_prepacked *packed; /* f32 weights in GEMM panels (bert_prepack_weights), or NULL */
 } bert_mat;
 
 typedef struct bert_layer {
@@ -95,6 +97,13 @@ int bert_finish(hearth_bert *m, const hearth_wordpiece_opts *wp_opts, hearth_err
 /* The loaders: fill m (already zeroed, path set) from a folder or a GGUF file. */
 int bert_load_hf(hearth_bert *m, const char *dir, hearth_err *err);
 int bert_load_gguf(hearth_bert *m, const char *path, hearth_err *err);
+
+/* Packs every f32 linear weight into the GEMM's panels once (matmul.h's
+ * hearth_cpu_prepack; bert_weights.c); the model owns them and
+ * bert_free_prepacked frees them. Weights of other types, or a CPU whose
+ * kernels take no f32 panels, are left as they are. */
+int bert_prepack_weights(hearth_bert *m, hearth_err *err);
+void bert_free_prepacked(hearth_bert *m);
 
 /* Converts every linear weight of m to bf16 (HEARTH_BF16) or Q8_0 in memory
  * m owns (bert_weights.c). HEARTH_EUNSUPPORTED when the type cannot be made. */

@@ -21,6 +21,10 @@
  *     register-blocked tile. Conversion is paid once per W element per call,
  *     amortized over M rows. Buffers are per-thread scratch (scratch.h).
  * KC = 256 is a multiple of every block size, so slices never split a block.
+ * Prepacked weights (hearth_cpu_prepack, for encoders) hold those panels for
+ * the whole W, made once; hearth_cpu_matmul_prepacked runs the same tiles on
+ * them from the GEMM's first row count (gemm_min_m) to 63 rows, and the paths
+ * above otherwise (PREPACKED_MAX_M).
  *
  * A group call (several weights, one X) goes to rowdot_multi.c as one job
  * when every weight would take its multi-row path on the same form of X;
@@ -134,6 +138,8 @@ typedef struct job {
     hearth_qv_dot_fn qv_dot;
     hearth_qv_dot2_fn qv_dot2; /* or NULL */
     float *Y;
+    const float *prepacked; /* the whole W in panels (hearth_cpu_prepack), or NULL: pack per call */
+    int64_t n_pad;          /* N rounded up to nr: the prepacked slices' width */
     size_t block_bytes;
     int64_t block;
     _Atomic int failed;
@@ -227,7 +233,8 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
     int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
     int64_t n_panels = (n1 - n0 + nr - 1) / nr;
     size_t panel_bytes = (size_t)n_panels * nr * KC * sizeof(float);
-    float *panels = hearth_cpu_scratch(HEARTH_SCRATCH_TASK, panel_bytes + (size_t)nr * KC * sizeof(float));
+    float *panels = j->prepacked ? (float *)j->prepacked
+                                 : hearth_cpu_scratch(HEARTH_SCRATCH_TASK, panel_bytes + (size_t)nr * KC * sizeof(float));
     if (!panels) {
         atomic_store(&j->failed, 1);
         return;
@@ -235,7 +242,10 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
     float *tmp = panels + panel_bytes / sizeof(float);
     for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
         int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
-        pack(j, n0, n1, k0, kc, panels, tmp);
+        if (j->prepacked)
+            panels = (float *)j->prepacked + k0 * j->n_pad + n0 * kc; /* slice k0, panel n0 / nr */
+        else
+            pack(j, n0, n1, k0, kc, panels, tmp);
         for (int64_t m0 = 0; m0 < j->M; m0 += mr) {
             int rows = j->M - m0 < mr ? (int)(j->M - m0) : mr;
             for (int64_t p = 0; p < n_panels; p++) {
@@ -368,6 +378,115 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
         hearth_pool_run(pool, rowdot_task, &j, ceil_div(N, j.chunk));
     }
     return atomic_load(&j.failed) ? HEARTH_ENOMEM : 0;
+}
+
+/* Rows from which hearth_cpu_matmul_prepacked packs per call anyway.
+ * Measured on the Zen 5 (MiniLM, `hearth embed --bench`, 6 interleaved
+ * pairs against packing per call): batch 1 (13 rows) +23-29% sentences/s,
+ * batch 8 (101 rows) -3% and batch 32 (404 rows) -1.5%, prefetching the
+ * next slice's panels or not. The per-call packing streams W with its own
+ * prefetch and leaves the panels in L2 for every X strip; prepacked panels
+ * come from memory on the first strip, and at large M that costs what the
+ * packing did. Skipping the packing altogether (a test hack reusing stale
+ * panels) measured +22% at batch 8 and +10% at 32: the room left there is
+ * memory latency, not the transpose. */
+#define PREPACKED_MAX_M 64
+
+struct hearth_cpu_prepacked {
+    hearth_cpu_isa isa;
+    hearth_dtype wt;
+    const void *W; /* for the row dots of short batches */
+    size_t w_row_bytes;
+    int64_t N, K, n_pad;
+    float *panels; /* slice s (KC deep, the last kc) at s * KC * n_pad: n_pad / nr panels of [kc][nr] */
+};
+
+bool hearth_cpu_prepack_wanted(hearth_dtype wt)
+{
+    const hearth_cpu_kernels *kt = kernels_of(hearth_cpu_matmul_isa());
+    return hearth_dtype_get((uint32_t)wt) && !(kt->qgemm[wt] && kt->qx_row);
+}
+
+hearth_cpu_prepacked *hearth_cpu_prepack(hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N, int64_t K)
+{
+    hearth_cpu_isa isa = hearth_cpu_matmul_isa();
+    const hearth_cpu_kernels *kt = kernels_of(isa);
+    const hearth_cpu_mm_out o = {.wt = wt, .W = W, .w_row_bytes = w_row_bytes, .N = N, .Y = NULL, .y_stride = N};
+    float probe = 0;
+    if (N < 1 || K < 1 || check_out(&o, K, &probe, K, 0) != 0 || (kt->qgemm[wt] && kt->qx_row))
+        return NULL;
+    const hearth_dtype_info *info = hearth_dtype_get((uint32_t)wt);
+    int64_t nr = kt->nr_max, n_pad = ceil_div(N, nr) * nr;
+    if (n_pad > (int64_t)(SIZE_MAX / sizeof(float) / 2) / K)
+        return NULL;
+    hearth_cpu_prepacked *pw = calloc(1, sizeof *pw);
+    size_t bytes = ((size_t)n_pad * (size_t)K * sizeof(float) + 63) / 64 * 64;
+    float *tmp = malloc((size_t)nr * KC * sizeof(float));
+    if (pw)
+        pw->panels = aligned_alloc(64, bytes);
+    if (!pw || !pw->panels || !tmp) {
+        free(tmp);
+        hearth_cpu_prepacked_free(pw);
+        return NULL;
+    }
+    *pw = (hearth_cpu_prepacked){.isa = isa, .wt = wt, .W = W, .w_row_bytes = w_row_bytes, .N = N, .K = K,
+                                 .n_pad = n_pad, .panels = pw->panels};
+    job j = {.kt = kt, .wt = wt, .W = W, .w_row_bytes = w_row_bytes, .N = N, .K = K,
+             .block_bytes = info->block_bytes, .block = info->block};
+    for (int64_t k0 = 0; k0 < K; k0 += KC) {
+        int64_t kc = K - k0 < KC ? K - k0 : KC;
+        /* pack takes at most GEMM_CHUNK_MAX rows (a multiple of nr) at a time */
+        for (int64_t n0 = 0; n0 < N; n0 += GEMM_CHUNK_MAX) {
+            int64_t n1 = n0 + GEMM_CHUNK_MAX < N ? n0 + GEMM_CHUNK_MAX : N;
+            pack(&j, n0, n1, k0, kc, pw->panels + k0 * n_pad + n0 * kc, tmp);
+        }
+    }
+    free(tmp);
+    return pw;
+}
+
+void hearth_cpu_prepacked_free(hearth_cpu_prepacked *pw)
+{
+    if (!pw)
+        return;
+    free(pw->panels);
+    free(pw);
+}
+
+size_t hearth_cpu_prepacked_bytes(const hearth_cpu_prepacked *pw)
+{
+    return pw ? (size_t)pw->n_pad * (size_t)pw->K * sizeof(float) : 0;
+}
+
+int hearth_cpu_matmul_prepacked(hearth_pool *pool, const hearth_cpu_prepacked *pw, const float *X, int64_t x_stride,
+                                int64_t M, float *Y, int64_t y_stride)
+{
+    if (!pw)
+        return HEARTH_EINVAL;
+    /* the short batches take the row dots on W, as hearth_cpu_matmul does;
+     * from PREPACKED_MAX_M rows on, packing per call costs no more than
+     * reading the prepacked panels from memory (see PREPACKED_MAX_M) */
+    if (M < gemm_min_m(pw->wt) || M >= PREPACKED_MAX_M)
+        return hearth_cpu_matmul_on(pw->isa, pool, pw->wt, pw->W, pw->w_row_bytes, pw->N, pw->K, X, x_stride, M, Y,
+                                    y_stride);
+    const hearth_cpu_mm_out o = {.wt = pw->wt, .W = pw->W, .w_row_bytes = pw->w_row_bytes, .N = pw->N, .Y = Y,
+                                 .y_stride = y_stride};
+    int rc = check_out(&o, pw->K, X, x_stride, M);
+    if (rc)
+        return rc;
+    const hearth_dtype_info *info = hearth_dtype_get((uint32_t)pw->wt);
+    job j = {
+        .kt = kernels_of(pw->isa), .wt = pw->wt, .W = pw->W, .w_row_bytes = pw->w_row_bytes, .N = pw->N,
+        .K = pw->K, .M = M, .ldx = x_stride, .ldy = y_stride, .X = X, .Y = Y, .prepacked = pw->panels,
+        .n_pad = pw->n_pad, .block_bytes = info->block_bytes, .block = info->block,
+    };
+    /* the same chunks as the packing path (multiples of nr) */
+    int64_t nr = j.kt->nr_max, threads = hearth_pool_size(pool);
+    j.chunk = ceil_div(ceil_div(pw->N, 2 * threads), nr) * nr;
+    if (j.chunk > GEMM_CHUNK_MAX)
+        j.chunk = GEMM_CHUNK_MAX;
+    hearth_pool_run(pool, gemm_task, &j, ceil_div(pw->N, j.chunk));
+    return 0;
 }
 
 int hearth_cpu_matmul(hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N, int64_t K,

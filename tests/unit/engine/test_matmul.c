@@ -454,6 +454,54 @@ static void scratch_is_reused_and_bounded(void)
     hearth_cpu_matmul_release_scratch();
 }
 
+/* Prepacked weights give hearth_cpu_matmul's result bit for bit, below,
+ * inside and above the rows where the prepacked panels are used, on odd N
+ * (past a panel) and K (past a slice), with and without a pool. */
+static void prepacked_matches_plain_calls(void)
+{
+    const hearth_dtype ts[] = {HEARTH_F32, HEARTH_F16, HEARTH_BF16, HEARTH_Q8_0, HEARTH_Q4_K};
+    const int64_t ms[] = {1, 5, 13, 40, 63, 64, 101};
+    enum { N = 70, K = 512 + 256 };
+    hearth_pool *pool = hearth_pool_new(2);
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        size_t rb;
+        void *w = make_weights(ts[i], N, K, &rb);
+        hearth_cpu_prepacked *pw = hearth_cpu_prepack(ts[i], w, rb, N, K);
+        CHECK_MSG((pw != NULL) == hearth_cpu_prepack_wanted(ts[i]), "%s", hearth_dtype_get(ts[i])->name);
+        if (pw) {
+            /* panels of whole 32- or 16-wide tiles over all of K */
+            CHECK(hearth_cpu_prepacked_bytes(pw) >= (size_t)N * K * sizeof(float));
+            CHECK(hearth_cpu_prepacked_bytes(pw) < (size_t)(N + 32) * K * sizeof(float));
+        }
+        for (size_t m = 0; pw && m < sizeof ms / sizeof ms[0]; m++) {
+            int64_t M = ms[m], ldx = K + 5, ldy = N + 3;
+            float *x = malloc((size_t)(M * ldx) * sizeof *x), *y = malloc((size_t)(M * ldy) * sizeof *y),
+                  *want = malloc((size_t)(M * ldy) * sizeof *want);
+            for (int64_t e = 0; e < M * ldx; e++)
+                x[e] = frand();
+            for (int p = 0; p < 2; p++) {
+                for (int64_t e = 0; e < M * ldy; e++)
+                    y[e] = want[e] = -7.0f;
+                hearth_pool *use = p ? pool : NULL;
+                CHECK(hearth_cpu_matmul(use, ts[i], w, rb, N, K, x, ldx, M, want, ldy) == 0);
+                CHECK(hearth_cpu_matmul_prepacked(use, pw, x, ldx, M, y, ldy) == 0);
+                CHECK_MSG(memcmp(y, want, (size_t)(M * ldy) * sizeof *y) == 0, "%s M=%lld pool %d",
+                          hearth_dtype_get(ts[i])->name, (long long)M, p);
+            }
+            free(x), free(y), free(want);
+        }
+        hearth_cpu_prepacked_free(pw);
+        free(w);
+    }
+    /* refused: bad sizes, a row stride too small, a NULL handle */
+    float f[4] = {0};
+    CHECK(hearth_cpu_prepack(HEARTH_F32, f, 16, 0, 4) == NULL);
+    CHECK(hearth_cpu_prepack(HEARTH_F32, f, 8, 1, 4) == NULL);
+    CHECK(hearth_cpu_matmul_prepacked(NULL, NULL, f, 4, 1, f, 4) == HEARTH_EINVAL);
+    hearth_cpu_prepacked_free(NULL);
+    hearth_pool_free(pool);
+}
+
 static double seconds_of_best(int reps, hearth_pool *pool, hearth_dtype t, const void *w, size_t rb, int64_t N,
                               int64_t K, const float *x, int64_t M, float *y)
 {
@@ -539,6 +587,7 @@ int main(void)
     RUN(gemm_paths_match_oracle);
     RUN(multi_row_dots_match_oracle);
     RUN(group_matches_separate_calls);
+    RUN(prepacked_matches_plain_calls);
     RUN(bad_arguments_are_rejected);
     RUN(bad_group_arguments_are_rejected);
     RUN(scratch_is_reused_and_bounded);
