@@ -239,7 +239,7 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
         atomic_store(&j->failed, 1);
         return;
     }
-    float *tmp = panels + panel_bytes / sizeof(float);
+    float *tmp = j->prepacked ? NULL : panels + panel_bytes / sizeof(float);
     for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
         int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
         if (j->prepacked)
@@ -381,15 +381,16 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
 }
 
 /* Rows from which hearth_cpu_matmul_prepacked packs per call anyway.
- * Measured on the Zen 5 (MiniLM, `hearth embed --bench`, 6 interleaved
- * pairs against packing per call): batch 1 (13 rows) +23-29% sentences/s,
- * batch 8 (101 rows) -3% and batch 32 (404 rows) -1.5%, prefetching the
- * next slice's panels or not. The per-call packing streams W with its own
- * prefetch and leaves the panels in L2 for every X strip; prepacked panels
- * come from memory on the first strip, and at large M that costs what the
- * packing did. Skipping the packing altogether (a test hack reusing stale
- * panels) measured +22% at batch 8 and +10% at 32: the room left there is
- * memory latency, not the transpose. */
+ * Measured on the Zen 5 (MiniLM, `hearth embed --bench`, 5-6 interleaved
+ * pairs against packing per call): batch 1 (13 rows) 440 -> 640
+ * sentences/s (+43%); with the panels used at every M, batch 8 (101 rows)
+ * -1% and batch 32 (404 rows) -5%, or -3% and -1.5% with the next slice's
+ * panels prefetched during the current one. The per-call packing streams W
+ * with its own prefetch and leaves the panels in L2 for every X strip;
+ * prepacked panels come from memory on the first strip, and at large M that
+ * costs what the packing did. Skipping the packing altogether (a test hack
+ * reusing stale panels) measured +22% at batch 8 and +10% at 32: the room
+ * left there is memory latency, not the transpose. */
 #define PREPACKED_MAX_M 64
 
 struct hearth_cpu_prepacked {
