@@ -99,8 +99,9 @@ static int grow_scratch(hearth_llama *m, int64_t cap, hearth_err *err)
         return 0;
     const hearth_llama_hparams *hp = &m->hp;
     size_t c = (size_t)cap, qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim);
-    float **bufs[] = {&s->x, &s->h, &s->q, &s->k, &s->v, &s->att, &s->g, &s->u};
-    size_t sizes[] = {(size_t)hp->n_embd, (size_t)hp->n_embd, qd, kvd, kvd, qd, (size_t)hp->n_ff, (size_t)hp->n_ff};
+    float **bufs[] = {&s->x, &s->h, &s->q, &s->k, &s->v, &s->att, &s->g, &s->u, &s->rope};
+    size_t sizes[] = {(size_t)hp->n_embd, (size_t)hp->n_embd, qd, kvd, kvd, qd, (size_t)hp->n_ff, (size_t)hp->n_ff,
+                      (size_t)(hp->n_rot > 0 ? hp->n_rot : 1)};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(*bufs[i]);
         *bufs[i] = malloc(c * sizes[i] * sizeof(float));
@@ -144,38 +145,93 @@ static int mm_group(hearth_pool *pool, const llama_mat *const *ws, float *const 
     return rc;
 }
 
-static void add_bias(float *y, const float *b, int64_t rows, int64_t n)
+/* Per-token work between the matmuls. Each op is per row, so a prompt's
+ * rows are split over the pool (ROWS_PARALLEL_MIN and up; a decode step's
+ * few rows stay on the caller, where a pool job would cost more than the
+ * work): they were ~4% of a 128-token F16 prompt on one thread while the
+ * other waited. */
+enum { ROW_ATTN_IN, ROW_QK, ROW_FFN_IN, ROW_SWIGLU, ROW_RESID };
+#define ROWS_PARALLEL_MIN 16
+
+typedef struct row_job {
+    const hearth_llama *m;
+    hearth_kv *kv;
+    const llama_layer *L;
+    int64_t il, nc, per;
+    const int32_t *slot;
+    int op;
+} row_job;
+
+/* ROW_QK for token i: biases (qwen2), q/k norm (qwen3), RoPE from the
+ * chunk's table, then its K and V rows into the cache. */
+static void qk_row(const row_job *J, int64_t i)
 {
-    if (!b)
-        return;
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t i = 0; i < n; i++)
-            y[r * n + i] += b[i];
+    const hearth_llama *m = J->m;
+    const hearth_llama_hparams *hp = &m->hp;
+    const llama_layer *L = J->L;
+    const llama_scratch *s = &m->s;
+    hearth_kv *kv = J->kv;
+    int64_t hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
+    float *q = s->q + i * qd, *k = s->k + i * kvd, *v = s->v + i * kvd;
+    if (L->bq)
+        hearth_cpu_add(q, q, L->bq, qd);
+    if (L->bk)
+        hearth_cpu_add(k, k, L->bk, kvd);
+    if (L->bv)
+        hearth_cpu_add(v, v, L->bv, kvd);
+    if (L->q_norm) {
+        for (int64_t h = 0; h < hp->n_head; h++)
+            hearth_cpu_rmsnorm(q + h * hd, q + h * hd, hd, L->q_norm, hp->rms_eps);
+        for (int64_t h = 0; h < hp->n_head_kv; h++)
+            hearth_cpu_rmsnorm(k + h * hd, k + h * hd, hd, L->k_norm, hp->rms_eps);
+    }
+    const float *cs = s->rope + i * (hp->n_rot > 0 ? hp->n_rot : 1);
+    rope_heads(q, hp->n_head, hd, hp->n_rot, cs, hp->rope_type);
+    rope_heads(k, hp->n_head_kv, hd, hp->n_rot, cs, hp->rope_type);
+    size_t at = (size_t)(s->pos[i] * kvd) * kv->elt;
+    char *kd = llama_kv_k(kv, J->slot[i], J->il) + at, *vd = llama_kv_v(kv, J->slot[i], J->il) + at;
+    if (kv->type == HEARTH_F16) {
+        kv->put_f16(kd, k, kvd);
+        kv->put_f16(vd, v, kvd);
+    } else {
+        memcpy(kd, k, (size_t)kvd * sizeof(float));
+        memcpy(vd, v, (size_t)kvd * sizeof(float));
+    }
 }
 
-/* q/k norm (qwen3) and RoPE on the chunk's q and k rows. */
-static void qk_prepare(const hearth_llama *m, const llama_layer *L, int64_t nc)
+static void row_task(void *ctx, int64_t t, int64_t n_tasks)
 {
-    const hearth_llama_hparams *hp = &m->hp;
-    const llama_scratch *s = &m->s;
-    int64_t hd = hp->head_dim, half = hp->n_rot / 2;
-    float cs[LLAMA_HEAD_DIM_MAX];
-    for (int64_t i = 0; i < nc; i++) {
-        float *q = s->q + i * hp->n_head * hd, *k = s->k + i * hp->n_head_kv * hd;
-        if (L->q_norm) {
-            for (int64_t h = 0; h < hp->n_head; h++)
-                hearth_cpu_rmsnorm(q + h * hd, q + h * hd, hd, L->q_norm, hp->rms_eps);
-            for (int64_t h = 0; h < hp->n_head_kv; h++)
-                hearth_cpu_rmsnorm(k + h * hd, k + h * hd, hd, L->k_norm, hp->rms_eps);
+    const row_job *J = ctx;
+    const hearth_llama_hparams *hp = &J->m->hp;
+    const llama_scratch *s = &J->m->s;
+    int64_t E = hp->n_embd, F = hp->n_ff, r1 = (t + 1) * J->per < J->nc ? (t + 1) * J->per : J->nc;
+    for (int64_t i = t * J->per; i < r1; i++) {
+        float *x = s->x + i * E, *h = s->h + i * E;
+        switch (J->op) {
+        case ROW_ATTN_IN: hearth_cpu_rmsnorm(h, x, E, J->L->attn_norm, hp->rms_eps); break;
+        case ROW_QK: qk_row(J, i); break;
+        case ROW_FFN_IN:
+            hearth_cpu_add(x, x, h, E);
+            hearth_cpu_rmsnorm(h, x, E, J->L->ffn_norm, hp->rms_eps);
+            break;
+        case ROW_SWIGLU: hearth_cpu_swiglu(s->g + i * F, s->g + i * F, s->u + i * F, F); break;
+        default: hearth_cpu_add(x, x, h, E); break; /* ROW_RESID */
         }
-        for (int64_t j = 0; j < half; j++) {
-            double a = (double)s->pos[i] * m->inv_freq[j];
-            cs[2 * j] = (float)cos(a);
-            cs[2 * j + 1] = (float)sin(a);
-        }
-        rope_heads(q, hp->n_head, hd, hp->n_rot, cs, hp->rope_type);
-        rope_heads(k, hp->n_head_kv, hd, hp->n_rot, cs, hp->rope_type);
     }
+}
+
+/* op over the chunk's nc rows: on the pool for a prompt, here for a few rows */
+static void rows(const hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const llama_layer *L, int64_t il,
+                 const int32_t *slot, int64_t nc, int op)
+{
+    row_job J = {.m = m, .kv = kv, .L = L, .il = il, .nc = nc, .slot = slot, .op = op, .per = nc};
+    if (nc < ROWS_PARALLEL_MIN || hearth_pool_size(pool) < 2) {
+        row_task(&J, 0, 1);
+        return;
+    }
+    int64_t tasks = 4 * (int64_t)hearth_pool_size(pool);
+    J.per = (nc + tasks - 1) / tasks;
+    hearth_pool_run(pool, row_task, &J, (nc + J.per - 1) / J.per);
 }
 
 static int layer_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int64_t il, const int32_t *slot,
@@ -186,44 +242,27 @@ static int layer_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int6
     llama_scratch *s = &m->s;
     int64_t E = hp->n_embd, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
     int rc;
-    for (int64_t i = 0; i < nc; i++)
-        hearth_cpu_rmsnorm(s->h + i * E, s->x + i * E, E, L->attn_norm, hp->rms_eps);
+    rows(m, kv, pool, L, il, slot, nc, ROW_ATTN_IN);
     const llama_mat *qkv[] = {&L->wq, &L->wk, &L->wv};
     float *qkv_y[] = {s->q, s->k, s->v};
     const int64_t qkv_ld[] = {qd, kvd, kvd};
     if ((rc = mm_group(pool, qkv, qkv_y, qkv_ld, 3, s->h, nc, err)))
         return rc;
-    add_bias(s->q, L->bq, nc, qd);
-    add_bias(s->k, L->bk, nc, kvd);
-    add_bias(s->v, L->bv, nc, kvd);
-    qk_prepare(m, L, nc);
-    for (int64_t i = 0; i < nc; i++) {
-        size_t at = (size_t)(s->pos[i] * kvd) * kv->elt;
-        char *kd = llama_kv_k(kv, slot[i], il) + at, *vd = llama_kv_v(kv, slot[i], il) + at;
-        if (kv->type == HEARTH_F16) {
-            kv->put_f16(kd, s->k + i * kvd, kvd);
-            kv->put_f16(vd, s->v + i * kvd, kvd);
-        } else {
-            memcpy(kd, s->k + i * kvd, (size_t)kvd * sizeof(float));
-            memcpy(vd, s->v + i * kvd, (size_t)kvd * sizeof(float));
-        }
-    }
+    rows(m, kv, pool, L, il, slot, nc, ROW_QK);
     att_job J = {m, kv, il, slot, s->pos, s->q, s->att, (float)(1.0 / sqrt((double)hd))};
     hearth_pool_run(pool, att_task, &J, nc * hp->n_head);
     if ((rc = mm(pool, &L->wo, s->att, nc, s->h, E, err)))
         return rc;
-    hearth_cpu_add(s->x, s->x, s->h, nc * E);
-    for (int64_t i = 0; i < nc; i++)
-        hearth_cpu_rmsnorm(s->h + i * E, s->x + i * E, E, L->ffn_norm, hp->rms_eps);
+    rows(m, kv, pool, L, il, slot, nc, ROW_FFN_IN);
     const llama_mat *gu[] = {&L->gate, &L->up};
     float *gu_y[] = {s->g, s->u};
     const int64_t gu_ld[] = {hp->n_ff, hp->n_ff};
     if ((rc = mm_group(pool, gu, gu_y, gu_ld, 2, s->h, nc, err)))
         return rc;
-    hearth_cpu_swiglu(s->g, s->g, s->u, nc * hp->n_ff);
+    rows(m, kv, pool, L, il, slot, nc, ROW_SWIGLU);
     if ((rc = mm(pool, &L->down, s->g, nc, s->h, E, err)))
         return rc;
-    hearth_cpu_add(s->x, s->x, s->h, nc * E);
+    rows(m, kv, pool, L, il, slot, nc, ROW_RESID);
     return 0;
 }
 
@@ -241,6 +280,15 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, cons
         if (rc)
             return hearth_err_set(err, rc, "llama: token_embd row %d cannot be read", tokens[i]);
     }
+    /* the rotation angles of each token, once for all layers (in double, so
+     * large positions keep their precision) */
+    int64_t half = hp->n_rot / 2, rs = hp->n_rot > 0 ? hp->n_rot : 1;
+    for (int64_t i = 0; i < nc; i++)
+        for (int64_t j = 0; j < half; j++) {
+            double a = (double)s->pos[i] * m->inv_freq[j];
+            s->rope[i * rs + 2 * j] = (float)cos(a);
+            s->rope[i * rs + 2 * j + 1] = (float)sin(a);
+        }
     for (int64_t il = 0; il < hp->n_layer; il++) {
         int rc = layer_forward(m, kv, pool, il, slot, nc, err);
         if (rc)

@@ -44,6 +44,7 @@ typedef struct llama_scratch {
     float *k, *v;   /* (cap, n_head_kv*hd) */
     float *att;     /* (cap, n_head*hd) attention output */
     float *g, *u;   /* (cap, n_ff) FFN gate and up */
+    float *rope;    /* (cap, n_rot) cos, sin of each rotated pair at each token's position */
     int64_t *pos;   /* (cap) position of each token */
     int32_t *row;   /* (cap) logits row of each token, -1 for none */
 } llama_scratch;
