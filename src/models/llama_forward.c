@@ -33,7 +33,9 @@
  *
  * Q, K, V and gate, up are group matmuls (one X, several weights, one pool
  * job): 5 pool jobs per layer instead of 8 (attention included), each job
- * paying a start, a join and an idle tail.
+ * paying a start, a join and an idle tail. The per-token ops between them
+ * (norms, biases, RoPE, KV stores, SwiGLU, residual adds) run on the caller
+ * for a decode step and as 5 more jobs over the rows for a prompt (rows()).
  *
  * Rejected: a graph/tensor abstraction (one fixed architecture family does
  * not need it yet); concatenating Q/K/V into one weight (the weights are
