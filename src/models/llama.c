@@ -366,6 +366,7 @@ void hearth_llama_close(hearth_llama *m)
     free(s->att);
     free(s->g);
     free(s->u);
+    free(s->rope);
     free(s->pos);
     free(s->row);
     if (m->tok_ready)
