@@ -53,7 +53,8 @@ static int convert(hearth_bert *m, bert_mat *w, hearth_dtype to, const char *wha
     return HEARTH_OK;
 }
 
-/* The six linear weights of layer i, for the loops below. */
+/* The six linear weights of a layer, in the order of bert_convert_weights'
+ * names, for the loops below. */
 static bert_mat *layer_mats(bert_layer *l, int k)
 {
     bert_mat *mats[6] = {&l->q, &l->k, &l->v, &l->o, &l->up, &l->down};
@@ -92,13 +93,12 @@ int bert_convert_weights(hearth_bert *m, hearth_dtype to, hearth_err *err)
     if (to != HEARTH_BF16 && to != HEARTH_Q8_0)
         return hearth_err_set(err, HEARTH_EUNSUPPORTED, "bert: %s: weights cannot be converted to type %d", m->path,
                               (int)to);
-    for (int64_t i = 0; i < m->n_layer; i++) {
-        bert_layer *l = &m->layers[i];
-        int rc;
-        if ((rc = convert(m, &l->q, to, "query", i, err)) || (rc = convert(m, &l->k, to, "key", i, err)) ||
-            (rc = convert(m, &l->v, to, "value", i, err)) || (rc = convert(m, &l->o, to, "attention output", i, err)) ||
-            (rc = convert(m, &l->up, to, "ffn up", i, err)) || (rc = convert(m, &l->down, to, "ffn down", i, err)))
-            return rc;
-    }
+    static const char *const what[6] = {"query", "key", "value", "attention output", "ffn up", "ffn down"};
+    for (int64_t i = 0; i < m->n_layer; i++)
+        for (int k = 0; k < 6; k++) {
+            int rc = convert(m, layer_mats(&m->layers[i], k), to, what[k], i, err);
+            if (rc)
+                return rc;
+        }
     return HEARTH_OK;
 }

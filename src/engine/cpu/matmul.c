@@ -298,6 +298,14 @@ static int64_t ceil_div(int64_t a, int64_t b)
     return (a + b - 1) / b;
 }
 
+/* W rows per f32 GEMM task: at least two tasks per thread so an uneven last
+ * chunk is absorbed, whole panels of nr, at most GEMM_CHUNK_MAX. */
+static int64_t gemm_chunk(int64_t N, int64_t nr, int64_t threads)
+{
+    int64_t chunk = ceil_div(ceil_div(N, 2 * threads), nr) * nr;
+    return chunk > GEMM_CHUNK_MAX ? GEMM_CHUNK_MAX : chunk;
+}
+
 static int isa_usable(hearth_cpu_isa isa)
 {
     return isa >= 0 && isa < HEARTH_ISA_COUNT_ && hearth_cpu_isa_available(isa);
@@ -347,11 +355,7 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     if (M >= gemm_min_m(wt) && j.kt->qgemm[wt] && j.kt->qx_row)
         return run_qgemm(pool, &j, threads);
     if (M >= gemm_min_m(wt)) {
-        /* at least two tasks per thread so an uneven last chunk is absorbed */
-        int64_t nr = j.kt->nr_max;
-        j.chunk = ceil_div(ceil_div(N, 2 * (int64_t)threads), nr) * nr;
-        if (j.chunk > GEMM_CHUNK_MAX)
-            j.chunk = GEMM_CHUNK_MAX;
+        j.chunk = gemm_chunk(N, j.kt->nr_max, threads);
         hearth_pool_run(pool, gemm_task, &j, ceil_div(N, j.chunk));
     } else {
         if (j.kt->qv_dot[wt] && j.kt->qv_row) {
@@ -414,7 +418,7 @@ hearth_cpu_prepacked *hearth_cpu_prepack(hearth_dtype wt, const void *W, size_t 
     const hearth_cpu_kernels *kt = kernels_of(isa);
     const hearth_cpu_mm_out o = {.wt = wt, .W = W, .w_row_bytes = w_row_bytes, .N = N, .Y = NULL, .y_stride = N};
     float probe = 0;
-    if (N < 1 || K < 1 || check_out(&o, K, &probe, K, 0) != 0 || (kt->qgemm[wt] && kt->qx_row))
+    if (N < 1 || K < 1 || check_out(&o, K, &probe, K, 0) != 0 || !hearth_cpu_prepack_wanted(wt))
         return NULL;
     const hearth_dtype_info *info = hearth_dtype_get((uint32_t)wt);
     int64_t nr = kt->nr_max, n_pad = ceil_div(N, nr) * nr;
@@ -481,11 +485,7 @@ int hearth_cpu_matmul_prepacked(hearth_pool *pool, const hearth_cpu_prepacked *p
         .K = pw->K, .M = M, .ldx = x_stride, .ldy = y_stride, .X = X, .Y = Y, .prepacked = pw->panels,
         .n_pad = pw->n_pad, .block_bytes = info->block_bytes, .block = info->block,
     };
-    /* the same chunks as the packing path (multiples of nr) */
-    int64_t nr = j.kt->nr_max, threads = hearth_pool_size(pool);
-    j.chunk = ceil_div(ceil_div(pw->N, 2 * threads), nr) * nr;
-    if (j.chunk > GEMM_CHUNK_MAX)
-        j.chunk = GEMM_CHUNK_MAX;
+    j.chunk = gemm_chunk(pw->N, j.kt->nr_max, hearth_pool_size(pool)); /* as the packing path */
     hearth_pool_run(pool, gemm_task, &j, ceil_div(pw->N, j.chunk));
     return 0;
 }
