@@ -12,7 +12,9 @@
  * the same weights on short batches all day; each call used to convert and
  * transpose every weight again): 4 bytes more per weight held in memory
  * (MiniLM-L6: ~43 MB), for +43% sentences/s at batch 1 (13 tokens) and a few
- * percent at 8 and 32, measured on the Zen 5 (bench/RESULTS.md).
+ * percent at 8 and 32, measured on the Zen 5 (bench/RESULTS.md). Opening
+ * the model reads every weight to pack it: MiniLM-L6 loads in ~180 ms
+ * instead of ~30 (single-threaded; a once-per-start cost).
  *
  * Rejected: a per-row int8 format of our own (the matmul has no kernel for
  * it; Q8_0 has integer-dot kernels already, and a finer scale). */
