@@ -46,6 +46,17 @@ int hearth_mmap_open(hearth_mmap *m, const char *path, hearth_err *err)
     return HEARTH_OK;
 }
 
+void hearth_mmap_release(const void *p, size_t n)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (!p || n == 0 || page <= 0)
+        return;
+    uintptr_t a = ((uintptr_t)p + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    uintptr_t b = ((uintptr_t)p + n) / (uintptr_t)page * (uintptr_t)page;
+    if (b > a)
+        (void)madvise((void *)a, b - a, MADV_DONTNEED); /* advice: failure changes nothing */
+}
+
 void hearth_mmap_close(hearth_mmap *m)
 {
     if (m->data)

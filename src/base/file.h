@@ -17,6 +17,11 @@ typedef struct hearth_mmap {
 
 /* Maps path read-only. On failure returns a negative status and names the path in err. */
 int hearth_mmap_open(hearth_mmap *m, const char *path, hearth_err *err);
+/* Tells the kernel that bytes [p, p + n) of a mapping from hearth_mmap_open
+ * are not needed now (the whole pages inside the range): they leave the
+ * process's resident memory. The mapping is read-only and private, so a
+ * later read still sees the file's bytes (read again from the page cache). */
+void hearth_mmap_release(const void *p, size_t n);
 /* Unmaps; safe on a zeroed or already-closed mapping. */
 void hearth_mmap_close(hearth_mmap *m);
 

@@ -8,6 +8,8 @@
 #include "base/random.h"
 
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -44,6 +46,35 @@ static void file_errors_name_the_path(void)
     hearth_mmap m;
     CHECK(hearth_mmap_open(&m, "/nonexistent/x.bin", &e) == HEARTH_EIO);
     CHECK(strstr(e.msg, "/nonexistent/x.bin") != NULL);
+    hearth_mmap_close(&m);
+}
+
+/* Releasing part of a mapping (whole pages inside the range, from the middle
+ * of one page to the middle of another) leaves every byte readable with the
+ * file's value: the pages come back from the page cache. */
+static void released_mapping_still_reads_the_file(void)
+{
+    char path[] = "/tmp/hearth_test_mmapXXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    enum { SIZE = 5 * 4096 + 100 };
+    static uint8_t bytes[SIZE];
+    for (int i = 0; i < SIZE; i++)
+        bytes[i] = (uint8_t)(i * 7 + i / 4096);
+    CHECK(write(fd, bytes, SIZE) == SIZE);
+    close(fd);
+    hearth_mmap m;
+    hearth_err e = {0};
+    CHECK(hearth_mmap_open(&m, path, &e) == 0);
+    unlink(path);
+    CHECK(m.size == SIZE && memcmp(m.data, bytes, SIZE) == 0);
+    hearth_mmap_release(m.data + 1000, 3 * 4096);
+    hearth_mmap_release(m.data, m.size);
+    hearth_mmap_release(NULL, 10);
+    hearth_mmap_release(m.data + 5, 0);
+    CHECK(memcmp(m.data, bytes, SIZE) == 0);
     hearth_mmap_close(&m);
 }
 
@@ -98,6 +129,7 @@ int main(void)
     RUN(buf_grows_and_stops_at_max);
     RUN(err_messages_name_things);
     RUN(file_errors_name_the_path);
+    RUN(released_mapping_still_reads_the_file);
     RUN(cpu_detects_something);
     RUN(mkdirs_makes_parents_and_names_failures);
     RUN(random_bits_differ);
