@@ -21,9 +21,11 @@
  *     register-blocked tile. Conversion is paid once per W element per call,
  *     amortized over M rows. Buffers are per-thread scratch (scratch.h).
  * KC = 256 is a multiple of every block size, so slices never split a block.
- * Prepacked weights (hearth_cpu_prepack, for encoders) hold those panels for
- * the whole W, made once; hearth_cpu_matmul_prepacked runs the same tiles on
- * them from the GEMM's first row count (gemm_min_m) to 63 rows, and the paths
+ * Prepacked weights (hearth_cpu_prepack) hold those panels for the whole W,
+ * made once. F16 weights, where the ISA has an f16 tile, are held as f16
+ * panels (the same bytes re-laid out) and every call runs the tiles on them,
+ * decode too, so W is not read again; other types get f32 panels, used
+ * from the GEMM's first row count (gemm_min_m) to 63 rows, with the paths
  * above otherwise (PREPACKED_MAX_M).
  *
  * A group call (several weights, one X) goes to rowdot_multi.c as one job
@@ -55,10 +57,16 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define KC HEARTH_GEMM_KC
 /* W rows per GEMM task at most: a 256 x KC panel is 256 KiB, within L2. */
 #define GEMM_CHUNK_MAX 256
+
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
 
 /* M from which a GEMM beats row dots, per weight type. Measured on the
  * 2-core Zen 4 (shared with other jobs, best of 15) at N = K = 2048, ms per
@@ -139,6 +147,7 @@ typedef struct job {
     hearth_qv_dot2_fn qv_dot2; /* or NULL */
     float *Y;
     const float *prepacked; /* the whole W in panels (hearth_cpu_prepack), or NULL: pack per call */
+    const uint16_t *prepacked16; /* or the whole F16 W in f16 panels */
     int64_t n_pad;          /* N rounded up to nr: the prepacked slices' width */
     size_t block_bytes;
     int64_t block;
@@ -225,36 +234,54 @@ static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, f
     }
 }
 
+/* One KC slice of a task: every MR-row strip of X against every panel. */
+static void gemm_slice(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, const float *panels,
+                       const uint16_t *panels16)
+{
+    const hearth_cpu_kernels *kt = j->kt;
+    const int nr = kt->nr_max, mr = kt->mr_max;
+    int64_t n_panels = (n1 - n0 + nr - 1) / nr;
+    for (int64_t m0 = 0; m0 < j->M; m0 += mr) {
+        int rows = j->M - m0 < mr ? (int)(j->M - m0) : mr;
+        for (int64_t p = 0; p < n_panels; p++) {
+            int64_t nc = n0 + p * nr;
+            int cols = n1 - nc < nr ? (int)(n1 - nc) : nr;
+            const float *x = j->X + m0 * j->ldx + k0;
+            float *y = j->Y + m0 * j->ldy + nc;
+            if (panels16)
+                kt->gemm_tile_f16(x, j->ldx, panels16 + p * kc * nr, kc, y, j->ldy, rows, cols, k0 > 0);
+            else
+                kt->gemm_tile(x, j->ldx, panels + p * kc * nr, kc, y, j->ldy, rows, cols, k0 > 0);
+        }
+    }
+}
+
 static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
 {
     job *j = ctx;
-    const hearth_cpu_kernels *kt = j->kt;
-    const int nr = kt->nr_max, mr = kt->mr_max;
+    const int nr = j->kt->nr_max;
     int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
+    if (j->prepacked || j->prepacked16) {
+        /* slice k0 starts at k0 * n_pad; within it, panel n0 / nr at n0 * kc */
+        for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
+            int64_t kc = j->K - k0 < KC ? j->K - k0 : KC, at = k0 * j->n_pad + n0 * kc;
+            gemm_slice(j, n0, n1, k0, kc, j->prepacked ? j->prepacked + at : NULL,
+                       j->prepacked16 ? j->prepacked16 + at : NULL);
+        }
+        return;
+    }
     int64_t n_panels = (n1 - n0 + nr - 1) / nr;
     size_t panel_bytes = (size_t)n_panels * nr * KC * sizeof(float);
-    float *panels = j->prepacked ? (float *)j->prepacked
-                                 : hearth_cpu_scratch(HEARTH_SCRATCH_TASK, panel_bytes + (size_t)nr * KC * sizeof(float));
+    float *panels = hearth_cpu_scratch(HEARTH_SCRATCH_TASK, panel_bytes + (size_t)nr * KC * sizeof(float));
     if (!panels) {
         atomic_store(&j->failed, 1);
         return;
     }
-    float *tmp = j->prepacked ? NULL : panels + panel_bytes / sizeof(float);
+    float *tmp = panels + panel_bytes / sizeof(float);
     for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
         int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
-        if (j->prepacked)
-            panels = (float *)j->prepacked + k0 * j->n_pad + n0 * kc; /* slice k0, panel n0 / nr */
-        else
-            pack(j, n0, n1, k0, kc, panels, tmp);
-        for (int64_t m0 = 0; m0 < j->M; m0 += mr) {
-            int rows = j->M - m0 < mr ? (int)(j->M - m0) : mr;
-            for (int64_t p = 0; p < n_panels; p++) {
-                int64_t nc = n0 + p * nr;
-                int cols = n1 - nc < nr ? (int)(n1 - nc) : nr;
-                kt->gemm_tile(j->X + m0 * j->ldx + k0, j->ldx, panels + p * kc * nr, kc, j->Y + m0 * j->ldy + nc,
-                              j->ldy, rows, cols, k0 > 0);
-            }
-        }
+        pack(j, n0, n1, k0, kc, panels, tmp);
+        gemm_slice(j, n0, n1, k0, kc, panels, NULL);
     }
 }
 
@@ -293,10 +320,6 @@ static int run_qgemm(hearth_pool *pool, job *j, int threads)
     return atomic_load(&j->failed) ? HEARTH_ENOMEM : 0;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
 
 /* W rows per f32 GEMM task: at least two tasks per thread so an uneven last
  * chunk is absorbed, whole panels of nr, at most GEMM_CHUNK_MAX. */
@@ -400,16 +423,67 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
 struct hearth_cpu_prepacked {
     hearth_cpu_isa isa;
     hearth_dtype wt;
-    const void *W; /* for the row dots of short batches */
+    const void *W; /* for the row dots of short batches and the large-M packing; NULL with panels16 */
     size_t w_row_bytes;
     int64_t N, K, n_pad;
-    float *panels; /* slice s (KC deep, the last kc) at s * KC * n_pad: n_pad / nr panels of [kc][nr] */
+    /* slice s (KC deep, the last kc) at s * KC * n_pad: n_pad / nr panels of [kc][nr]; one of: */
+    float *panels;      /* f32 */
+    uint16_t *panels16; /* F16 weights' own values (the ISA has gemm_tile_f16) */
 };
+
+/* F16 weights are held as f16 panels where the ISA has a tile for them: the
+ * same bytes as the weights, so a model can drop its mapped copy, and every
+ * M runs on them (decode included: a panel streams as one run of 64-byte
+ * rows). Measured on the Zen 5, 2 threads:
+ *   - the widening in registers costs the tile nothing measurable (one core,
+ *     8 x 32 tile, 233 against 237 GFLOP/s on f32 panels);
+ *   - 128 x N x K calls with W from memory, mean GFLOP/s over 290 calls,
+ *     packing per call vs f16 panels, two runs: 768 x 768 321-330 vs
+ *     332-353, 2048 x 768 310-315 vs 330-332; decode (M = 1, 4) the same
+ *     within noise (GB/s 34-51 either way);
+ *   - `hearth run --bench` on the 110M llama F16: pp128 1488-1512 -> 1724-1742
+ *     tok/s in 3 interleaved pairs, tg64 the same (206-231 vs 209-226).
+ * Skipping the packing with the old panels left hot in L2 (a test hack) gave
+ * 385-397 at 768 x 768: the rest of that gap is reading the panels from
+ * memory on the first strip. Prefetching the next slice's panels into L2
+ * during the current one's tiles did not close it (no change in 3 shapes x
+ * 2 runs); not kept. */
+static bool panels_f16(const hearth_cpu_kernels *kt, hearth_dtype wt)
+{
+    return wt == HEARTH_F16 && kt->gemm_tile_f16 && kt->pack_f16_f16;
+}
 
 bool hearth_cpu_prepack_wanted(hearth_dtype wt)
 {
     const hearth_cpu_kernels *kt = kernels_of(hearth_cpu_matmul_isa());
     return hearth_dtype_get((uint32_t)wt) && !(kt->qgemm[wt] && kt->qx_row);
+}
+
+bool hearth_cpu_prepack_replaces(hearth_dtype wt)
+{
+    return panels_f16(kernels_of(hearth_cpu_matmul_isa()), wt);
+}
+
+/* Memory for a whole W's panels: 64-byte aligned, and from 2 MiB on
+ * starting on a huge page, asked for huge pages (THP "madvise" mode, as on
+ * this machine): the 2 MiB pieces inside get them, the tail 4 KiB pages, so
+ * nothing is rounded up. Opening the 110M F16 llama (`hearth run`, 8
+ * tokens) took 0.78-0.84 s with 4 KiB pages, most of it page faults under
+ * the hypervisor, and 0.42-0.62 s with this (0.16-0.17 s before F16 was
+ * prepacked: the packing itself is the rest). */
+static void *panels_alloc(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20, page = 4096;
+    if (bytes < huge)
+        return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    size_t size = (bytes + page - 1) / page * page;
+    void *p = NULL;
+    if (posix_memalign(&p, huge, size) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, size, MADV_HUGEPAGE); /* advice: without it, 4 KiB pages */
+#endif
+    return p;
 }
 
 hearth_cpu_prepacked *hearth_cpu_prepack(hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N, int64_t K)
@@ -424,18 +498,20 @@ hearth_cpu_prepacked *hearth_cpu_prepack(hearth_dtype wt, const void *W, size_t 
     int64_t nr = kt->nr_max, n_pad = ceil_div(N, nr) * nr;
     if (n_pad > (int64_t)(SIZE_MAX / sizeof(float) / 2) / K)
         return NULL;
+    bool f16 = panels_f16(kt, wt);
+    size_t elt = f16 ? sizeof(uint16_t) : sizeof(float);
     hearth_cpu_prepacked *pw = calloc(1, sizeof *pw);
-    size_t bytes = ((size_t)n_pad * (size_t)K * sizeof(float) + 63) / 64 * 64;
-    float *tmp = malloc((size_t)nr * KC * sizeof(float));
-    if (pw)
-        pw->panels = aligned_alloc(64, bytes);
-    if (!pw || !pw->panels || !tmp) {
+    void *panels = pw ? panels_alloc((size_t)n_pad * (size_t)K * elt) : NULL;
+    float *tmp = f16 ? NULL : malloc((size_t)nr * KC * sizeof(float));
+    if (!pw || !panels || (!f16 && !tmp)) {
         free(tmp);
-        hearth_cpu_prepacked_free(pw);
+        free(panels);
+        free(pw);
         return NULL;
     }
-    *pw = (hearth_cpu_prepacked){.isa = isa, .wt = wt, .W = W, .w_row_bytes = w_row_bytes, .N = N, .K = K,
-                                 .n_pad = n_pad, .panels = pw->panels};
+    *pw = (hearth_cpu_prepacked){.isa = isa, .wt = wt, .W = f16 ? NULL : W, .w_row_bytes = w_row_bytes, .N = N,
+                                 .K = K, .n_pad = n_pad, .panels = f16 ? NULL : panels,
+                                 .panels16 = f16 ? panels : NULL};
     job j = {.kt = kt, .wt = wt, .W = W, .w_row_bytes = w_row_bytes, .N = N, .K = K,
              .block_bytes = info->block_bytes, .block = info->block};
     for (int64_t k0 = 0; k0 < K; k0 += KC) {
@@ -443,7 +519,14 @@ hearth_cpu_prepacked *hearth_cpu_prepack(hearth_dtype wt, const void *W, size_t 
         /* pack takes at most GEMM_CHUNK_MAX rows (a multiple of nr) at a time */
         for (int64_t n0 = 0; n0 < N; n0 += GEMM_CHUNK_MAX) {
             int64_t n1 = n0 + GEMM_CHUNK_MAX < N ? n0 + GEMM_CHUNK_MAX : N;
-            pack(&j, n0, n1, k0, kc, pw->panels + k0 * n_pad + n0 * kc, tmp);
+            if (!f16) {
+                pack(&j, n0, n1, k0, kc, pw->panels + k0 * n_pad + n0 * kc, tmp);
+                continue;
+            }
+            const void *rows[GEMM_CHUNK_MAX];
+            for (int64_t n = n0; n < n1; n++)
+                rows[n - n0] = (const char *)W + (size_t)n * w_row_bytes + (size_t)k0 * sizeof(uint16_t);
+            kt->pack_f16_f16(rows, (int)(n1 - n0), kc, pw->panels16 + k0 * n_pad + n0 * kc);
         }
     }
     free(tmp);
@@ -455,38 +538,114 @@ void hearth_cpu_prepacked_free(hearth_cpu_prepacked *pw)
     if (!pw)
         return;
     free(pw->panels);
+    free(pw->panels16);
     free(pw);
 }
 
 size_t hearth_cpu_prepacked_bytes(const hearth_cpu_prepacked *pw)
 {
-    return pw ? (size_t)pw->n_pad * (size_t)pw->K * sizeof(float) : 0;
+    if (!pw)
+        return 0;
+    return (size_t)pw->n_pad * (size_t)pw->K * (pw->panels16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+bool hearth_cpu_prepacked_needs_weights(const hearth_cpu_prepacked *pw)
+{
+    return pw && pw->W;
+}
+
+/* Whether a call of M rows runs on the panels; f32 panels are used for
+ * [gemm_min_m, PREPACKED_MAX_M) only, other M take the paths on W (see
+ * PREPACKED_MAX_M). */
+static bool on_panels(const hearth_cpu_prepacked *pw, int64_t M)
+{
+    return pw->panels16 || (M >= gemm_min_m(pw->wt) && M < PREPACKED_MAX_M);
+}
+
+static job panels_job(const hearth_cpu_prepacked *pw, const float *X, int64_t x_stride, int64_t M, float *Y,
+                      int64_t y_stride, int threads)
+{
+    const hearth_dtype_info *info = hearth_dtype_get((uint32_t)pw->wt);
+    job j = {
+        .kt = kernels_of(pw->isa), .wt = pw->wt, .W = pw->W, .w_row_bytes = pw->w_row_bytes, .N = pw->N,
+        .K = pw->K, .M = M, .ldx = x_stride, .ldy = y_stride, .X = X, .Y = Y, .prepacked = pw->panels,
+        .prepacked16 = pw->panels16, .n_pad = pw->n_pad, .block_bytes = info->block_bytes, .block = info->block,
+    };
+    j.chunk = gemm_chunk(pw->N, j.kt->nr_max, threads); /* as the packing path */
+    return j;
+}
+
+static int check_prepacked(const hearth_cpu_prepacked *pw, const float *X, int64_t x_stride, int64_t M, float *Y,
+                           int64_t y_stride)
+{
+    if (!pw)
+        return HEARTH_EINVAL;
+    /* W is not read here; any non-NULL pointer stands for it in the checks */
+    const hearth_cpu_mm_out o = {.wt = pw->wt, .W = pw, .w_row_bytes = pw->w_row_bytes, .N = pw->N, .Y = Y,
+                                 .y_stride = y_stride};
+    return check_out(&o, pw->K, X, x_stride, M);
 }
 
 int hearth_cpu_matmul_prepacked(hearth_pool *pool, const hearth_cpu_prepacked *pw, const float *X, int64_t x_stride,
                                 int64_t M, float *Y, int64_t y_stride)
 {
-    if (!pw)
-        return HEARTH_EINVAL;
-    /* the short batches take the row dots on W, as hearth_cpu_matmul does;
-     * from PREPACKED_MAX_M rows on, packing per call costs no more than
-     * reading the prepacked panels from memory (see PREPACKED_MAX_M) */
-    if (M < gemm_min_m(pw->wt) || M >= PREPACKED_MAX_M)
-        return hearth_cpu_matmul_on(pw->isa, pool, pw->wt, pw->W, pw->w_row_bytes, pw->N, pw->K, X, x_stride, M, Y,
-                                    y_stride);
-    const hearth_cpu_mm_out o = {.wt = pw->wt, .W = pw->W, .w_row_bytes = pw->w_row_bytes, .N = pw->N, .Y = Y,
-                                 .y_stride = y_stride};
-    int rc = check_out(&o, pw->K, X, x_stride, M);
+    int rc = check_prepacked(pw, X, x_stride, M, Y, y_stride);
     if (rc)
         return rc;
-    const hearth_dtype_info *info = hearth_dtype_get((uint32_t)pw->wt);
-    job j = {
-        .kt = kernels_of(pw->isa), .wt = pw->wt, .W = pw->W, .w_row_bytes = pw->w_row_bytes, .N = pw->N,
-        .K = pw->K, .M = M, .ldx = x_stride, .ldy = y_stride, .X = X, .Y = Y, .prepacked = pw->panels,
-        .n_pad = pw->n_pad, .block_bytes = info->block_bytes, .block = info->block,
-    };
-    j.chunk = gemm_chunk(pw->N, j.kt->nr_max, hearth_pool_size(pool)); /* as the packing path */
+    if (!on_panels(pw, M))
+        return hearth_cpu_matmul_on(pw->isa, pool, pw->wt, pw->W, pw->w_row_bytes, pw->N, pw->K, X, x_stride, M, Y,
+                                    y_stride);
+    if (M == 0)
+        return 0;
+    job j = panels_job(pw, X, x_stride, M, Y, y_stride, hearth_pool_size(pool));
     hearth_pool_run(pool, gemm_task, &j, ceil_div(pw->N, j.chunk));
+    return 0;
+}
+
+/* A group on panels: the tasks of every weight's job in one pool run. */
+typedef struct group_job {
+    job jobs[HEARTH_MM_GROUP_MAX];
+    int64_t first[HEARTH_MM_GROUP_MAX + 1]; /* task index where each job starts */
+    int n;
+} group_job;
+
+static void group_task(void *ctx, int64_t t, int64_t n_tasks)
+{
+    group_job *g = ctx;
+    int i = 0;
+    while (t >= g->first[i + 1])
+        i++;
+    gemm_task(&g->jobs[i], t - g->first[i], g->first[i + 1] - g->first[i]);
+}
+
+int hearth_cpu_matmul_prepacked_group(hearth_pool *pool, const hearth_cpu_prepacked *const *pws, float *const *Ys,
+                                      const int64_t *y_strides, int n, const float *X, int64_t x_stride, int64_t M)
+{
+    if (!pws || !Ys || !y_strides || n < 1 || n > HEARTH_MM_GROUP_MAX)
+        return HEARTH_EINVAL;
+    bool all_panels = true;
+    for (int i = 0; i < n; i++) {
+        int rc = check_prepacked(pws[i], X, x_stride, M, Ys[i], y_strides[i]);
+        if (rc)
+            return rc;
+        if (pws[i]->K != pws[0]->K)
+            return HEARTH_EINVAL;
+        all_panels = all_panels && on_panels(pws[i], M);
+    }
+    if (!all_panels || M == 0) {
+        for (int i = 0; i < n; i++) {
+            int rc = hearth_cpu_matmul_prepacked(pool, pws[i], X, x_stride, M, Ys[i], y_strides[i]);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    group_job g = {.n = n};
+    for (int i = 0; i < n; i++) {
+        g.jobs[i] = panels_job(pws[i], X, x_stride, M, Ys[i], y_strides[i], hearth_pool_size(pool));
+        g.first[i + 1] = g.first[i] + ceil_div(pws[i]->N, g.jobs[i].chunk);
+    }
+    hearth_pool_run(pool, group_task, &g, g.first[n]);
     return 0;
 }
 

@@ -89,29 +89,47 @@ int hearth_cpu_matmul_group(hearth_pool *pool, const hearth_cpu_mm_out *outs, in
 int hearth_cpu_matmul_group_on(hearth_cpu_isa isa, hearth_pool *pool, const hearth_cpu_mm_out *outs, int n,
                                int64_t K, const float *X, int64_t x_stride, int64_t M);
 
-/* Weights packed once into the f32 GEMM's panels, for a model that
- * multiplies the same weights by many rows again and again (an encoder):
- * each call then skips the conversion and transpose that
- * hearth_cpu_matmul pays per weight element per call (MiniLM on the Zen 5:
- * +43% sentences/s at batch 1, 13 rows; from 64 rows on the call packs per
- * call as before, which measured as fast: matmul.c's PREPACKED_MAX_M).
- * The panels are f32: 4 bytes per weight, on top of
- * the weights themselves (kept: short batches still take the row dots on
- * W). Made for the best ISA; NULL when its large-M path does not use f32
- * panels (the quantized types' integer GEMM), on bad arguments, or when
- * memory is short. */
+/* Weights packed once into the GEMM's panels, for a model that multiplies
+ * the same weights again and again: each call then skips the conversion
+ * and transpose that hearth_cpu_matmul pays per weight element per call.
+ * Two kinds, by what the best ISA's kernels take:
+ *   - F16 weights, where the ISA has an f16 tile (AVX2, AVX-512): f16
+ *     panels, the weights' own values re-laid out, 2 bytes per weight. Every
+ *     call runs on them, any M, and W is not read again: the caller may
+ *     release it (hearth_cpu_prepacked_needs_weights). F16 prefill GEMMs
+ *     gain the ~20% the packing cost (matmul.c).
+ *   - other types: f32 panels, 4 bytes per weight on top of W, which stays
+ *     in use (short batches take the row dots on W; from 64 rows on the call
+ *     packs per call as before, which measured as fast: matmul.c's
+ *     PREPACKED_MAX_M). MiniLM on the Zen 5: +43% sentences/s at batch 1.
+ * NULL when the ISA's large-M path does not use panels (the quantized
+ * types' integer GEMM), on bad arguments, or when memory is short. */
 typedef struct hearth_cpu_prepacked hearth_cpu_prepacked;
 hearth_cpu_prepacked *hearth_cpu_prepack(hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N, int64_t K);
 void hearth_cpu_prepacked_free(hearth_cpu_prepacked *pw);
 /* Whether this CPU's kernels would take weights of type wt prepacked (so a
  * NULL from hearth_cpu_prepack with good arguments means no memory). */
 bool hearth_cpu_prepack_wanted(hearth_dtype wt);
+/* Whether prepacking wt gives panels of wt's own size that every call runs
+ * on, so the weights need not be kept (F16 where the ISA has an f16 tile). */
+bool hearth_cpu_prepack_replaces(hearth_dtype wt);
 /* Bytes of panels held. */
 size_t hearth_cpu_prepacked_bytes(const hearth_cpu_prepacked *pw);
+/* Whether calls on pw still read the weights it was made from (false for
+ * f16 panels: the caller may unmap or release them). */
+bool hearth_cpu_prepacked_needs_weights(const hearth_cpu_prepacked *pw);
 /* hearth_cpu_matmul(pool, the weights pw was made from, X, M, Y): the same
- * result bit for bit, and the same errors. */
+ * errors, and the same result bit for bit wherever hearth_cpu_matmul runs
+ * the f32 GEMM (M >= 24 for F16); for f16 panels at smaller M, where
+ * hearth_cpu_matmul takes row dots, the sums are in another order (the
+ * same to ~1e-6 relative). */
 int hearth_cpu_matmul_prepacked(hearth_pool *pool, const hearth_cpu_prepacked *pw, const float *X, int64_t x_stride,
                                 int64_t M, float *Y, int64_t y_stride);
+/* n (1..HEARTH_MM_GROUP_MAX) prepacked weights of one X (all of pws[i]'s K):
+ * the results of n hearth_cpu_matmul_prepacked calls, in one pool job where
+ * they all run on panels (f16 panels: always). */
+int hearth_cpu_matmul_prepacked_group(hearth_pool *pool, const hearth_cpu_prepacked *const *pws, float *const *Ys,
+                                      const int64_t *y_strides, int n, const float *X, int64_t x_stride, int64_t M);
 
 /* Frees the calling thread's matmul scratch now (a long-lived thread that
  * is done with matmuls); the next call on this thread allocates again. */

@@ -81,15 +81,26 @@ static float dot_bf16(const void *wv, const void *xv, int64_t n)
     return s;
 }
 
-static inline __attribute__((always_inline)) void tile(const int R, const float *x, int64_t ldx, const float *p,
-                                                       int64_t kc, float *y, int64_t ldy, int nr, int accumulate)
+/* Row k's 16 panel values, from f32 panels or (F16) f16 ones widened in
+ * registers. */
+static inline __attribute__((always_inline)) __m256 panel_row(const void *p, int64_t i, const int F16)
+{
+    if (F16)
+        return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)((const uint16_t *)p + i)));
+    return _mm256_load_ps((const float *)p + i);
+}
+
+/* The micro-tile for a compile-time row count R (1..6) and panel type. */
+static inline __attribute__((always_inline)) void tile(const int R, const int F16, const float *x, int64_t ldx,
+                                                       const void *p, int64_t kc, float *y, int64_t ldy, int nr,
+                                                       int accumulate)
 {
     __m256 c0[6], c1[6];
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++)
         c0[r] = c1[r] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_load_ps(p + 16 * k), b1 = _mm256_load_ps(p + 16 * k + 8);
+        __m256 b0 = panel_row(p, 16 * k, F16), b1 = panel_row(p, 16 * k + 8, F16);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
             __m256 a = _mm256_broadcast_ss(x + r * ldx + k);
@@ -121,7 +132,12 @@ static inline __attribute__((always_inline)) void tile(const int R, const float 
     static void tile_##R(const float *x, int64_t ldx, const float *p, int64_t kc, float *y, int64_t ldy, \
                          int nr, int acc)                                                           \
     {                                                                                               \
-        tile(R, x, ldx, p, kc, y, ldy, nr, acc);                                                    \
+        tile(R, 0, x, ldx, p, kc, y, ldy, nr, acc);                                                 \
+    }                                                                                               \
+    static void tile16_##R(const float *x, int64_t ldx, const uint16_t *p, int64_t kc, float *y,    \
+                           int64_t ldy, int nr, int acc)                                            \
+    {                                                                                               \
+        tile(R, 1, x, ldx, p, kc, y, ldy, nr, acc);                                                 \
     }
 TILE_R(1) TILE_R(2) TILE_R(3) TILE_R(4) TILE_R(5) TILE_R(6)
 
@@ -130,6 +146,14 @@ static void gemm_tile(const float *x, int64_t ldx, const float *p, int64_t kc, f
 {
     typedef void (*rows_fn)(const float *, int64_t, const float *, int64_t, float *, int64_t, int, int);
     static const rows_fn by_rows[7] = {NULL, tile_1, tile_2, tile_3, tile_4, tile_5, tile_6};
+    by_rows[mr](x, ldx, p, kc, y, ldy, nr, acc);
+}
+
+static void gemm_tile_f16(const float *x, int64_t ldx, const uint16_t *p, int64_t kc, float *y, int64_t ldy, int mr,
+                          int nr, int acc)
+{
+    typedef void (*rows_fn)(const float *, int64_t, const uint16_t *, int64_t, float *, int64_t, int, int);
+    static const rows_fn by_rows[7] = {NULL, tile16_1, tile16_2, tile16_3, tile16_4, tile16_5, tile16_6};
     by_rows[mr](x, ldx, p, kc, y, ldy, nr, acc);
 }
 
@@ -147,6 +171,8 @@ const hearth_cpu_kernels hearth_cpu_kernels_avx2 = {
     .mr_max = 6,
     .nr_max = 16,
     .gemm_tile = gemm_tile,
+    .gemm_tile_f16 = gemm_tile_f16,
+    .pack_f16_f16 = pack_panel_f16_f16,
     .to_f32 = {
         [HEARTH_F16] = to_f32_f16,
         [HEARTH_BF16] = to_f32_bf16,

@@ -23,6 +23,11 @@
 typedef void (*hearth_gemm_tile_fn)(const float *x, int64_t ldx, const float *panel, int64_t kc, float *y,
                                     int64_t ldy, int mr, int nr, int accumulate);
 
+/* The same on a panel of f16 values in that layout (2-byte elements, 64-byte
+ * aligned): F16 weights prepacked as they are, widened in registers. */
+typedef void (*hearth_gemm_tile_f16_fn)(const float *x, int64_t ldx, const uint16_t *panel, int64_t kc, float *y,
+                                        int64_t ldy, int mr, int nr, int accumulate);
+
 /* n elements of a weight row (n a multiple of the type's block) to f32. */
 typedef void (*hearth_to_f32_fn)(const void *src, float *dst, int64_t n);
 /* Panels in the layout above from n_rows rows of kc elements (any n_rows:
@@ -30,6 +35,9 @@ typedef void (*hearth_to_f32_fn)(const void *src, float *dst, int64_t n);
  * zero-padded), f32 or (for pack_raw) of the weight type. kc <=
  * HEARTH_GEMM_KC. */
 typedef void (*hearth_pack_fn)(const void *const *rows, int n_rows, int64_t kc, float *panel);
+
+/* The same layout in f16 (2-byte elements) from n_rows rows of F16. */
+typedef void (*hearth_pack16_fn)(const void *const *rows, int n_rows, int64_t kc, uint16_t *panel);
 
 /* X quantized for the integer GEMM, M rows: u, K bytes per row, holds the
  * q8a values + 128 (vpdpbusd's unsigned operand); d and s, K / 32 per row,
@@ -69,6 +77,8 @@ typedef struct hearth_cpu_kernels {
     int mr_max, nr_max; /* GEMM micro-tile: up to mr_max X rows by nr_max W rows */
     /* Y[0..mr)[0..nr) = (or +=, when accumulate) X[0..mr)[0..kc) . panel */
     hearth_gemm_tile_fn gemm_tile;
+    hearth_gemm_tile_f16_fn gemm_tile_f16; /* NULL = F16 weights are not prepacked as f16 */
+    hearth_pack16_fn pack_f16_f16;         /* f16 panels of F16 rows; set with gemm_tile_f16 */
     /* weight rows into panels; NULL = hearth_quant_dequantize_row / a scalar loop */
     hearth_to_f32_fn to_f32[HEARTH_DTYPE_COUNT_];
     hearth_pack_fn pack_panel;

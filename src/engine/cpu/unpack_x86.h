@@ -187,15 +187,16 @@ static inline void transpose8(__m256 r[8])
  * load8(row, k) gives 8 floats, load1 one. Missing rows read a zero row, so
  * the 8 loads carry no conditions and stay in registers. kc need not be a
  * multiple of 8 (f32 weights with odd K): the last columns go one at a time. */
-#define PACK_PANEL(name, T, load8, load1)                                                          \
-    static inline void name(const void *const *rows_v, int n_rows, int64_t kc, float *panel)       \
+#define PACK_PANEL(name, T, load8, load1) PACK_PANEL_TO(name, T, load8, load1, float, pack_store_f32, pack_f32_1)
+#define PACK_PANEL_TO(name, T, load8, load1, OUT, store8, out1)                                     \
+    static inline void name(const void *const *rows_v, int n_rows, int64_t kc, OUT *panel)         \
     {                                                                                              \
         static const T zeros[HEARTH_GEMM_KC];                                                      \
         const T *const *rows = (const T *const *)rows_v;                                           \
         const int64_t line = 64 / (int64_t)sizeof(T);                                              \
         const int n_pad = (n_rows + PANEL_NR - 1) / PANEL_NR * PANEL_NR;                           \
         for (int g = 0; g < n_pad; g += 8) {                                                       \
-            float *out = panel + (int64_t)(g / PANEL_NR) * kc * PANEL_NR + g % PANEL_NR;           \
+            OUT *out = panel + (int64_t)(g / PANEL_NR) * kc * PANEL_NR + g % PANEL_NR;             \
             const T *src[8], *next[8];                                                             \
             for (int j = 0; j < 8; j++) {                                                          \
                 src[j] = g + j < n_rows ? rows[g + j] : zeros;                                     \
@@ -214,11 +215,11 @@ static inline void transpose8(__m256 r[8])
                 _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) r[j] = load8(src[j] + k);      \
                 transpose8(r);                                                                     \
                 _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)                                \
-                    _mm256_store_ps(out + (k + i) * PANEL_NR, r[i]);                               \
+                    store8(out + (k + i) * PANEL_NR, r[i]);                                        \
             }                                                                                      \
             for (; k < kc; k++)                                                                    \
                 for (int j = 0; j < 8; j++)                                                        \
-                    out[k * PANEL_NR + j] = load1(src[j][k]);                                      \
+                    out[k * PANEL_NR + j] = out1(load1(src[j][k]));                                \
         }                                                                                          \
     }
 
@@ -234,9 +235,24 @@ static inline float pack_f32_1(float v)
 {
     return v;
 }
+static inline void pack_store_f32(float *p, __m256 v)
+{
+    _mm256_store_ps(p, v);
+}
+static inline void pack_store_f16(uint16_t *p, __m256 v)
+{
+    _mm_store_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+static inline uint16_t unpack_f2h(float v)
+{
+    return _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
+}
 PACK_PANEL(pack_panel_f32, float, _mm256_loadu_ps, pack_f32_1)
 PACK_PANEL(pack_panel_f16, uint16_t, pack_load_f16, unpack_h2f)
 PACK_PANEL(pack_panel_bf16, uint16_t, pack_load_bf16, hearth_bf16_to_f32)
+/* f16 panels of f16 rows (prepacking): widened for the f32 transpose and
+ * narrowed back, which is exact for values that came from f16. */
+PACK_PANEL_TO(pack_panel_f16_f16, uint16_t, pack_load_f16, unpack_h2f, uint16_t, pack_store_f16, unpack_f2h)
 #endif
 
 #endif

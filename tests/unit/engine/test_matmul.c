@@ -455,40 +455,75 @@ static void scratch_is_reused_and_bounded(void)
 }
 
 /* Prepacked weights give hearth_cpu_matmul's result bit for bit, below,
- * inside and above the rows where the prepacked panels are used, on odd N
- * (past a panel) and K (past a slice), with and without a pool. */
+ * inside and above the rows where f32 panels are used, on odd N (past a
+ * panel) and K (past a slice), with and without a pool. F16 weights on
+ * f16 panels: bit for bit where hearth_cpu_matmul runs its GEMM (M >= 24),
+ * within 1e-5 of the row's scale below that (row dots sum in another
+ * order), and the weights are not read after prepacking (they are freed
+ * before the calls: ASan would see a read). */
 static void prepacked_matches_plain_calls(void)
 {
     const hearth_dtype ts[] = {HEARTH_F32, HEARTH_F16, HEARTH_BF16, HEARTH_Q8_0, HEARTH_Q4_K};
-    const int64_t ms[] = {1, 5, 13, 40, 63, 64, 101};
-    enum { N = 70, K = 512 + 256 };
+    const int64_t ms[] = {1, 5, 13, 23, 24, 40, 63, 64, 101};
+    enum { N = 70, K = 512 + 256, MS = sizeof ms / sizeof ms[0] };
     hearth_pool *pool = hearth_pool_new(2);
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
         size_t rb;
         void *w = make_weights(ts[i], N, K, &rb);
         hearth_cpu_prepacked *pw = hearth_cpu_prepack(ts[i], w, rb, N, K);
-        CHECK_MSG((pw != NULL) == hearth_cpu_prepack_wanted(ts[i]), "%s", hearth_dtype_get(ts[i])->name);
-        if (pw) {
-            /* panels of whole 32- or 16-wide tiles over all of K */
-            CHECK(hearth_cpu_prepacked_bytes(pw) >= (size_t)N * K * sizeof(float));
-            CHECK(hearth_cpu_prepacked_bytes(pw) < (size_t)(N + 32) * K * sizeof(float));
+        const char *name = hearth_dtype_get(ts[i])->name;
+        CHECK_MSG((pw != NULL) == hearth_cpu_prepack_wanted(ts[i]), "%s", name);
+        if (!pw) {
+            free(w);
+            continue;
         }
-        for (size_t m = 0; pw && m < sizeof ms / sizeof ms[0]; m++) {
+        bool f16_panels = !hearth_cpu_prepacked_needs_weights(pw);
+        /* f16 panels where this CPU's kernels take them; f32 otherwise */
+        CHECK_MSG(f16_panels == (ts[i] == HEARTH_F16 && hearth_cpu_matmul_isa() != HEARTH_ISA_SCALAR), "%s", name);
+        size_t elt = f16_panels ? 2 : sizeof(float);
+        /* panels of whole 32- or 16-wide tiles over all of K */
+        CHECK(hearth_cpu_prepacked_bytes(pw) >= (size_t)N * K * elt);
+        CHECK(hearth_cpu_prepacked_bytes(pw) < (size_t)(N + 32) * K * elt);
+        float *x[MS], *want[MS][2];
+        for (size_t m = 0; m < MS; m++) {
             int64_t M = ms[m], ldx = K + 5, ldy = N + 3;
-            float *x = malloc((size_t)(M * ldx) * sizeof *x), *y = malloc((size_t)(M * ldy) * sizeof *y),
-                  *want = malloc((size_t)(M * ldy) * sizeof *want);
+            x[m] = malloc((size_t)(M * ldx) * sizeof(float));
             for (int64_t e = 0; e < M * ldx; e++)
-                x[e] = frand();
+                x[m][e] = frand();
+            for (int p = 0; p < 2; p++) {
+                want[m][p] = malloc((size_t)(M * ldy) * sizeof(float));
+                for (int64_t e = 0; e < M * ldy; e++)
+                    want[m][p][e] = -7.0f;
+                CHECK(hearth_cpu_matmul(p ? pool : NULL, ts[i], w, rb, N, K, x[m], ldx, M, want[m][p], ldy) == 0);
+            }
+        }
+        if (f16_panels) {
+            free(w);
+            w = NULL;
+        }
+        for (size_t m = 0; m < MS; m++) {
+            int64_t M = ms[m], ldx = K + 5, ldy = N + 3;
+            float *y = malloc((size_t)(M * ldy) * sizeof *y);
             for (int p = 0; p < 2; p++) {
                 for (int64_t e = 0; e < M * ldy; e++)
-                    y[e] = want[e] = -7.0f;
-                hearth_pool *use = p ? pool : NULL;
-                CHECK(hearth_cpu_matmul(use, ts[i], w, rb, N, K, x, ldx, M, want, ldy) == 0);
-                CHECK(hearth_cpu_matmul_prepacked(use, pw, x, ldx, M, y, ldy) == 0);
-                CHECK_MSG(memcmp(y, want, (size_t)(M * ldy) * sizeof *y) == 0, "%s M=%lld pool %d",
-                          hearth_dtype_get(ts[i])->name, (long long)M, p);
+                    y[e] = -7.0f;
+                CHECK(hearth_cpu_matmul_prepacked(p ? pool : NULL, pw, x[m], ldx, M, y, ldy) == 0);
+                if (!f16_panels || M >= 24) {
+                    CHECK_MSG(memcmp(y, want[m][p], (size_t)(M * ldy) * sizeof *y) == 0, "%s M=%lld pool %d", name,
+                              (long long)M, p);
+                    continue;
+                }
+                double err = 0, scale = 0;
+                for (int64_t e = 0; e < M * ldy; e++) {
+                    double d = fabs((double)y[e] - want[m][p][e]);
+                    err = d > err ? d : err;
+                    scale = fabs(want[m][p][e]) > scale ? fabs(want[m][p][e]) : scale;
+                }
+                CHECK_MSG(err <= 1e-5 * scale, "%s M=%lld pool %d: max error %g of %g", name, (long long)M, p, err,
+                          scale);
             }
-            free(x), free(y), free(want);
+            free(y);
+            free(x[m]), free(want[m][0]), free(want[m][1]);
         }
         hearth_cpu_prepacked_free(pw);
         free(w);
@@ -500,6 +535,104 @@ static void prepacked_matches_plain_calls(void)
     CHECK(hearth_cpu_matmul_prepacked(NULL, NULL, f, 4, 1, f, 4) == HEARTH_EINVAL);
     hearth_cpu_prepacked_free(NULL);
     hearth_pool_free(pool);
+}
+
+/* A prepacked group gives its weights' single calls bit for bit, with
+ * weights of different N and types (f16 panels, f32 panels, none taken
+ * where the types' GEMM has no panels), at decode and prefill row counts;
+ * mismatched K or too many weights are refused. */
+static void prepacked_group_matches_single_calls(void)
+{
+    enum { K = 256 + 64 };
+    const hearth_dtype ts[] = {HEARTH_F16, HEARTH_F16, HEARTH_F32, HEARTH_F16};
+    const int64_t ns[] = {96, 33, 64, 130};
+    hearth_cpu_prepacked *pws[4];
+    void *ws[4];
+    for (int i = 0; i < 4; i++) {
+        size_t rb;
+        ws[i] = make_weights(ts[i], ns[i], K, &rb);
+        pws[i] = hearth_cpu_prepack(ts[i], ws[i], rb, ns[i], K);
+        CHECK(pws[i] != NULL || !hearth_cpu_prepack_wanted(ts[i]));
+    }
+    hearth_pool *pool = hearth_pool_new(2);
+    const int64_t ms[] = {1, 4, 30, 128};
+    for (size_t m = 0; m < sizeof ms / sizeof ms[0] && pws[0] && pws[1] && pws[2] && pws[3]; m++) {
+        int64_t M = ms[m];
+        float *x = malloc((size_t)(M * K) * sizeof *x), *ys[4], *want[4];
+        int64_t strides[4];
+        for (int64_t e = 0; e < M * K; e++)
+            x[e] = frand();
+        for (int i = 0; i < 4; i++) {
+            strides[i] = ns[i] + 1;
+            ys[i] = calloc((size_t)(M * strides[i]), sizeof(float));
+            want[i] = calloc((size_t)(M * strides[i]), sizeof(float));
+            CHECK(hearth_cpu_matmul_prepacked(pool, pws[i], x, K, M, want[i], strides[i]) == 0);
+        }
+        const hearth_cpu_prepacked *const all[4] = {pws[0], pws[1], pws[2], pws[3]};
+        CHECK(hearth_cpu_matmul_prepacked_group(pool, all, ys, strides, 4, x, K, M) == 0);
+        for (int i = 0; i < 4; i++) {
+            CHECK_MSG(memcmp(ys[i], want[i], (size_t)(M * strides[i]) * sizeof(float)) == 0, "M=%lld weight %d",
+                      (long long)M, i);
+            free(ys[i]), free(want[i]);
+        }
+        free(x);
+    }
+    float f[4] = {0};
+    size_t rb;
+    void *w_short = make_weights(HEARTH_F16, 32, K - 64, &rb);
+    hearth_cpu_prepacked *p_short = hearth_cpu_prepack(HEARTH_F16, w_short, rb, 32, K - 64);
+    if (p_short) {
+        const hearth_cpu_prepacked *mixed[2] = {pws[0], p_short};
+        float *ys[2] = {f, f};
+        int64_t strides[2] = {96, 32};
+        CHECK(hearth_cpu_matmul_prepacked_group(pool, mixed, ys, strides, 2, f, K, 0) == HEARTH_EINVAL);
+    }
+    float *ys5[5] = {f, f, f, f, f};
+    int64_t st5[5] = {200, 200, 200, 200, 200};
+    const hearth_cpu_prepacked *five[5] = {pws[0], pws[0], pws[0], pws[0], pws[0]};
+    CHECK(hearth_cpu_matmul_prepacked_group(pool, five, ys5, st5, 5, f, K, 0) == HEARTH_EINVAL);
+    hearth_cpu_prepacked_free(p_short);
+    free(w_short);
+    for (int i = 0; i < 4; i++) {
+        hearth_cpu_prepacked_free(pws[i]);
+        free(ws[i]);
+    }
+    hearth_pool_free(pool);
+}
+
+/* Each ISA's f16-panel tile gives its f32-panel tile's result bit for bit
+ * on the same values (the widening is exact and the sums run in the same
+ * order), for every row count and a partial last panel. */
+static void f16_tiles_match_f32_tiles(void)
+{
+    for (int isa = HEARTH_ISA_AVX2; isa < HEARTH_ISA_COUNT_; isa++) {
+        if (!hearth_cpu_isa_available((hearth_cpu_isa)isa))
+            continue;
+        const hearth_cpu_kernels *kt = isa == HEARTH_ISA_AVX2 ? &hearth_cpu_kernels_avx2 : &hearth_cpu_kernels_avx512;
+        CHECK(kt->gemm_tile_f16 != NULL);
+        enum { KC = 100, LDX = 101 };
+        int nr = kt->nr_max;
+        uint16_t *p16 = aligned_alloc(64, (size_t)KC * nr * 2);
+        float *p32 = aligned_alloc(64, (size_t)KC * nr * 4), x[8 * LDX];
+        for (int e = 0; e < KC * nr; e++) {
+            p16[e] = hearth_f32_to_fp16(frand());
+            p32[e] = hearth_fp16_to_f32(p16[e]);
+        }
+        for (int e = 0; e < 8 * LDX; e++)
+            x[e] = frand();
+        for (int mr = 1; mr <= kt->mr_max; mr++)
+            for (int cols = nr - 3; cols <= nr; cols += 3)
+                for (int acc = 0; acc < 2; acc++) {
+                    float y16[8 * 40], y32[8 * 40];
+                    for (int e = 0; e < 8 * 40; e++)
+                        y16[e] = y32[e] = (float)e;
+                    kt->gemm_tile_f16(x, LDX, p16, KC, y16, 40, mr, cols, acc);
+                    kt->gemm_tile(x, LDX, p32, KC, y32, 40, mr, cols, acc);
+                    CHECK_MSG(memcmp(y16, y32, sizeof y16) == 0, "%s mr %d cols %d acc %d", kt->name, mr, cols, acc);
+                }
+        free(p16);
+        free(p32);
+    }
 }
 
 static double seconds_of_best(int reps, hearth_pool *pool, hearth_dtype t, const void *w, size_t rb, int64_t N,
@@ -588,6 +721,8 @@ int main(void)
     RUN(multi_row_dots_match_oracle);
     RUN(group_matches_separate_calls);
     RUN(prepacked_matches_plain_calls);
+    RUN(prepacked_group_matches_single_calls);
+    RUN(f16_tiles_match_f32_tiles);
     RUN(bad_arguments_are_rejected);
     RUN(bad_group_arguments_are_rejected);
     RUN(scratch_is_reused_and_bounded);
