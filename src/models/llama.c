@@ -15,6 +15,7 @@
  * llama/qwen model uses it; refused with a message). */
 #include "models/llama_int.h"
 
+#include "base/file.h"
 #include "engine/cpu/quant.h"
 #include "models/gguf_vocab.h"
 
@@ -239,6 +240,23 @@ static int load_layer(hearth_llama *m, int64_t il, hearth_err *err)
     return 0;
 }
 
+/* F16 weights go into the GEMM's f16 panels where this CPU's kernels take
+ * them (matmul.h): the prompt's matmuls then skip packing the weights on
+ * every call (~20% of an F16 prefill GEMM), decode streams the panels as it
+ * streamed the rows, and the memory stays the same: the mapped copy is
+ * released. Other types, and F16 elsewhere, stay in place. */
+static int prepack_mat(hearth_llama *m, const char *what, llama_mat *w, hearth_err *err)
+{
+    if (!hearth_cpu_prepack_replaces(w->type))
+        return 0;
+    w->packed = hearth_cpu_prepack(w->type, w->data, w->row_bytes, w->n_out, w->n_in);
+    if (!w->packed)
+        return hearth_err_set(err, HEARTH_ENOMEM, "%s: out of memory packing %s (%lld x %lld)", m->g.path, what,
+                              (long long)w->n_out, (long long)w->n_in);
+    hearth_mmap_release(w->data, w->row_bytes * (size_t)w->n_out);
+    return 0;
+}
+
 static void count_mat(hearth_llama *m, const llama_mat *w, uint64_t counts[])
 {
     counts[w->type]++;
@@ -289,12 +307,20 @@ static int load_tensors(hearth_llama *m, hearth_err *err)
     for (int64_t il = 0; il < hp->n_layer; il++) {
         if ((rc = load_layer(m, il, err)))
             return rc;
-        const llama_layer *L = &m->layers[il];
-        const llama_mat *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+        llama_layer *L = &m->layers[il];
+        llama_mat *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            char what[48];
+            snprintf(what, sizeof what, "layer %lld's weights", (long long)il);
             count_mat(m, ws[i], counts);
+            if ((rc = prepack_mat(m, what, ws[i], err)))
+                return rc;
+        }
     }
     count_mat(m, &m->out, counts);
+    /* a tied output head is also the token embedding table, read by rows */
+    if (!hp->tied_output && (rc = prepack_mat(m, "output.weight", &m->out, err)))
+        return rc;
     m->wtype = HEARTH_F32;
     for (int t = 0; t < HEARTH_DTYPE_COUNT_; t++)
         if (counts[t] > counts[m->wtype])
@@ -345,6 +371,9 @@ void hearth_llama_close(hearth_llama *m)
     if (m->layers) {
         for (int64_t il = 0; il < m->hp.n_layer; il++) {
             llama_layer *L = &m->layers[il];
+            llama_mat *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+                hearth_cpu_prepacked_free(ws[i]->packed);
             free(L->attn_norm);
             free(L->ffn_norm);
             free(L->bq);
@@ -355,6 +384,8 @@ void hearth_llama_close(hearth_llama *m)
         }
         free(m->layers);
     }
+    if (!m->hp.tied_output)
+        hearth_cpu_prepacked_free(m->out.packed);
     free(m->out_norm);
     free(m->inv_freq);
     llama_scratch *s = &m->s;

@@ -125,7 +125,9 @@ static int grow_scratch(hearth_llama *m, int64_t cap, hearth_err *err)
 static int mm(hearth_pool *pool, const llama_mat *w, const float *X, int64_t M, float *Y, int64_t y_stride,
               hearth_err *err)
 {
-    int rc = hearth_cpu_matmul(pool, w->type, w->data, w->row_bytes, w->n_out, w->n_in, X, w->n_in, M, Y, y_stride);
+    int rc = w->packed ? hearth_cpu_matmul_prepacked(pool, w->packed, X, w->n_in, M, Y, y_stride)
+                       : hearth_cpu_matmul(pool, w->type, w->data, w->row_bytes, w->n_out, w->n_in, X, w->n_in, M,
+                                           Y, y_stride);
     if (rc)
         hearth_err_set(err, rc, "llama: matmul of %lld x %lld weights failed", (long long)w->n_out,
                        (long long)w->n_in);
@@ -139,9 +141,23 @@ static int mm_group(hearth_pool *pool, const llama_mat *const *ws, float *const 
                     const float *X, int64_t M, hearth_err *err)
 {
     hearth_cpu_mm_out outs[HEARTH_MM_GROUP_MAX];
-    for (int i = 0; i < n; i++)
+    const hearth_cpu_prepacked *pws[HEARTH_MM_GROUP_MAX];
+    int n_packed = 0;
+    for (int i = 0; i < n; i++) {
         outs[i] = (hearth_cpu_mm_out){ws[i]->type, ws[i]->data, ws[i]->row_bytes, ws[i]->n_out, ys[i], y_strides[i]};
-    int rc = hearth_cpu_matmul_group(pool, outs, n, ws[0]->n_in, X, ws[0]->n_in, M);
+        pws[i] = ws[i]->packed;
+        n_packed += pws[i] != NULL;
+    }
+    if (n_packed > 0 && n_packed < n) { /* mixed types: one call each */
+        for (int i = 0; i < n; i++) {
+            int rc = mm(pool, ws[i], X, M, ys[i], y_strides[i], err);
+            if (rc)
+                return rc;
+        }
+        return 0;
+    }
+    int rc = n_packed ? hearth_cpu_matmul_prepacked_group(pool, pws, ys, y_strides, n, X, ws[0]->n_in, M)
+                      : hearth_cpu_matmul_group(pool, outs, n, ws[0]->n_in, X, ws[0]->n_in, M);
     if (rc)
         hearth_err_set(err, rc, "llama: matmul of %d weights of %lld inputs failed", n, (long long)ws[0]->n_in);
     return rc;

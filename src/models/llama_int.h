@@ -5,6 +5,7 @@
 
 #include "models/llama.h"
 #include "models/llama_attn.h"
+#include "engine/cpu/matmul.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -16,12 +17,15 @@
  * parameters) whatever the batch size. */
 #define LLAMA_CHUNK 512
 
-/* A weight matrix (n_out, n_in), used in place from the mapping. */
+/* A weight matrix (n_out, n_in), used in place from the mapping, or, for
+ * F16 where the CPU's GEMM takes f16 panels, from those panels (the same
+ * bytes re-laid out once at open; the mapped copy is then released). */
 typedef struct llama_mat {
     const void *data;
     hearth_dtype type;
     size_t row_bytes;
     int64_t n_in, n_out;
+    hearth_cpu_prepacked *packed; /* owned, or NULL */
 } llama_mat;
 
 typedef struct llama_layer {
