@@ -40,6 +40,7 @@ typedef struct hearth_api_config {
     int batch_size;              /* --batch-size tokens per forward pass (512) */
     const char *chat_template;   /* --chat-template override */
     const char *cache_type;      /* --cache-type of the KV cache: f16 (default) or f32 */
+    bool repack;                 /* --repack F16 weights into GEMM panels at load (on) */
 } hearth_api_config;
 
 typedef struct hearth_api {

@@ -75,7 +75,8 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     uint64_t t0 = hearth_now_ns();
     hearth_gen_entry *g = &st->gen_models[st->n_gen];
     memset(g, 0, sizeof *g);
-    int rc = hearth_llama_open(&g->llama, path, err);
+    const hearth_llama_open_opts lo = {.no_repack = !api->cfg.repack};
+    int rc = hearth_llama_open_with(&g->llama, path, &lo, err);
     if (rc)
         return rc;
     const hearth_llama_hparams *hp = hearth_llama_hparams_get(g->llama);

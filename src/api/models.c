@@ -37,6 +37,7 @@ void hearth_api_config_default(hearth_api_config *cfg)
     cfg->cache_slots = 4;
     cfg->max_queue = 64;
     cfg->batch_size = 512;
+    cfg->repack = true;
 }
 
 int hearth_api_metrics(hearth_api *api, hearth_buf *out)

@@ -199,6 +199,7 @@ int hearth_cmd_run(int argc, char **argv)
 {
     run_opts o = {.n_predict = RUN_UNSET, .reps = 5, .n_batch = 512};
     const char *cache_type = "f16";
+    bool repack = true;
     sampling_flags sf = {0};
     opt_str_list stops = {0};
     const opt opts[] = {
@@ -218,6 +219,7 @@ int hearth_cmd_run(int argc, char **argv)
         {"batch-size", 'b', OPT_INT, &o.n_batch, "N", "prompt tokens per forward pass (512)"},
         {"stop", 0, OPT_STR_LIST, &stops, "STR", "stop when STR is generated (repeatable; not printed)"},
         {"no-bos", 0, OPT_BOOL, &o.no_bos, NULL, "do not put BOS before the prompt"},
+        {"repack", 0, OPT_BOOL, &repack, NULL, "F16 weights into the GEMM's layout at load, ~15% faster prompts (on; --no-repack: in place)"},
         {"bench", 0, OPT_BOOL, &o.bench, NULL, "measure prompt (pp) and decode (tg) speed, llama-bench style"},
         {"repetitions", 'r', OPT_INT, &o.reps, "N", "with --bench: runs of each test (5)"},
         {"parallel", 0, OPT_INT, &o.parallel, "N", "with --bench: also decode N sequences at once, one forward of N tokens per step (tg x N, t/s summed)"},
@@ -252,7 +254,8 @@ int hearth_cmd_run(int argc, char **argv)
     }
     hearth_err err = {0};
     hearth_llama *m = NULL;
-    if (hearth_llama_open(&m, o.model, &err)) {
+    const hearth_llama_open_opts lo = {.no_repack = !repack};
+    if (hearth_llama_open_with(&m, o.model, &lo, &err)) {
         fprintf(stderr, "hearth run: %s\n", err.msg);
         return 1;
     }

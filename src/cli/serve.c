@@ -53,6 +53,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"cache-type", 0, OPT_STR, &api.cfg.cache_type, "f16|f32", "generation: KV cache elements (f16: half the memory, as llama.cpp; f32: exact)"},
         {"max-queue", 0, OPT_INT, &api.cfg.max_queue, "N", "generation: requests waiting for a sequence; past it 503 (64)"},
         {"batch-size", 'b', OPT_INT, &api.cfg.batch_size, "N", "generation: tokens per forward pass, decode rows and prompt chunks (512)"},
+        {"repack", 0, OPT_BOOL, &api.cfg.repack, NULL, "generation: F16 weights into the GEMM's layout at load, ~15% faster prompts (on; --no-repack keeps them in place, shared by --workers)"},
         {"chat-template", 0, OPT_STR, &api.cfg.chat_template, "NAME", "chatml, llama3, phi3, gemma, mistral or llama2 instead of the model's"},
         {"demo", 0, OPT_BOOL, &demo, NULL, "serve demo models when no --model is given (on; --no-demo serves none)"},
         {"demo-dir", 0, OPT_STR, &api.cfg.demo_dir, "DIR", "where demo models are written (~/.cache/hearth/demo)"},

@@ -247,7 +247,7 @@ static int load_layer(hearth_llama *m, int64_t il, hearth_err *err)
  * released. Other types, and F16 elsewhere, stay in place. */
 static int prepack_mat(hearth_llama *m, const char *what, llama_mat *w, hearth_err *err)
 {
-    if (!hearth_cpu_prepack_replaces(w->type))
+    if (m->no_repack || !hearth_cpu_prepack_replaces(w->type))
         return 0;
     w->packed = hearth_cpu_prepack(w->type, w->data, w->row_bytes, w->n_out, w->n_in);
     if (!w->packed)
@@ -348,6 +348,11 @@ static int load_tokenizer(hearth_llama *m, hearth_err *err)
 
 int hearth_llama_open(hearth_llama **out, const char *path, hearth_err *err)
 {
+    return hearth_llama_open_with(out, path, NULL, err);
+}
+
+int hearth_llama_open_with(hearth_llama **out, const char *path, const hearth_llama_open_opts *opts, hearth_err *err)
+{
     *out = NULL;
     hearth_llama *m = calloc(1, sizeof *m);
     if (!m)
@@ -355,6 +360,7 @@ int hearth_llama_open(hearth_llama **out, const char *path, hearth_err *err)
     int rc = hearth_gguf_open(&m->g, path, err);
     if (rc)
         goto fail;
+    m->no_repack = opts && opts->no_repack;
     if ((rc = read_hparams(m, err)) || (rc = load_tensors(m, err)) || (rc = load_tokenizer(m, err)))
         goto fail;
     *out = m;

@@ -51,6 +51,16 @@ typedef struct hearth_llama hearth_llama;
 /* Opens and validates (every expected tensor present with the right shape and
  * a supported type; errors name the file and the tensor). */
 int hearth_llama_open(hearth_llama **out, const char *path, hearth_err *err);
+
+typedef struct hearth_llama_open_opts {
+    /* Use F16 weights in place from the mapping instead of repacking them
+     * into the GEMM's f16 panels at open. Repacked (the default) prompts run
+     * ~15% faster, at the same memory, but the memory is the process's own:
+     * worker processes no longer share one page-cache copy. */
+    bool no_repack;
+} hearth_llama_open_opts;
+/* The same with options (NULL: the defaults). */
+int hearth_llama_open_with(hearth_llama **out, const char *path, const hearth_llama_open_opts *opts, hearth_err *err);
 void hearth_llama_close(hearth_llama *m); /* NULL is a no-op */
 
 const hearth_llama_hparams *hearth_llama_hparams_get(const hearth_llama *m);

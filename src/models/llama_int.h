@@ -66,6 +66,7 @@ struct hearth_llama {
     llama_layer *layers;     /* (n_layer) */
     hearth_dtype wtype;
     uint64_t wbytes;
+    bool no_repack;          /* hearth_llama_open_opts */
     llama_scratch s;
 };
 

@@ -8,8 +8,11 @@ of every position, and tests/ref/llama_ref.py computes them in float64 from
 the same file (it dequantizes the stored weights itself, so both see the same
 weight values). Three hearth runs per file: 8 ids in one batch, the same 8
 one per forward call, and 72 ids in one batch (the kernels switch from row
-dots to a packed GEMM at larger M: today at M >= 12 for f32, M >= 64 for the
-other types, so both matmul paths are covered for every type).
+dots to a packed GEMM at larger M: today at M >= 12 for f32, M >= 24 for
+f16/bf16, 16 for the quantized types, so both matmul paths are covered for
+every type). F16 weights are repacked into f16 GEMM panels at open, which
+every M then runs on; for F16 the three runs are repeated with the weights
+in place (--no-repack), which covers the row dots and the per-call packing.
 
 Error measure, per position: max_i |hearth_i - ref_i| / max_i |ref_i| over the
 vocabulary; the test asserts the largest over all positions.
@@ -55,9 +58,10 @@ def rel_err(h, ref):
     return float((np.abs(h - ref).max(axis=1) / np.abs(ref).max(axis=1)).max())
 
 
-def hearth_logits(path, ids, one_by_one=False):
+def hearth_logits(path, ids, one_by_one=False, norepack=False):
     out = os.path.join(TMP, "logits.bin")
-    cmd = [TOOL, "logits", path, ",".join(map(str, ids)), out] + (["onebyone"] if one_by_one else [])
+    cmd = [TOOL, "logits", path, ",".join(map(str, ids)), out] + (["onebyone"] if one_by_one else []) + \
+        (["norepack"] if norepack else [])
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, "%s failed: %s" % (" ".join(cmd), r.stderr)
     return np.fromfile(out, dtype=np.float32).reshape(len(ids), -1)
@@ -75,6 +79,10 @@ def check(arch, wtype):
         "onebyone8": rel_err(hearth_logits(path, IDS[:8], one_by_one=True), ref[:8]),
         "batch72": rel_err(hearth_logits(path, IDS), ref),
     }
+    if wtype == "f16":
+        errs["norepack_batch8"] = rel_err(hearth_logits(path, IDS[:8], norepack=True), ref[:8])
+        errs["norepack_onebyone8"] = rel_err(hearth_logits(path, IDS[:8], one_by_one=True, norepack=True), ref[:8])
+        errs["norepack_batch72"] = rel_err(hearth_logits(path, IDS, norepack=True), ref)
     os.unlink(path)
     print("# %s %s: %s" % (arch, wtype, ", ".join("%s %.2e" % kv for kv in errs.items())), flush=True)
     bad = {k: v for k, v in errs.items() if not v <= TOL[wtype]}

@@ -234,6 +234,35 @@ def test_quantize_every_type():
         assert np.array_equal(a.raw(name), b.raw(name)), name
 
 
+def test_f16_repacked_and_in_place_agree():
+    """F16 weights repacked into GEMM panels (the default) and used in place
+    (--no-repack, or HEARTH_REPACK=0) give the same logits up to the order of
+    the sums: 1e-5 relative, where a wrong panel layout gives errors of order
+    1. 16 tokens, so in place takes the row dots (below 24 rows) while the
+    panels take the tiles: the sums run in different orders, so logits equal
+    bit for bit would mean the flag was not honoured. An f32 KV cache: the
+    f16 one rounds K and V to 11 bits, which turns 1e-7 into ~1e-4."""
+    f16 = os.path.join(TMP, "stories_f16.gguf")
+    assert hearth("quantize", MODEL, f16, "f16").returncode == 0
+    seq = [1] + [(i * 37 + 5) % 512 for i in range(1, 16)]
+    logits = {}
+    for name, args, env in [("repacked", [], None), ("in place", ["--no-repack"], None),
+                            ("env", [], {"HEARTH_REPACK": "0"})]:
+        out = os.path.join(TMP, "lg_%d.bin" % len(logits))
+        r = hearth("run", "-m", f16, "--dump-logits", out, "--tokens", ",".join(map(str, seq)), "--cache-type", "f32",
+                   *args, env=env)
+        assert r.returncode == 0, (name, r.stderr)
+        logits[name] = np.fromfile(out, dtype="<f4").reshape(len(seq), -1)
+        os.unlink(out)
+    a = logits["repacked"]
+    for name in ("in place", "env"):
+        b = logits[name]
+        e = float((np.abs(a - b).max(axis=1) / np.abs(b).max(axis=1)).max())
+        assert e <= 1e-5, (name, e)
+        assert not np.array_equal(a, b), name
+    os.unlink(f16)
+
+
 def test_quantize_errors():
     out = os.path.join(TMP, "x.gguf")
     r = hearth("quantize", MODEL, out, "q5_1")
@@ -287,7 +316,8 @@ if __name__ == "__main__":
     try:
         hearth_test.run([test_greedy_matches_golden, test_stop_string_and_context_limit,
                          test_seeded_sampling_is_repeatable, test_dump_logits, test_bench_rows,
-                         test_quantize_stories_q8_0_greedy, test_quantize_every_type, test_quantize_errors,
+                         test_quantize_stories_q8_0_greedy, test_quantize_every_type, test_f16_repacked_and_in_place_agree,
+                         test_quantize_errors,
                          test_run_errors, test_help])
     finally:
         for f in os.listdir(TMP):

@@ -3,9 +3,10 @@
  *
  *   test_llama_demo_tool                       self-checks (run by the suite)
  *   test_llama_demo_tool write OUT ARCH TYPE VOCAB [tied] [bench] [seed=N]
- *   test_llama_demo_tool logits MODEL IDS OUT [onebyone]
+ *   test_llama_demo_tool logits MODEL IDS OUT [onebyone] [norepack]
  *       IDS is "1,2,3"; writes float32 logits [n_ids][n_vocab] (raw, row-major)
- *       for every position: the ids as one batch, or one forward per token
+ *       for every position: the ids as one batch, or one forward per token;
+ *       norepack opens with F16 weights in place (hearth_llama_open_opts)
  *   test_llama_demo_tool bench MODEL [N_PROMPT] [N_GEN] [THREADS]
  *       prints prompt (one batch) and decode (one slot) tokens per second
  *
@@ -22,7 +23,7 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: test_llama_demo_tool [write OUT ARCH TYPE VOCAB [tied] [bench] [seed=N] | "
-                    "logits MODEL IDS OUT [onebyone] | bench MODEL [N_PROMPT] [N_GEN] [THREADS]]\n");
+                    "logits MODEL IDS OUT [onebyone] [norepack] | bench MODEL [N_PROMPT] [N_GEN] [THREADS]]\n");
     return 1;
 }
 
@@ -83,7 +84,16 @@ static int cmd_logits(int argc, char **argv)
 {
     if (argc < 5)
         return usage();
-    bool one = argc > 5 && !strcmp(argv[5], "onebyone");
+    bool one = false;
+    hearth_llama_open_opts lo = {0};
+    for (int i = 5; i < argc; i++) {
+        if (!strcmp(argv[i], "onebyone"))
+            one = true;
+        else if (!strcmp(argv[i], "norepack"))
+            lo.no_repack = true;
+        else
+            return usage();
+    }
     hearth_llama *m = NULL;
     hearth_kv *kv = NULL;
     hearth_pool *pool = hearth_pool_new(2);
@@ -93,7 +103,7 @@ static int cmd_logits(int argc, char **argv)
     hearth_err e = {0};
     int rc = 1, n = parse_ids(argv[3], &ids);
     FILE *f = NULL;
-    if (n < 1 || hearth_llama_open(&m, argv[2], &e) || !(kv = hearth_kv_new(m, 1, n, &e)))
+    if (n < 1 || hearth_llama_open_with(&m, argv[2], &lo, &e) || !(kv = hearth_kv_new(m, 1, n, &e)))
         goto done;
     int64_t nv = hearth_llama_hparams_get(m)->n_vocab;
     slots = calloc((size_t)n, sizeof *slots);
