@@ -63,6 +63,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"workers", 'w', OPT_INT, &cfg.workers, "N", "worker processes under a supervisor that respawns them (0: one process)"},
         {"spawn", 0, OPT_BOOL, &cfg.spawn, NULL, "start workers by fork+exec instead of fork (for runtimes that cannot survive fork)"},
         {"reuse-port", 0, OPT_BOOL, &cfg.reuse_port, NULL, "let other processes listen on the same port (SO_REUSEPORT)"},
+        {"pin-threads", 0, OPT_BOOL, &cfg.pin_threads, NULL, "with 2+ I/O threads (all workers), no more than the CPUs: one CPU each, connections to the thread on their packets' CPU (on)"},
         {"poller", 0, OPT_STR, &poller, "auto|epoll|poll", "event notification API (auto)"},
         {"log-level", 0, OPT_STR, &log_level, "LEVEL", "debug, info, warn, error or off (info)"},
         {"max-body", 0, OPT_SIZE, &cfg.max_body, "BYTES", "largest request body, e.g. 16M (16M) -> 413"},

@@ -30,6 +30,9 @@ typedef struct hearth_server_config {
     int workers;                  /* 0: one process; N >= 1: N worker processes under a supervisor */
     bool spawn;                   /* workers start by fork+exec of the binary, not a bare fork */
     bool reuse_port;              /* let other processes bind the same port (SO_REUSEPORT) */
+    bool pin_threads;             /* default on: with 2+ I/O threads in all, no more than the CPUs, each
+                                   * thread on its own CPU and connections placed by the CPU their packets
+                                   * arrive on (server.c, "CPU placement") */
     enum hearth_poller_kind poller;
     hearth_http_limits limits;    /* request line 8 KiB, head 64 KiB, 100 fields */
     size_t max_body;              /* default 16 MiB -> 413 */

@@ -155,6 +155,8 @@ struct hearth_server {
     int shared_fd;             /* memfd, for --spawn workers */
     int *handoff_fd;           /* [n_slots][2]: [0] read end (owned by the slot), [1] write end */
     hearth_io *io;             /* cfg.threads */
+    int cpus[HEARTH_MAX_SLOTS]; /* the CPUs this process may run on, in order (the first HEARTH_MAX_SLOTS) */
+    int n_cpus;
     _Atomic int stopping;
     hearth_process_init_cb init_cb;
     void *init_ctx;
@@ -168,6 +170,8 @@ struct hearth_server {
 void hearth_io_accept_ready(hearth_loop *loop, int fd, unsigned events, void *arg);
 void hearth_io_handoff_ready(hearth_loop *loop, int fd, unsigned events, void *arg);
 void hearth_io_maybe_stop(hearth_io *io);
+/* Whether I/O threads are pinned, slot i to cpus[i] (cfg.pin_threads, 2+ slots, no more than the CPUs). */
+bool hearth_server_pinned(const hearth_server *s);
 /* Stops accepting, closes idle connections, lets busy ones finish (loop thread). */
 void hearth_io_begin_drain(hearth_io *io);
 /* Polls the listener and accepts hand-offs (loop thread); a no-op when draining or already listening. */

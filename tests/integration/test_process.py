@@ -74,6 +74,36 @@ def test_threads_balance_a_burst():
         assert counts[-1] / sum(counts) <= 0.60, vals
 
 
+def io_thread_cpus(pid):
+    """{tid: allowed CPU list} of a process's threads, from /proc."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    out[tid] = line.split()[1]
+    return out
+
+
+def test_io_threads_pinned_one_per_cpu():
+    """With 2 I/O threads and at least 2 CPUs, each I/O thread is pinned to its own
+    CPU (server.c, "CPU placement") and the log says so; --no-pin-threads and a
+    single I/O thread leave every thread free to run anywhere."""
+    cpus = sorted(os.sched_getaffinity(0))
+    assert len(cpus) >= 2, "this test needs 2 CPUs; it has %s" % cpus
+    with Server("--threads", "2") as srv:
+        srv.wait_log(r"I/O threads pinned one per CPU")
+        single = [c for c in io_thread_cpus(srv.proc.pid).values() if c.isdigit()]
+        assert sorted(map(int, single)) == cpus[:2], io_thread_cpus(srv.proc.pid)
+        for _ in range(20):  # connections are still served and balanced
+            assert request(srv.port, "GET", "/health")[0] == 200
+    for args in (["--threads", "2", "--no-pin-threads"], ["--threads", "1"]):
+        with Server(*args) as srv:
+            assert "pinned" not in srv.log, srv.log
+            single = [c for c in io_thread_cpus(srv.proc.pid).values() if c.isdigit()]
+            assert not single, (args, io_thread_cpus(srv.proc.pid))
+
+
 def test_worker_crash_is_respawned_while_others_serve():
     with Server("--workers", "2") as srv:
         pids = worker_pids(srv)
@@ -192,6 +222,7 @@ def test_idle_connections_are_cheap():
 
 
 if __name__ == "__main__":
-    run([test_two_workers_balance_a_burst, test_threads_balance_a_burst, test_worker_crash_is_respawned_while_others_serve,
+    run([test_two_workers_balance_a_burst, test_threads_balance_a_burst, test_io_threads_pinned_one_per_cpu,
+         test_worker_crash_is_respawned_while_others_serve,
          test_spawn_workers, test_sigterm_drains_in_flight_requests, test_drain_timeout_bounds_shutdown,
          test_second_server_on_same_port_fails_clearly, test_idle_connections_are_cheap])
