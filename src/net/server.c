@@ -19,12 +19,12 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sched.h>
 #include <unistd.h>
 
 static void find_cpus(hearth_server *s);
@@ -271,9 +271,12 @@ static void adopt_conn(hearth_io *io, int fd, bool counted)
  * receive queue's), unless that thread already has PIN_SLACK more
  * connections than the least loaded (a burst from one client thread still
  * splits: 32 connections at most 17 / 15). Measured, the same binary with
- * and without, 9 interleaved blocks of 3 x `wrk -t2 -c64 -d3s`: p99 under
- * 2.5 ms in 18 of 27 runs against 8 of 27, best 0.5 ms / 109k req/s against
- * 0.85 ms / 98k. With more I/O threads than CPUs, or one, nothing is pinned. */
+ * and without, interleaved blocks of 3 x `wrk -t2 -c64 -d3s`: with a slack
+ * of 4, p99 under 2.5 ms in 18 of 27 runs against 8 of 27 and in 15 of 24
+ * against 5 of 24, best 0.5 ms / 109k req/s against 0.85 ms / 98k; with 2
+ * (kept: the issue's 60% bound on a burst with room), in the machine's worst
+ * state, median p99 ~4.5 against ~7 ms (bench/RESULTS.md). With more I/O
+ * threads than CPUs, or one, nothing is pinned. */
 #define PIN_SLACK 2
 
 bool hearth_server_pinned(const hearth_server *s)
