@@ -85,7 +85,8 @@ static int parse_value(const opt *o, const char *v, const char *from)
         return 0;
     }
     }
-    fprintf(stderr, "hearth: %s: invalid value '%s' (expected %s)\n", from, v, o->metavar ? o->metavar : "a value");
+    fprintf(stderr, "hearth: %s: invalid value '%s' (expected %s)\n", from, v,
+            o->kind == OPT_BOOL ? "1, true, yes, on, 0, false, no or off" : o->metavar ? o->metavar : "a value");
     return 2;
 }
 

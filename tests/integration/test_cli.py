@@ -39,6 +39,9 @@ def test_bad_flags_are_refused():
                          (["serve", "--max-client-batch", "0"], "--max-client-batch"),
                          (["serve", "--max-headers", "1000"], "--max-headers"),
                          (["serve", "--poller", "kqueue"], "--poller"),
+                         (["serve", "--pin-threads=perhaps"],
+                          "--pin-threads: invalid value 'perhaps' (expected 1, true, yes, on, 0, false, no or off)"),
+                         (["serve", "--repack=x"], "--repack: invalid value 'x'"),
                          (["bogus"], "unknown command")):
         out = hearth(*args)
         assert out.returncode == 2, (args, out.returncode, out.stderr)

@@ -294,6 +294,11 @@ def test_run_errors():
         assert r.returncode == 2 and flag in r.stderr.decode(), (flag, r.stderr)
     r = hearth("run", "-m", MODEL, "--no-bos")
     assert r.returncode == 2 and "empty" in r.stderr.decode()
+    # a boolean flag with a value that is not one, on the command line and from the environment
+    r = hearth("run", "-m", MODEL, "--repack=maybe")
+    assert r.returncode == 2 and "--repack: invalid value 'maybe'" in r.stderr.decode(), r.stderr
+    r = hearth("run", "-m", MODEL, env={"HEARTH_REPACK": "maybe"})
+    assert r.returncode == 2 and "HEARTH_REPACK: invalid value 'maybe' (expected 1, true" in r.stderr.decode(), r.stderr
     r = hearth("run", "-m", MODEL, "--dump-logits", os.path.join(TMP, "l.bin"))
     assert r.returncode == 2 and "--tokens" in r.stderr.decode()
 
