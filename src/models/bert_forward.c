@@ -123,9 +123,9 @@ static void attn_task(void *ctx, int64_t t, int64_t n_tasks)
         hearth_cpu_add(v, v, l->bv + c0, cw);
     }
     int rc = 0;
+    float *base = f->qkv + r0 * 3 * h;
     for (int64_t head = h0; head < h1 && rc == 0; head++) {
         int64_t ch = head * hd;
-        float *base = f->qkv + r0 * 3 * h;
         for (int64_t i = 0; i < len; i++)
             for (int64_t d = 0; d < hd; d++)
                 vt[d * len + i] = base[i * 3 * h + 2 * h + ch + d];

@@ -309,9 +309,9 @@ static int load_tensors(hearth_llama *m, hearth_err *err)
             return rc;
         llama_layer *L = &m->layers[il];
         llama_mat *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
+        char what[48];
+        snprintf(what, sizeof what, "layer %lld's weights", (long long)il);
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
-            char what[48];
-            snprintf(what, sizeof what, "layer %lld's weights", (long long)il);
             count_mat(m, ws[i], counts);
             if ((rc = prepack_mat(m, what, ws[i], err)))
                 return rc;

@@ -94,6 +94,13 @@ static void att_task(void *ctx, int64_t task, int64_t n_tasks)
     J->kv->attn(J->out + i * qd + h * hd, q, K, V, kvd, J->pos[i] + 1, hd, J->scale);
 }
 
+/* Floats per token of the RoPE table (s->rope): cos, sin of each rotated
+ * pair; 1 when nothing rotates, so the buffer is never empty. */
+static int64_t rope_stride(const hearth_llama_hparams *hp)
+{
+    return hp->n_rot > 0 ? hp->n_rot : 1;
+}
+
 static int grow_scratch(hearth_llama *m, int64_t cap, hearth_err *err)
 {
     llama_scratch *s = &m->s;
@@ -103,7 +110,7 @@ static int grow_scratch(hearth_llama *m, int64_t cap, hearth_err *err)
     size_t c = (size_t)cap, qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim);
     float **bufs[] = {&s->x, &s->h, &s->q, &s->k, &s->v, &s->att, &s->g, &s->u, &s->rope};
     size_t sizes[] = {(size_t)hp->n_embd, (size_t)hp->n_embd, qd, kvd, kvd, qd, (size_t)hp->n_ff, (size_t)hp->n_ff,
-                      (size_t)(hp->n_rot > 0 ? hp->n_rot : 1)};
+                      (size_t)rope_stride(hp)};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(*bufs[i]);
         *bufs[i] = malloc(c * sizes[i] * sizeof(float));
@@ -203,7 +210,7 @@ static void qk_row(const row_job *J, int64_t i)
         for (int64_t h = 0; h < hp->n_head_kv; h++)
             hearth_cpu_rmsnorm(k + h * hd, k + h * hd, hd, L->k_norm, hp->rms_eps);
     }
-    const float *cs = s->rope + i * (hp->n_rot > 0 ? hp->n_rot : 1);
+    const float *cs = s->rope + i * rope_stride(hp);
     rope_heads(q, hp->n_head, hd, hp->n_rot, cs, hp->rope_type);
     rope_heads(k, hp->n_head_kv, hd, hp->n_rot, cs, hp->rope_type);
     size_t at = (size_t)(s->pos[i] * kvd) * kv->elt;
@@ -300,7 +307,7 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, cons
     }
     /* the rotation angles of each token, once for all layers (in double, so
      * large positions keep their precision) */
-    int64_t half = hp->n_rot / 2, rs = hp->n_rot > 0 ? hp->n_rot : 1;
+    int64_t half = hp->n_rot / 2, rs = rope_stride(hp);
     for (int64_t i = 0; i < nc; i++)
         for (int64_t j = 0; j < half; j++) {
             double a = (double)s->pos[i] * m->inv_freq[j];

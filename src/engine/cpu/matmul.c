@@ -199,6 +199,14 @@ static void pack_scalar(const void *const *rows_v, int n_rows, int64_t kc, float
  * call for all rows (so its prefetching runs ahead across panels); the
  * others are converted row by row into tmp (nr_max rows of KC floats),
  * then transposed a panel at a time. */
+/* Pointers to W rows [n0, n1) at element k0 (a block boundary). */
+static void slice_rows(const job *j, int64_t n0, int64_t n1, int64_t k0, const void **rows)
+{
+    size_t off = (size_t)(k0 / j->block) * j->block_bytes;
+    for (int64_t n = n0; n < n1; n++)
+        rows[n - n0] = j->W + (size_t)n * j->w_row_bytes + off;
+}
+
 static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, float *panels, float *tmp)
 {
     const int nr = j->kt->nr_max;
@@ -207,8 +215,7 @@ static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, f
     hearth_pack_fn raw = j->kt->pack_raw[j->wt];
     const void *rows[GEMM_CHUNK_MAX];
     if (raw) {
-        for (int64_t n = n0; n < n1; n++)
-            rows[n - n0] = j->W + (size_t)n * j->w_row_bytes + off;
+        slice_rows(j, n0, n1, k0, rows);
         raw(rows, (int)(n1 - n0), kc, panels);
         return;
     }
@@ -524,8 +531,7 @@ hearth_cpu_prepacked *hearth_cpu_prepack(hearth_dtype wt, const void *W, size_t 
                 continue;
             }
             const void *rows[GEMM_CHUNK_MAX];
-            for (int64_t n = n0; n < n1; n++)
-                rows[n - n0] = (const char *)W + (size_t)n * w_row_bytes + (size_t)k0 * sizeof(uint16_t);
+            slice_rows(&j, n0, n1, k0, rows);
             kt->pack_f16_f16(rows, (int)(n1 - n0), kc, pw->panels16 + k0 * n_pad + n0 * kc);
         }
     }
@@ -606,7 +612,6 @@ int hearth_cpu_matmul_prepacked(hearth_pool *pool, const hearth_cpu_prepacked *p
 typedef struct group_job {
     job jobs[HEARTH_MM_GROUP_MAX];
     int64_t first[HEARTH_MM_GROUP_MAX + 1]; /* task index where each job starts */
-    int n;
 } group_job;
 
 static void group_task(void *ctx, int64_t t, int64_t n_tasks)
@@ -640,7 +645,7 @@ int hearth_cpu_matmul_prepacked_group(hearth_pool *pool, const hearth_cpu_prepac
         }
         return 0;
     }
-    group_job g = {.n = n};
+    group_job g = {0};
     for (int i = 0; i < n; i++) {
         g.jobs[i] = panels_job(pws[i], X, x_stride, M, Ys[i], y_strides[i], hearth_pool_size(pool));
         g.first[i + 1] = g.first[i] + ceil_div(pws[i]->N, g.jobs[i].chunk);
