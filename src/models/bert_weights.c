@@ -11,8 +11,9 @@
  * f32 weights are also packed once into the GEMM's panels (an encoder runs
  * the same weights on short batches all day; each call used to convert and
  * transpose every weight again): 4 bytes more per weight held in memory
- * (MiniLM-L6: ~43 MB), for +43% sentences/s at batch 1 (13 tokens) and a few
- * percent at 8 and 32, measured on the Zen 5 (bench/RESULTS.md). Opening
+ * (MiniLM-L6: ~43 MB), for +43% sentences/s at batch 1 (13 tokens) and
+ * +9-13% served (batches of ~80 and ~750 rows), measured on the Zen 5
+ * (bench/RESULTS.md, matmul.c's PANEL_COPY_MIN_M). Opening
  * the model reads every weight to pack it: MiniLM-L6 loads in ~180 ms
  * instead of ~30 (single-threaded; a once-per-start cost).
  *

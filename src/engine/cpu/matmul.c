@@ -25,8 +25,8 @@
  * made once. F16 weights, where the ISA has an f16 tile, are held as f16
  * panels (the same bytes re-laid out) and every call runs the tiles on them,
  * decode too, so W is not read again; other types get f32 panels, used
- * from the GEMM's first row count (gemm_min_m) to 63 rows, with the paths
- * above otherwise (PREPACKED_MAX_M).
+ * from the GEMM's first row count (gemm_min_m) up, with the row dots on W
+ * below it.
  *
  * A group call (several weights, one X) goes to rowdot_multi.c as one job
  * when every weight would take its multi-row path on the same form of X;
@@ -263,17 +263,48 @@ static void gemm_slice(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t
     }
 }
 
+/* Prepacked f32 panels are used at every M from gemm_min_m, and from
+ * PANEL_COPY_MIN_M rows a task first copies its panels of a slice into L2
+ * (memcpy streams them with more loads in flight than the first X strip's
+ * tiles do; the other strips then read them from L2). Measured on the Zen 5
+ * with MiniLM (2026-12-01, RESULTS.md), against packing W per call from 64
+ * rows as before:
+ *   - served, `hearth serve` + wrk 8 connections, 4 interleaved rounds:
+ *     1 sentence per request (batches of ~80 rows) 638 -> 693 sentences/s
+ *     (panels; the copy does not apply), 8 per request (~750 rows) 699 ->
+ *     773 (panels) -> 791 (panels + copy), every round in that order;
+ *   - the forward pass alone (`hearth embed --bench`, medians of 5-6
+ *     rounds): panels without the copy lose at 404 rows (1054 -> 998), with
+ *     it they gain (1068); copying from 48 rows cost 6% served at ~80 rows,
+ *     and copying always cost 9% at batch 1 (13 rows);
+ *   - copying F16 panels (llama pp128) lost 1-8%: not done for them.
+ * Packing per call served worse than it benches alone: it reads W through
+ * 4 KiB pages of the mapping, the panels are in huge pages (a guess at the
+ * cause, not measured). */
+#define PANEL_COPY_MIN_M 128
+
 static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
 {
     job *j = ctx;
     const int nr = j->kt->nr_max;
     int64_t n0 = t * j->chunk, n1 = n0 + j->chunk < j->N ? n0 + j->chunk : j->N;
     if (j->prepacked || j->prepacked16) {
+        /* from PANEL_COPY_MIN_M rows, a task copies its f32 panels of each
+         * slice (one run of width * kc floats) into L2 before the tiles;
+         * without the scratch they are read in place, to the same result */
+        int64_t width = ceil_div(n1 - n0, nr) * nr;
+        float *copy = j->prepacked && j->M >= PANEL_COPY_MIN_M
+                          ? hearth_cpu_scratch(HEARTH_SCRATCH_TASK, (size_t)width * KC * sizeof(float))
+                          : NULL;
         /* slice k0 starts at k0 * n_pad; within it, panel n0 / nr at n0 * kc */
         for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
             int64_t kc = j->K - k0 < KC ? j->K - k0 : KC, at = k0 * j->n_pad + n0 * kc;
-            gemm_slice(j, n0, n1, k0, kc, j->prepacked ? j->prepacked + at : NULL,
-                       j->prepacked16 ? j->prepacked16 + at : NULL);
+            const float *p32 = j->prepacked ? j->prepacked + at : NULL;
+            if (copy) {
+                memcpy(copy, p32, (size_t)(width * kc) * sizeof(float));
+                p32 = copy;
+            }
+            gemm_slice(j, n0, n1, k0, kc, p32, j->prepacked16 ? j->prepacked16 + at : NULL);
         }
         return;
     }
@@ -414,23 +445,12 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     return atomic_load(&j.failed) ? HEARTH_ENOMEM : 0;
 }
 
-/* Rows from which hearth_cpu_matmul_prepacked packs per call anyway.
- * Measured on the Zen 5 (MiniLM, `hearth embed --bench`, 5-6 interleaved
- * pairs against packing per call): batch 1 (13 rows) 440 -> 640
- * sentences/s (+43%); with the panels used at every M, batch 8 (101 rows)
- * -1% and batch 32 (404 rows) -5%, or -3% and -1.5% with the next slice's
- * panels prefetched during the current one. The per-call packing streams W
- * with its own prefetch and leaves the panels in L2 for every X strip;
- * prepacked panels come from memory on the first strip, and at large M that
- * costs what the packing did. Skipping the packing altogether (a test hack
- * reusing stale panels) measured +22% at batch 8 and +10% at 32: the room
- * left there is memory latency, not the transpose. */
-#define PREPACKED_MAX_M 64
+
 
 struct hearth_cpu_prepacked {
     hearth_cpu_isa isa;
     hearth_dtype wt;
-    const void *W; /* for the row dots of short batches and the large-M packing; NULL with panels16 */
+    const void *W; /* for the row dots of short batches (M < gemm_min_m); NULL with panels16 */
     size_t w_row_bytes;
     int64_t N, K, n_pad;
     /* slice s (KC deep, the last kc) at s * KC * n_pad: n_pad / nr panels of [kc][nr]; one of: */
@@ -560,12 +580,11 @@ bool hearth_cpu_prepacked_needs_weights(const hearth_cpu_prepacked *pw)
     return pw && pw->W;
 }
 
-/* Whether a call of M rows runs on the panels; f32 panels are used for
- * [gemm_min_m, PREPACKED_MAX_M) only, other M take the paths on W (see
- * PREPACKED_MAX_M). */
+/* Whether a call of M rows runs on the panels; f32 panels from gemm_min_m
+ * rows, fewer take the row dots on W. */
 static bool on_panels(const hearth_cpu_prepacked *pw, int64_t M)
 {
-    return pw->panels16 || (M >= gemm_min_m(pw->wt) && M < PREPACKED_MAX_M);
+    return pw->panels16 || M >= gemm_min_m(pw->wt);
 }
 
 static job panels_job(const hearth_cpu_prepacked *pw, const float *X, int64_t x_stride, int64_t M, float *Y,

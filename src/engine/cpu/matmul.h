@@ -99,9 +99,10 @@ int hearth_cpu_matmul_group_on(hearth_cpu_isa isa, hearth_pool *pool, const hear
  *     release it (hearth_cpu_prepacked_needs_weights). F16 prefill GEMMs
  *     gain the ~20% the packing cost (matmul.c).
  *   - other types: f32 panels, 4 bytes per weight on top of W, which stays
- *     in use (short batches take the row dots on W; from 64 rows on the call
- *     packs per call as before, which measured as fast: matmul.c's
- *     PREPACKED_MAX_M). MiniLM on the Zen 5: +43% sentences/s at batch 1.
+ *     in use (batches under gemm_min_m rows take the row dots on W; every
+ *     larger M runs on the panels). MiniLM on the Zen 5: +43% sentences/s
+ *     at batch 1, +9-13% served at 1 and 8 sentences per request (matmul.c's
+ *     PANEL_COPY_MIN_M).
  * NULL when the ISA's large-M path does not use panels (the quantized
  * types' integer GEMM), on bad arguments, or when memory is short. */
 typedef struct hearth_cpu_prepacked hearth_cpu_prepacked;

@@ -454,9 +454,10 @@ static void scratch_is_reused_and_bounded(void)
     hearth_cpu_matmul_release_scratch();
 }
 
-/* Prepacked weights give hearth_cpu_matmul's result bit for bit, below,
- * inside and above the rows where f32 panels are used, on odd N (past a
- * panel) and K (past a slice), with and without a pool. F16 weights on
+/* Prepacked weights give hearth_cpu_matmul's result bit for bit, below the
+ * rows where f32 panels are used and on them, read in place and copied to
+ * L2 first (from 128 rows), on odd N (past a panel) and K (past a slice),
+ * with and without a pool. F16 weights on
  * f16 panels: bit for bit where hearth_cpu_matmul runs its GEMM (M >= 24),
  * within 1e-5 of the row's scale below that (row dots sum in another
  * order), and the weights are not read after prepacking (they are freed
@@ -464,7 +465,7 @@ static void scratch_is_reused_and_bounded(void)
 static void prepacked_matches_plain_calls(void)
 {
     const hearth_dtype ts[] = {HEARTH_F32, HEARTH_F16, HEARTH_BF16, HEARTH_Q8_0, HEARTH_Q4_K};
-    const int64_t ms[] = {1, 5, 13, 23, 24, 40, 63, 64, 101};
+    const int64_t ms[] = {1, 5, 13, 23, 24, 40, 63, 64, 101, 127, 128, 150};
     enum { N = 70, K = 512 + 256, MS = sizeof ms / sizeof ms[0] };
     hearth_pool *pool = hearth_pool_new(2);
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
