@@ -16,6 +16,7 @@
 #include "embed_parse.h"
 
 #include "base/log.h"
+#include "base/numfmt.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -69,17 +70,20 @@ static void on_release(void *arg, bool cancelled)
 
 static int append_floats(hearth_buf *out, const float *v, int64_t n)
 {
-    int rc = hearth_buf_append(out, "[", 1);
-    char tmp[32];
-    for (int64_t i = 0; i < n && !rc; i++) {
-        int len = snprintf(tmp, sizeof tmp, i ? ",%.9g" : "%.9g", (double)v[i]);
-        if (!isfinite(v[i]))
-            len = snprintf(tmp, sizeof tmp, i ? ",0" : "0"); /* JSON has no NaN */
-        rc = hearth_buf_append(out, tmp, (size_t)len);
+    int rc = hearth_buf_reserve(out, (size_t)n * (HEARTH_FMT_F32_MAX + 1) + 2);
+    if (rc)
+        return rc;
+    char *p = out->data + out->len;
+    *p++ = '[';
+    for (int64_t i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        p += hearth_fmt_f32(p, v[i]); /* writes "0" for NaN and infinities: JSON has neither */
     }
-    if (!rc)
-        rc = hearth_buf_append(out, "]", 1);
-    return rc;
+    *p++ = ']';
+    out->len = (size_t)(p - out->data);
+    out->data[out->len] = 0;
+    return HEARTH_OK;
 }
 
 static int append_base64(hearth_buf *out, const float *v, int64_t n)
