@@ -49,7 +49,8 @@ int hearth_api_metrics(hearth_api *api, hearth_buf *out)
     if (st->n_embed)
         rc = hearth_buf_appends(out, "# TYPE hearth_embed_batches_total counter\n# TYPE hearth_embed_sequences_total counter\n"
                                      "# TYPE hearth_embed_tokens_total counter\n# TYPE hearth_embed_queue_depth gauge\n"
-                                     "# TYPE hearth_embed_busy_seconds_total counter\n");
+                                     "# TYPE hearth_embed_busy_seconds_total counter\n# TYPE hearth_embed_restarts_total counter\n"
+                                     "# TYPE hearth_embed_pass_fixed_seconds gauge\n");
     for (int i = 0; i < st->n_embed && !rc; i++) {
         hearth_embed_queue_stats q;
         hearth_embed_queue_get_stats(st->embed_models[i].queue, &q);
@@ -57,9 +58,11 @@ int hearth_api_metrics(hearth_api *api, hearth_buf *out)
         rc = hearth_buf_printf(out,
                                "hearth_embed_batches_total{model=\"%s\"} %llu\nhearth_embed_sequences_total{model=\"%s\"} %llu\n"
                                "hearth_embed_tokens_total{model=\"%s\"} %llu\nhearth_embed_queue_depth{model=\"%s\"} %d\n"
-                               "hearth_embed_busy_seconds_total{model=\"%s\"} %.6f\n",
+                               "hearth_embed_busy_seconds_total{model=\"%s\"} %.6f\nhearth_embed_restarts_total{model=\"%s\"} %llu\n"
+                               "hearth_embed_pass_fixed_seconds{model=\"%s\"} %.6f\n",
                                n, (unsigned long long)q.batches, n, (unsigned long long)q.sequences, n, (unsigned long long)q.tokens,
-                               n, q.queued_jobs, n, (double)q.busy_ns / 1e9);
+                               n, q.queued_jobs, n, (double)q.busy_ns / 1e9, n, (unsigned long long)q.restarts, n,
+                               q.pass_fixed_ns / 1e9);
     }
     if (!rc)
         rc = hearth_api_gen_metrics(api, out);
@@ -79,10 +82,12 @@ hearth_embed_model *hearth_api_find_embed(hearth_api *api, const char *name)
     return NULL;
 }
 
-static int embed_compute(void *model, int n, const int32_t *const *ids, const int32_t *lens, float *out, hearth_err *err)
+static int embed_compute(void *model, int n, const int32_t *const *ids, const int32_t *lens, float *out,
+                         const hearth_embed_restart *restart, hearth_err *err)
 {
     hearth_embed_model *m = model;
-    return hearth_bert_embed(m->bert, m->pool, n, ids, lens, false, out, err);
+    return hearth_bert_embed_stoppable(m->bert, m->pool, n, ids, lens, false, out, restart ? restart->check : NULL,
+                                       restart ? restart->ctx : NULL, err);
 }
 
 static bool is_dir(const char *path)

@@ -7,7 +7,9 @@
  * vectors when all its sequences are done. There is no wait window: an idle
  * scheduler starts the moment a job arrives, and jobs that arrive during a
  * forward pass form the next batch, so batching grows with load and costs an
- * idle server nothing.
+ * idle server nothing. A pass that has spent less than a pass's fixed cost
+ * (fitted to recent passes) is given up and started over with the work that
+ * arrived meanwhile: see embed_queue.c.
  *
  * The engine knows nothing of models or HTTP: the model is reached through
  * the compute callback, the client through the job's done callback. */
@@ -21,10 +23,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The scheduler's question to a running forward pass, asked at its
+ * checkpoints (between layers): done of total steps are behind it; true
+ * means give the pass up. Cheap (a short walk of the queue under its lock). */
+typedef struct hearth_embed_restart {
+    bool (*check)(void *ctx, int64_t done, int64_t total);
+    void *ctx;
+} hearth_embed_restart;
+
 /* Runs n sequences as one forward pass, writing n x dim pooled (unnormalized)
- * floats to out. Returns 0 or a negative status with err set. */
+ * floats to out. Returns 0, HEARTH_EAGAIN when restart->check said to give
+ * up (out undefined), or a negative status with err set. restart may be
+ * NULL. */
 typedef int (*hearth_embed_compute_fn)(void *model, int n, const int32_t *const *ids, const int32_t *lens, float *out,
-                                       hearth_err *err);
+                                       const hearth_embed_restart *restart, hearth_err *err);
 
 typedef struct hearth_embed_job hearth_embed_job;
 
@@ -56,6 +68,8 @@ typedef struct hearth_embed_queue hearth_embed_queue;
 
 typedef struct hearth_embed_queue_stats {
     uint64_t batches, sequences, tokens, jobs_done, jobs_failed, jobs_cancelled;
+    uint64_t restarts;        /* passes given up to start over with more work */
+    double pass_fixed_ns;     /* the fitted fixed cost of a pass (0: not known yet) */
     int queued_jobs;
     uint64_t busy_ns;         /* time spent in forward passes */
 } hearth_embed_queue_stats;
@@ -68,6 +82,9 @@ hearth_embed_queue *hearth_embed_queue_new(hearth_embed_compute_fn compute, void
 void hearth_embed_queue_free(hearth_embed_queue *q);
 /* Any thread. The job must stay valid until its done callback has run. */
 int hearth_embed_queue_submit(hearth_embed_queue *q, hearth_embed_job *job);
+/* Fixes the fixed cost of a pass that restarts are weighed against (tests;
+ * 0: never restart), or with ns < 0 goes back to fitting it. */
+void hearth_embed_queue_pin_pass_cost(hearth_embed_queue *q, int64_t ns);
 void hearth_embed_queue_get_stats(hearth_embed_queue *q, hearth_embed_queue_stats *out);
 
 #endif

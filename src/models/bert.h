@@ -51,5 +51,11 @@ int hearth_bert_tokenize_spans(const hearth_bert *m, const char *text, size_t n,
  * scheduler thread per model calls it). */
 int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids, const int32_t *lens,
                       bool normalize, float *out, hearth_err *err);
+/* The same, asking stop(ctx, layers done, layers) after each layer but the
+ * last: when it says true, returns HEARTH_EAGAIN at once, out undefined (a
+ * batching scheduler gives up a pass it would rather start over bigger). */
+int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids,
+                                const int32_t *lens, bool normalize, float *out,
+                                bool (*stop)(void *ctx, int64_t done, int64_t total), void *ctx, hearth_err *err);
 
 #endif

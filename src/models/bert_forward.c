@@ -254,6 +254,13 @@ static int check_input(const hearth_bert *m, int n_seqs, const int32_t *const *i
 int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids, const int32_t *lens,
                       bool normalize, float *out, hearth_err *err)
 {
+    return hearth_bert_embed_stoppable(m, pool, n_seqs, ids, lens, normalize, out, NULL, NULL, err);
+}
+
+int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids,
+                                const int32_t *lens, bool normalize, float *out,
+                                bool (*stop)(void *ctx, int64_t done, int64_t total), void *ctx, hearth_err *err)
+{
     if (n_seqs < 0)
         return hearth_err_set(err, HEARTH_EINVAL, "bert: %d sequences", n_seqs);
     int rc = check_input(m, n_seqs, ids, lens, err);
@@ -294,8 +301,11 @@ int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32
     f.heads_per_task = (m->n_head + groups - 1) / groups;
 
     hearth_pool_run(pool, embed_task, &f, (f.T + f.rows_per_task - 1) / f.rows_per_task);
-    for (int64_t i = 0; i < m->n_layer && rc == 0; i++)
+    for (int64_t i = 0; i < m->n_layer && rc == 0; i++) {
         rc = run_layer(&f, pool, i, err);
+        if (rc == 0 && stop && i + 1 < m->n_layer && stop(ctx, i + 1, m->n_layer))
+            rc = HEARTH_EAGAIN;
+    }
     for (int s = 0; s < n_seqs && rc == 0; s++)
         pool_one(&f, s, normalize, out + (size_t)s * (size_t)h);
     free(buf);

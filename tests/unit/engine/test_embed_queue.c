@@ -1,5 +1,6 @@
 /* Unit tests for engine/embed_queue: batching by token budget, results routed
- * back to the right job and position, cancellation, the queue bound. The
+ * back to the right job and position, cancellation, the queue bound, passes
+ * given up and started over with more work. The
  * model is a fake whose vector for a sequence is a function of its ids. */
 #include "harness.h"
 
@@ -14,14 +15,45 @@
 #define DIM 4
 
 static _Atomic int g_max_batch_tokens_seen;
-static _Atomic int g_batches;
+static _Atomic int g_batches;   /* passes completed */
 static _Atomic int g_slow_ms;
+/* A pass has FAKE_STEPS steps with the scheduler's restart check between
+ * them. With g_gate_step set, a pass waits before that checkpoint until
+ * the test opens the gate (g_in_gate says it is waiting). */
+#define FAKE_STEPS 6
+static _Atomic int g_gate_step, g_in_gate, g_open, g_pass_tokens, g_gate_entries;
+
+static void gate(int step)
+{
+    if (step != atomic_load(&g_gate_step))
+        return;
+    atomic_fetch_add(&g_gate_entries, 1);
+    atomic_store(&g_in_gate, 1);
+    for (int i = 0; i < 5000 && !atomic_load(&g_open); i++)
+        usleep(1000);
+    atomic_store(&g_open, 0);
+    atomic_store(&g_in_gate, 0);
+}
 
 /* vector of a sequence: (sum of ids, len, first id, 1) */
-static int fake_compute(void *model, int n, const int32_t *const *ids, const int32_t *lens, float *out, hearth_err *err)
+static int fake_compute(void *model, int n, const int32_t *const *ids, const int32_t *lens, float *out,
+                        const hearth_embed_restart *restart, hearth_err *err)
 {
     (void)model;
     int tokens = 0;
+    for (int i = 0; i < n; i++)
+        tokens += lens[i];
+    atomic_store(&g_pass_tokens, tokens);
+    int ms = atomic_load(&g_slow_ms);
+    if (ms) {
+        struct timespec d = {0, ms * 1000000L};
+        nanosleep(&d, NULL);
+    }
+    for (int step = 1; step < FAKE_STEPS; step++) {
+        gate(step);
+        if (restart && restart->check(restart->ctx, step, FAKE_STEPS))
+            return HEARTH_EAGAIN;
+    }
     for (int i = 0; i < n; i++) {
         float sum = 0;
         for (int k = 0; k < lens[i]; k++)
@@ -30,17 +62,11 @@ static int fake_compute(void *model, int n, const int32_t *const *ids, const int
         out[i * DIM + 1] = (float)lens[i];
         out[i * DIM + 2] = (float)ids[i][0];
         out[i * DIM + 3] = 1;
-        tokens += lens[i];
     }
     int prev = atomic_load(&g_max_batch_tokens_seen);
     while (tokens > prev && !atomic_compare_exchange_weak(&g_max_batch_tokens_seen, &prev, tokens))
         ;
     atomic_fetch_add(&g_batches, 1);
-    int ms = atomic_load(&g_slow_ms);
-    if (ms) {
-        struct timespec d = {0, ms * 1000000L};
-        nanosleep(&d, NULL);
-    }
     return 0;
 }
 
@@ -197,6 +223,136 @@ static void queue_bound_and_cancel(void)
     hearth_embed_queue_free(q);
 }
 
+static void wait_in_gate(void)
+{
+    for (int i = 0; i < 5000 && !atomic_load(&g_in_gate); i++)
+        usleep(1000);
+    CHECK(atomic_load(&g_in_gate));
+}
+
+/* Job a runs alone; b, with at least as many tokens, arrives while a's pass
+ * is at its first checkpoint: the pass is given up and one pass runs both. */
+static void a_pass_restarts_when_new_work_would_double_it(void)
+{
+    hearth_embed_queue *q = hearth_embed_queue_new(fake_compute, NULL, DIM, 1000, 10, NULL);
+    hearth_embed_queue_pin_pass_cost(q, 60 * 1000000000LL); /* any pass is early */
+    atomic_store(&g_slow_ms, 0);
+    atomic_store(&g_batches, 0);
+    atomic_store(&g_max_batch_tokens_seen, 0);
+    atomic_store(&g_gate_step, 1);
+    tjob a, b;
+    make_job(&a, 1, 10, 4, false);
+    make_job(&b, 2, 20, 3, true);
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &a.job), HEARTH_OK);
+    wait_in_gate();
+    CHECK_EQ_INT(g_pass_tokens, 4);
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &b.job), HEARTH_OK);
+    atomic_store(&g_gate_step, 0);
+    atomic_store(&g_open, 1);
+    wait_done(&a);
+    wait_done(&b);
+    CHECK_EQ_INT(a.status, 0);
+    CHECK_EQ_INT(b.status, 0);
+    check_vectors(&a, 10, 4);
+    CHECK_NEAR(b.out[1] / b.out[3], 3, 1e-5); /* b is normalized: its len over its 1 */
+    CHECK_EQ_INT(g_batches, 1);
+    CHECK_EQ_INT(g_max_batch_tokens_seen, 10);
+    hearth_embed_queue_stats st;
+    hearth_embed_queue_get_stats(q, &st);
+    CHECK_EQ_INT(st.restarts, 1);
+    CHECK_EQ_INT(st.batches, 1);
+    CHECK_EQ_INT(st.sequences, 3);
+    CHECK_EQ_INT(st.tokens, 10);
+    free_job(&a);
+    free_job(&b);
+    hearth_embed_queue_free(q);
+}
+
+/* No restart when the new work would not double the pass (b is smaller than
+ * a), when the pass has spent more than a pass's fixed cost (pinned at 5 ms;
+ * the pass sleeps 30 before its checkpoint), when the fixed cost is not
+ * known (0), or when the new work does not fit the token budget. */
+static void a_pass_goes_on_when_a_restart_would_not_pay(void)
+{
+    struct {
+        int a_seqs, b_seqs, len, budget, batches, slow_ms;
+        int64_t pass_cost_ns;
+    } cases[] = {
+        {2, 1, 4, 1000, 2, 0, 60000000000}, /* b: 4 tokens after a's 8 */
+        {1, 2, 4, 1000, 2, 30, 5000000},    /* too late: 30 ms spent, the fixed cost 5 */
+        {1, 2, 4, 1000, 2, 0, 0},           /* the fixed cost is not known */
+        {1, 2, 4, 7, 3, 0, 60000000000},    /* a's 4 and b's first 4 exceed the budget of 7 (b's two go one by one) */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        hearth_embed_queue *q = hearth_embed_queue_new(fake_compute, NULL, DIM, (size_t)cases[c].budget, 10, NULL);
+        hearth_embed_queue_pin_pass_cost(q, cases[c].pass_cost_ns);
+        atomic_store(&g_slow_ms, cases[c].slow_ms);
+        atomic_store(&g_batches, 0);
+        atomic_store(&g_gate_step, 1);
+        tjob a, b;
+        make_job(&a, cases[c].a_seqs, 10, cases[c].len, false);
+        make_job(&b, cases[c].b_seqs, 50, cases[c].len, false);
+        CHECK_EQ_INT(hearth_embed_queue_submit(q, &a.job), HEARTH_OK);
+        wait_in_gate();
+        CHECK_EQ_INT(hearth_embed_queue_submit(q, &b.job), HEARTH_OK);
+        atomic_store(&g_gate_step, 0);
+        atomic_store(&g_open, 1);
+        wait_done(&a);
+        wait_done(&b);
+        check_vectors(&a, 10, cases[c].len);
+        check_vectors(&b, 50, cases[c].len);
+        hearth_embed_queue_stats st;
+        hearth_embed_queue_get_stats(q, &st);
+        CHECK_MSG(st.restarts == 0 && st.batches == (uint64_t)cases[c].batches, "case %zu: %llu restarts, %llu batches", c,
+                  (unsigned long long)st.restarts, (unsigned long long)st.batches);
+        free_job(&a);
+        free_job(&b);
+        hearth_embed_queue_free(q);
+    }
+    atomic_store(&g_slow_ms, 0);
+}
+
+/* Work that keeps doubling the pass restarts it at most RESTART_MAX (6)
+ * times; the 7th pass runs to the end with everything. */
+static void restarts_are_bounded(void)
+{
+    hearth_embed_queue *q = hearth_embed_queue_new(fake_compute, NULL, DIM, 100000, 20, NULL);
+    hearth_embed_queue_pin_pass_cost(q, 60 * 1000000000LL);
+    atomic_store(&g_slow_ms, 0);
+    atomic_store(&g_batches, 0);
+    atomic_store(&g_gate_step, 1);
+    atomic_store(&g_gate_entries, 0);
+    tjob jobs[8];
+    int total = 0, len = 4;
+    for (int k = 0; k < 8; k++) {
+        make_job(&jobs[k], 1, 1000 * k, len, false);
+        total += len;
+        CHECK_EQ_INT(hearth_embed_queue_submit(q, &jobs[k].job), HEARTH_OK);
+        if (k == 7)
+            atomic_store(&g_gate_step, 0);
+        if (k > 0)
+            atomic_store(&g_open, 1);
+        /* the next pass (of everything so far) waits at its checkpoint */
+        for (int i = 0; k < 7 && i < 5000 && atomic_load(&g_gate_entries) < k + 1; i++)
+            usleep(1000);
+        CHECK(k == 7 || atomic_load(&g_gate_entries) == k + 1);
+        CHECK(k == 7 || atomic_load(&g_pass_tokens) == total);
+        len = total; /* the next job doubles what is queued */
+    }
+    for (int k = 0; k < 8; k++) {
+        wait_done(&jobs[k]);
+        CHECK_EQ_INT(jobs[k].status, 0);
+    }
+    hearth_embed_queue_stats st;
+    hearth_embed_queue_get_stats(q, &st);
+    CHECK_EQ_INT(st.restarts, 6);
+    CHECK(st.batches >= 1 && st.batches <= 2);
+    CHECK_EQ_INT(st.sequences, 8);
+    for (int k = 0; k < 8; k++)
+        free_job(&jobs[k]);
+    hearth_embed_queue_free(q);
+}
+
 typedef struct producer {
     hearth_embed_queue *q;
     int id;
@@ -245,5 +401,8 @@ int main(void)
     RUN(normalize_is_per_job);
     RUN(queue_bound_and_cancel);
     RUN(concurrent_submitters);
+    RUN(a_pass_restarts_when_new_work_would_double_it);
+    RUN(a_pass_goes_on_when_a_restart_would_not_pay);
+    RUN(restarts_are_bounded);
     TEST_EXIT();
 }

@@ -427,6 +427,47 @@ static void test_embed_errors(void)
     hearth_bert_close(m);
 }
 
+typedef struct stop_probe {
+    int calls;
+    int64_t done, total;
+    bool answer;
+} stop_probe;
+
+static bool probe_stop(void *ctx, int64_t done, int64_t total)
+{
+    stop_probe *p = ctx;
+    p->calls++;
+    p->done = done;
+    p->total = total;
+    return p->answer;
+}
+
+/* The stop callback is asked after every layer but the last; saying no
+ * changes nothing (bit for bit), saying yes ends the pass with EAGAIN. */
+static void test_embed_stoppable(void)
+{
+    hearth_bert *m = open_ok(sub("good"), HEARTH_BERT_F32);
+    if (!m)
+        return;
+    static const int32_t s0[] = {2, 5, 6, 3}, s1[] = {2, 7, 8, 3};
+    const int32_t *ids[2] = {s0, s1};
+    int32_t lens[2] = {4, 4};
+    float plain[2 * H], out[2 * H];
+    hearth_err err = {0};
+    CHECK_EQ_INT(hearth_bert_embed(m, NULL, 2, ids, lens, true, plain, &err), 0);
+    stop_probe no = {0};
+    CHECK_EQ_INT(hearth_bert_embed_stoppable(m, NULL, 2, ids, lens, true, out, probe_stop, &no, &err), 0);
+    CHECK_EQ_INT(no.calls, NL - 1);
+    CHECK_EQ_INT(no.done, NL - 1);
+    CHECK_EQ_INT(no.total, NL);
+    CHECK(memcmp(plain, out, sizeof out) == 0);
+    stop_probe yes = {.answer = true};
+    CHECK_EQ_INT(hearth_bert_embed_stoppable(m, NULL, 2, ids, lens, true, out, probe_stop, &yes, &err), HEARTH_EAGAIN);
+    CHECK_EQ_INT(yes.calls, 1);
+    CHECK_EQ_INT(yes.done, 1);
+    hearth_bert_close(m);
+}
+
 static void test_gguf(void)
 {
     hearth_err err = {0};
@@ -496,6 +537,7 @@ int main(void)
     RUN(test_tokenize);
     RUN(test_forward_f32);
     RUN(test_embed_errors);
+    RUN(test_embed_stoppable);
     RUN(test_gguf);
     RUN(test_dtypes);
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
