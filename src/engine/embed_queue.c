@@ -71,7 +71,7 @@ struct hearth_embed_queue {
     bool b_gave_up;    /* restart_check said yes to the pass running */
     double b_c0;       /* c0_ns when the pass started */
     hearth_pass_fit fit; /* scheduler thread only */
-    double c0_ns;      /* under the lock: fit_c0 after the last pass, or the pinned value */
+    double c0_ns;      /* under the lock: hearth_pass_fit_c0 after the last pass, or the pinned value */
     bool c0_pinned;    /* under the lock */
 };
 

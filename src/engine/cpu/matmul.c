@@ -445,8 +445,6 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     return atomic_load(&j.failed) ? HEARTH_ENOMEM : 0;
 }
 
-
-
 struct hearth_cpu_prepacked {
     hearth_cpu_isa isa;
     hearth_dtype wt;
