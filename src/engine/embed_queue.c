@@ -132,12 +132,13 @@ static void unlink_job(hearth_embed_queue *q, hearth_embed_job *job)
     q->queued--;
 }
 
-/* Picks the next batch under the lock; returns its sequence count. Jobs that
- * are cancelled or fully scheduled are moved to *finished (linked by link). */
+/* Picks the next batch under the lock; returns its sequence count and sets
+ * b_tokens. Jobs that are cancelled or fully scheduled are moved to
+ * *finished (linked by link). */
 static int pick_batch(hearth_embed_queue *q, hearth_embed_job **finished)
 {
     int n = 0;
-    size_t tokens = 0;
+    q->b_tokens = 0;
     hearth_embed_job *job = q->head;
     while (job) {
         hearth_embed_job *next = job->link;
@@ -152,7 +153,7 @@ static int pick_batch(hearth_embed_queue *q, hearth_embed_job **finished)
         }
         while (job->next < job->n && !atomic_load(&job->cancelled)) {
             size_t len = (size_t)job->lens[job->next];
-            if (n > 0 && tokens + len > q->max_batch_tokens)
+            if (n > 0 && q->b_tokens + len > q->max_batch_tokens)
                 return n;
             if (!grow(q, n + 1))
                 return n;
@@ -162,7 +163,7 @@ static int pick_batch(hearth_embed_queue *q, hearth_embed_job **finished)
             q->b_index[n] = job->next;
             job->next++;
             n++;
-            tokens += len;
+            q->b_tokens += len;
         }
         job = next;
     }
@@ -174,7 +175,8 @@ static int pick_batch(hearth_embed_queue *q, hearth_embed_job **finished)
 static bool restart_check(void *ctx, int64_t done, int64_t total)
 {
     hearth_embed_queue *q = ctx;
-    if (q->b_restarts >= RESTART_MAX || (double)(hearth_now_ns() - q->b_t0) >= q->b_c0)
+    double spent = (double)(hearth_now_ns() - q->b_t0);
+    if (q->b_restarts >= RESTART_MAX || spent >= q->b_c0)
         return false;
     size_t tokens = q->b_tokens, added = 0;
     pthread_mutex_lock(&q->lock);
@@ -194,7 +196,7 @@ out:
     if (added < q->b_tokens)
         return false;
     q->b_gave_up = true;
-    hearth_pass_fit_add(&q->fit, (double)q->b_tokens, (double)(hearth_now_ns() - q->b_t0) * (double)total / (double)done);
+    hearth_pass_fit_add(&q->fit, (double)q->b_tokens, spent * (double)total / (double)done); /* at its pace so far */
     return true;
 }
 
@@ -247,9 +249,6 @@ static void *scheduler(void *arg)
         if (n == 0)
             continue;
         hearth_err err = {0};
-        q->b_tokens = 0;
-        for (int i = 0; i < n; i++)
-            q->b_tokens += (size_t)q->b_lens[i];
         q->b_gave_up = false;
         const hearth_embed_restart restart = {restart_check, q};
         uint64_t t0 = q->b_t0 = hearth_now_ns();
