@@ -136,6 +136,15 @@ int hearth_cpu_matmul_prepacked_group(hearth_pool *pool, const hearth_cpu_prepac
  * is done with matmuls); the next call on this thread allocates again. */
 void hearth_cpu_matmul_release_scratch(void);
 
+/* At least bytes of 64-byte aligned memory kept by the calling thread for a
+ * model's forward pass (its activations), valid until this thread asks
+ * again or releases; NULL above HEARTH_PASS_SCRATCH_MAX or when memory is
+ * short (the caller then mallocs). Passes that malloc'd and freed their
+ * buffer each time had glibc map and unmap it, and with two engines in one
+ * process every unmap interrupted the other core to flush its TLB. */
+#define HEARTH_PASS_SCRATCH_MAX ((size_t)64 << 20)
+void *hearth_cpu_pass_scratch(size_t bytes);
+
 /* The scalar oracle: each W row dequantized to f32 and dotted with each
  * unquantized X row, accumulating in double. Slow; for tests. */
 int hearth_cpu_matmul_ref(hearth_pool *pool, hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N,

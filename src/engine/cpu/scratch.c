@@ -68,6 +68,11 @@ void *hearth_cpu_scratch(int slot, size_t bytes)
     return s->p[slot];
 }
 
+void *hearth_cpu_pass_scratch(size_t bytes)
+{
+    return bytes <= HEARTH_PASS_SCRATCH_MAX ? hearth_cpu_scratch(HEARTH_SCRATCH_PASS, bytes) : NULL;
+}
+
 void hearth_cpu_matmul_release_scratch(void)
 {
     release(&tls);
