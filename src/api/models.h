@@ -23,12 +23,21 @@ typedef struct hearth_embed_opts {
     enum hearth_bert_dtype dtype;
 } hearth_embed_opts;
 
-typedef struct hearth_embed_model {
+typedef struct hearth_embed_model hearth_embed_model;
+
+/* What one engine of an encoder's queue computes with. */
+typedef struct hearth_embed_engine {
+    hearth_embed_model *m;
+    hearth_pool *pool;           /* borrowed: hearth_api_state's embed_pools[i] */
+} hearth_embed_engine;
+
+struct hearth_embed_model {
     hearth_api_model *info;      /* its /v1/models entry */
     hearth_bert *bert;
     hearth_embed_queue *queue;
-    hearth_pool *pool;           /* borrowed from hearth_api_state */
-} hearth_embed_model;
+    hearth_embed_engine engines[HEARTH_EMBED_ENGINES_MAX];
+    hearth_embed_engine wide;    /* a lone request's pass: on the shared pool, every thread */
+};
 
 /* Options of the generation family, from serve's flags. */
 typedef struct hearth_gen_opts {
@@ -58,6 +67,11 @@ typedef struct hearth_gen_entry {
 
 struct hearth_api_state {
     hearth_pool *pool;           /* the compute threads, shared by the models */
+    /* the encoders' engines' pools (engine i of every encoder runs on
+     * embed_pools[i]): one, st->pool itself, or n_embed_pools of
+     * compute_threads / n_embed_pools threads each */
+    hearth_pool *embed_pools[HEARTH_EMBED_ENGINES_MAX];
+    int n_embed_pools;
     hearth_embed_opts embed;
     hearth_embed_model embed_models[HEARTH_API_MAX_MODELS];
     int n_embed;

@@ -31,7 +31,26 @@
  * of e < c0, passes of 100+ tokens were restarted too and 8 sentences per
  * request lost 9%. Measured on MiniLM (bench/RESULTS.md): at 1 sentence per
  * request passes of mostly 7-8, sentences/s +9.6% (8 interleaved rounds, all
- * better); at 8 per request a few restarts per thousand sequences. */
+ * better); at 8 per request a few restarts per thousand sequences.
+ *
+ * Engines: a queue may have several scheduler threads (engines), each with
+ * its own compute argument (in the server: its own share of the compute
+ * threads), running passes at the same time from the one queue. On the
+ * 2-core Zen 5, two one-thread engines served MiniLM +5% at 1 sentence per
+ * request and +14% at 8 against one two-thread engine (interleaved rounds,
+ * bench/RESULTS.md 2026-12-02): a one-thread pass has no barriers between
+ * its steps and no activations crossing cores, a core the hypervisor takes
+ * away stalls one pass instead of both, and one engine computes while the
+ * other answers. Rules: an engine picking while others wait takes its share
+ * (1 / (waiting + 1) of the queued tokens) and wakes one; a pass is not
+ * restarted while an engine waits (that engine takes the new work) nor when
+ * another engine picked sequences of its jobs after it (its unpick would
+ * hand them out twice); a job's sequences may be split across engines and
+ * the job completes when the last comes back. A lone request (every other
+ * engine waiting, nothing else queued) runs wide, on every thread
+ * (hearth_embed_queue_set_wide), so one engine per thread costs an idle
+ * server no latency (MiniLM, 1 connection: p50 2.6 ms, 3.3 ms without); the
+ * other engines start nothing until it ends. */
 #include "embed_queue.h"
 #include "pass_fit.h"
 
@@ -45,34 +64,47 @@
 
 #define RESTART_MAX 6
 
-struct hearth_embed_queue {
-    hearth_embed_compute_fn compute;
-    void *model;
-    int64_t dim;
-    size_t max_batch_tokens;
-    int max_jobs;
+/* One scheduler thread and what it alone touches: the batch it is forming
+ * or running, and its fit of the pass cost. */
+typedef struct engine {
+    hearth_embed_queue *q;
+    void *model;       /* the compute callback's first argument */
     pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    hearth_embed_job *head, *tail;
-    int queued;
-    bool stopping;
-    hearth_embed_queue_stats stats;
-    /* batch scratch, grown as needed, used by the scheduler thread only */
+    /* batch scratch, grown as needed */
     const int32_t **b_ids;
     int32_t *b_lens;
     hearth_embed_job **b_job;
     int *b_index;
     float *b_out;
     int b_cap;
+    int b_n;           /* sequences in the batch running */
     size_t b_tokens;   /* of the batch running */
     uint64_t b_t0;     /* when its pass started */
     int b_restarts;    /* times the batch being formed was given up */
     bool b_gave_up;    /* restart_check said yes to the pass running */
     double b_c0;       /* c0_ns when the pass started */
-    hearth_pass_fit fit; /* scheduler thread only */
-    double c0_ns;      /* under the lock: hearth_pass_fit_c0 after the last pass, or the pinned value */
-    bool c0_pinned;    /* under the lock */
+    hearth_pass_fit fit;
+} engine;
+
+struct hearth_embed_queue {
+    hearth_embed_compute_fn compute;
+    int64_t dim;
+    size_t max_batch_tokens;
+    int max_jobs;
+    engine *engines;
+    int n_engines, n_started;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    /* the rest under the lock */
+    hearth_embed_job *head, *tail;
+    int queued;
+    int n_idle;        /* engines waiting for work */
+    void *wide_model;  /* compute's argument for a pass on every thread, or NULL */
+    bool wide_running; /* a wide pass runs: the other engines wait */
+    bool stopping;
+    hearth_embed_queue_stats stats;
+    double c0_ns;      /* hearth_pass_fit_c0 after the last pass of any engine, or the pinned value */
+    bool c0_pinned;
 };
 
 static void l2_normalize(float *v, int64_t n)
@@ -87,7 +119,7 @@ static void l2_normalize(float *v, int64_t n)
         v[i] *= inv;
 }
 
-static bool grow(hearth_embed_queue *q, int need)
+static bool grow(engine *q, int need)
 {
     if (need <= q->b_cap)
         return true;
@@ -106,7 +138,7 @@ static bool grow(hearth_embed_queue *q, int need)
     int *index = realloc(q->b_index, (size_t)cap * sizeof *index);
     if (index)
         q->b_index = index;
-    float *out = realloc(q->b_out, (size_t)cap * (size_t)q->dim * sizeof *out);
+    float *out = realloc(q->b_out, (size_t)cap * (size_t)q->q->dim * sizeof *out);
     if (out)
         q->b_out = out;
     if (!ids || !lens || !job || !index || !out)
@@ -132,13 +164,31 @@ static void unlink_job(hearth_embed_queue *q, hearth_embed_job *job)
     q->queued--;
 }
 
-/* Picks the next batch under the lock; returns its sequence count and sets
- * b_tokens. Jobs that are cancelled or fully scheduled are moved to
- * *finished (linked by link). */
-static int pick_batch(hearth_embed_queue *q, hearth_embed_job **finished)
+/* Tokens of the sequences not yet scheduled, counted up to cap (the lock is
+ * held). */
+static size_t queued_tokens(const hearth_embed_queue *q, size_t cap)
 {
+    size_t tokens = 0;
+    for (const hearth_embed_job *job = q->head; job && tokens < cap; job = job->link)
+        for (int i = job->next; i < job->n && tokens < cap && !atomic_load(&job->cancelled); i++)
+            tokens += (size_t)job->lens[i];
+    return tokens;
+}
+
+/* Picks e's next batch under the lock; returns its sequence count and sets
+ * b_tokens. Jobs that are cancelled or fully scheduled are moved to
+ * *finished (linked by link). With other engines waiting, the batch is this
+ * engine's share of what is queued (see "Engines"), at least one sequence. */
+static int pick_batch(engine *e, hearth_embed_job **finished)
+{
+    hearth_embed_queue *q = e->q;
+    size_t budget = q->max_batch_tokens;
+    if (q->n_idle > 0) {
+        size_t ways = (size_t)q->n_idle + 1, avail = queued_tokens(q, budget * ways);
+        budget = (avail + ways - 1) / ways < budget ? (avail + ways - 1) / ways : budget;
+    }
     int n = 0;
-    q->b_tokens = 0;
+    e->b_tokens = 0;
     hearth_embed_job *job = q->head;
     while (job) {
         hearth_embed_job *next = job->link;
@@ -153,37 +203,54 @@ static int pick_batch(hearth_embed_queue *q, hearth_embed_job **finished)
         }
         while (job->next < job->n && !atomic_load(&job->cancelled)) {
             size_t len = (size_t)job->lens[job->next];
-            if (n > 0 && q->b_tokens + len > q->max_batch_tokens)
+            if (n > 0 && e->b_tokens + len > budget)
                 return n;
-            if (!grow(q, n + 1))
+            if (!grow(e, n + 1))
                 return n;
-            q->b_ids[n] = job->ids[job->next];
-            q->b_lens[n] = job->lens[job->next];
-            q->b_job[n] = job;
-            q->b_index[n] = job->next;
+            e->b_ids[n] = job->ids[job->next];
+            e->b_lens[n] = job->lens[job->next];
+            e->b_job[n] = job;
+            e->b_index[n] = job->next;
             job->next++;
             n++;
-            q->b_tokens += len;
+            e->b_tokens += len;
         }
         job = next;
     }
     return n;
 }
 
+/* Whether unpick(e, all) would be right (the lock is held): no engine has
+ * picked sequences of e's jobs after e's, so each job's run in the batch
+ * still ends where the job's next is. */
+static bool unpickable(const engine *e)
+{
+    int n = e->b_n;
+    for (int i = 0; i < n; i++)
+        if ((i + 1 == n || e->b_job[i + 1] != e->b_job[i]) && e->b_job[i]->next != e->b_index[i] + 1)
+            return false;
+    return true;
+}
+
 /* hearth_embed_restart's check: see "Restarts" at the top. Walks the
  * sequences not yet scheduled in pick_batch's order and budget. */
 static bool restart_check(void *ctx, int64_t done, int64_t total)
 {
-    hearth_embed_queue *q = ctx;
-    double spent = (double)(hearth_now_ns() - q->b_t0);
-    if (q->b_restarts >= RESTART_MAX || spent >= q->b_c0)
+    engine *e = ctx;
+    hearth_embed_queue *q = e->q;
+    double spent = (double)(hearth_now_ns() - e->b_t0);
+    if (e->b_restarts >= RESTART_MAX || spent >= e->b_c0)
         return false;
-    size_t tokens = q->b_tokens, added = 0;
+    size_t tokens = e->b_tokens, added = 0;
     pthread_mutex_lock(&q->lock);
-    for (hearth_embed_job *job = q->head; job && added < q->b_tokens; job = job->link) {
+    if (q->n_idle > 0 || !unpickable(e)) {
+        pthread_mutex_unlock(&q->lock);
+        return false;
+    }
+    for (hearth_embed_job *job = q->head; job && added < e->b_tokens; job = job->link) {
         if (atomic_load(&job->cancelled))
             continue;
-        for (int i = job->next; i < job->n && added < q->b_tokens; i++) {
+        for (int i = job->next; i < job->n && added < e->b_tokens; i++) {
             size_t len = (size_t)job->lens[i];
             if (tokens + len > q->max_batch_tokens)
                 goto out;
@@ -193,20 +260,20 @@ static bool restart_check(void *ctx, int64_t done, int64_t total)
     }
 out:
     pthread_mutex_unlock(&q->lock);
-    if (added < q->b_tokens)
+    if (added < e->b_tokens)
         return false;
-    q->b_gave_up = true;
-    hearth_pass_fit_add(&q->fit, (double)q->b_tokens, spent * (double)total / (double)done); /* at its pace so far */
+    e->b_gave_up = true;
+    hearth_pass_fit_add(&e->fit, (double)e->b_tokens, spent * (double)total / (double)done); /* at its pace so far */
     return true;
 }
 
 /* Puts the batch's sequences back (the lock is held): each job's picked
  * sequences are a run from its old next. */
-static void unpick(hearth_embed_queue *q, int n)
+static void unpick(engine *e, int n)
 {
     for (int i = 0; i < n; i++)
-        if (q->b_job[i]->next > q->b_index[i])
-            q->b_job[i]->next = q->b_index[i];
+        if (e->b_job[i]->next > e->b_index[i])
+            e->b_job[i]->next = e->b_index[i];
 }
 
 static void finish_jobs(hearth_embed_queue *q, hearth_embed_job *list)
@@ -231,56 +298,71 @@ static void finish_jobs(hearth_embed_queue *q, hearth_embed_job *list)
 
 static void *scheduler(void *arg)
 {
-    hearth_embed_queue *q = arg;
+    engine *e = arg;
+    hearth_embed_queue *q = e->q;
     for (;;) {
         hearth_embed_job *finished = NULL;
         pthread_mutex_lock(&q->lock);
-        while (!q->stopping && !q->head)
+        q->n_idle++;
+        while (!q->stopping && (!q->head || q->wide_running))
             pthread_cond_wait(&q->wake, &q->lock);
+        q->n_idle--;
         if (q->stopping) {
             pthread_mutex_unlock(&q->lock);
             break;
         }
-        int n = pick_batch(q, &finished);
-        q->b_c0 = q->c0_ns;
+        int n = e->b_n = pick_batch(e, &finished);
+        if (q->n_idle > 0 && queued_tokens(q, 1) > 0)
+            pthread_cond_signal(&q->wake); /* the rest is another engine's */
+        e->b_c0 = q->c0_ns;
+        /* alone with nothing else queued: the pass takes every thread */
+        bool wide = n > 0 && q->wide_model && q->n_idle == q->n_engines - 1 && queued_tokens(q, 1) == 0;
+        q->wide_running = wide;
         pthread_mutex_unlock(&q->lock);
         finish_jobs(q, finished);
         finished = NULL;
         if (n == 0)
             continue;
         hearth_err err = {0};
-        q->b_gave_up = false;
-        const hearth_embed_restart restart = {restart_check, q};
-        uint64_t t0 = q->b_t0 = hearth_now_ns();
-        int rc = q->compute(q->model, n, q->b_ids, q->b_lens, q->b_out, q->b_c0 > 0 ? &restart : NULL, &err);
+        e->b_gave_up = false;
+        const hearth_embed_restart restart = {restart_check, e};
+        uint64_t t0 = e->b_t0 = hearth_now_ns();
+        int rc = q->compute(wide ? q->wide_model : e->model, n, e->b_ids, e->b_lens, e->b_out,
+                            e->b_c0 > 0 && !wide ? &restart : NULL, &err);
         uint64_t t1 = hearth_now_ns();
-        if (rc == 0)
-            hearth_pass_fit_add(&q->fit, (double)q->b_tokens, (double)(t1 - t0));
-        double c0 = hearth_pass_fit_c0(&q->fit);
-        if (rc == HEARTH_EAGAIN && q->b_gave_up) {
+        if (wide) {
+            pthread_mutex_lock(&q->lock);
+            q->wide_running = false;
+            pthread_cond_broadcast(&q->wake); /* work that arrived meanwhile */
+            pthread_mutex_unlock(&q->lock);
+        }
+        if (rc == 0 && !wide) /* the fit is of this engine's own passes */
+            hearth_pass_fit_add(&e->fit, (double)e->b_tokens, (double)(t1 - t0));
+        double c0 = hearth_pass_fit_c0(&e->fit);
+        if (rc == HEARTH_EAGAIN && e->b_gave_up) {
             pthread_mutex_lock(&q->lock);
             if (!q->c0_pinned)
                 q->c0_ns = c0;
-            unpick(q, n);
+            unpick(e, n);
             q->stats.restarts++;
             q->stats.busy_ns += t1 - t0;
             pthread_mutex_unlock(&q->lock);
-            q->b_restarts++;
+            e->b_restarts++;
             continue;
         }
-        q->b_restarts = 0;
+        e->b_restarts = 0;
         if (rc == HEARTH_EAGAIN)
             hearth_err_set(&err, rc, "the forward pass stopped unasked");
         if (rc)
             HLOG_ERROR("embedding batch of %d sequences failed: %s", n, err.msg);
         pthread_mutex_lock(&q->lock);
         for (int i = 0; i < n; i++) {
-            hearth_embed_job *job = q->b_job[i];
+            hearth_embed_job *job = e->b_job[i];
             if (rc) {
                 job->status = rc;
             } else {
-                float *dst = job->out + (size_t)q->b_index[i] * (size_t)q->dim;
-                memcpy(dst, q->b_out + (size_t)i * (size_t)q->dim, (size_t)q->dim * sizeof(float));
+                float *dst = job->out + (size_t)e->b_index[i] * (size_t)q->dim;
+                memcpy(dst, e->b_out + (size_t)i * (size_t)q->dim, (size_t)q->dim * sizeof(float));
                 if (job->normalize)
                     l2_normalize(dst, q->dim);
             }
@@ -300,7 +382,7 @@ static void *scheduler(void *arg)
         }
         q->stats.batches++;
         q->stats.sequences += (uint64_t)n;
-        q->stats.tokens += q->b_tokens;
+        q->stats.tokens += e->b_tokens;
         if (!q->c0_pinned)
             q->c0_ns = c0;
         q->stats.busy_ns += t1 - t0;
@@ -310,34 +392,63 @@ static void *scheduler(void *arg)
     return NULL;
 }
 
-hearth_embed_queue *hearth_embed_queue_new(hearth_embed_compute_fn compute, void *model, int64_t dim,
-                                           size_t max_batch_tokens, int max_jobs, hearth_err *err)
+static void free_engine(engine *e)
 {
-    if (dim <= 0 || max_batch_tokens == 0 || max_jobs <= 0) {
-        hearth_err_set(err, HEARTH_EINVAL, "embed queue: dim %lld, max batch tokens %zu, max jobs %d must be positive",
-                       (long long)dim, max_batch_tokens, max_jobs);
+    free(e->b_ids);
+    free(e->b_lens);
+    free(e->b_job);
+    free(e->b_index);
+    free(e->b_out);
+}
+
+hearth_embed_queue *hearth_embed_queue_new_engines(hearth_embed_compute_fn compute, void *const *models,
+                                                   int n_engines, int64_t dim, size_t max_batch_tokens, int max_jobs,
+                                                   hearth_err *err)
+{
+    if (dim <= 0 || max_batch_tokens == 0 || max_jobs <= 0 || n_engines < 1 || n_engines > HEARTH_EMBED_ENGINES_MAX) {
+        hearth_err_set(err, HEARTH_EINVAL,
+                       "embed queue: dim %lld, max batch tokens %zu, max jobs %d must be positive, engines %d in 1..%d",
+                       (long long)dim, max_batch_tokens, max_jobs, n_engines, HEARTH_EMBED_ENGINES_MAX);
         return NULL;
     }
     hearth_embed_queue *q = calloc(1, sizeof *q);
-    if (!q) {
+    engine *engines = q ? calloc((size_t)n_engines, sizeof *engines) : NULL;
+    if (!engines) {
+        free(q);
         hearth_err_set(err, HEARTH_ENOMEM, "embed queue: out of memory");
         return NULL;
     }
     q->compute = compute;
-    q->model = model;
     q->dim = dim;
     q->max_batch_tokens = max_batch_tokens;
     q->max_jobs = max_jobs;
+    q->engines = engines;
+    q->n_engines = n_engines;
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->wake, NULL);
-    if (pthread_create(&q->thread, NULL, scheduler, q) != 0) {
-        hearth_err_set(err, HEARTH_EIO, "embed queue: cannot start the scheduler thread");
-        pthread_mutex_destroy(&q->lock);
-        pthread_cond_destroy(&q->wake);
-        free(q);
-        return NULL;
+    for (int i = 0; i < n_engines; i++) {
+        engines[i] = (engine){.q = q, .model = models[i]};
+        if (pthread_create(&engines[i].thread, NULL, scheduler, &engines[i]) != 0) {
+            hearth_err_set(err, HEARTH_EIO, "embed queue: cannot start scheduler thread %d of %d", i + 1, n_engines);
+            hearth_embed_queue_free(q);
+            return NULL;
+        }
+        q->n_started++;
     }
     return q;
+}
+
+void hearth_embed_queue_set_wide(hearth_embed_queue *q, void *wide_model)
+{
+    pthread_mutex_lock(&q->lock);
+    q->wide_model = q->n_engines > 1 ? wide_model : NULL;
+    pthread_mutex_unlock(&q->lock);
+}
+
+hearth_embed_queue *hearth_embed_queue_new(hearth_embed_compute_fn compute, void *model, int64_t dim,
+                                           size_t max_batch_tokens, int max_jobs, hearth_err *err)
+{
+    return hearth_embed_queue_new_engines(compute, &model, 1, dim, max_batch_tokens, max_jobs, err);
 }
 
 void hearth_embed_queue_free(hearth_embed_queue *q)
@@ -346,20 +457,19 @@ void hearth_embed_queue_free(hearth_embed_queue *q)
         return;
     pthread_mutex_lock(&q->lock);
     q->stopping = true;
-    pthread_cond_signal(&q->wake);
+    pthread_cond_broadcast(&q->wake);
     pthread_mutex_unlock(&q->lock);
-    pthread_join(q->thread, NULL);
+    for (int i = 0; i < q->n_started; i++)
+        pthread_join(q->engines[i].thread, NULL);
     hearth_embed_job *job = q->head;
     while (job) {
         hearth_embed_job *next = job->link;
         job->done(job, HEARTH_ENOTFOUND, "the server is shutting down");
         job = next;
     }
-    free(q->b_ids);
-    free(q->b_lens);
-    free(q->b_job);
-    free(q->b_index);
-    free(q->b_out);
+    for (int i = 0; i < q->n_engines; i++)
+        free_engine(&q->engines[i]);
+    free(q->engines);
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->wake);
     free(q);

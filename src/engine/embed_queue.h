@@ -1,7 +1,8 @@
 /* embed_queue.h: dynamic batching for encoder models.
  *
- * Requests (jobs) of one or more token sequences wait in a bounded queue; one
- * scheduler thread per model packs sequences from the head of the queue into
+ * Requests (jobs) of one or more token sequences wait in a bounded queue; a
+ * scheduler thread (an engine; a model may have several, each running its
+ * own passes) packs sequences from the head of the queue into
  * a batch of at most max_batch_tokens tokens (at least one sequence), runs it
  * as one forward pass through the compute callback, and hands each job its
  * vectors when all its sequences are done. There is no wait window: an idle
@@ -9,7 +10,8 @@
  * forward pass form the next batch, so batching grows with load and costs an
  * idle server nothing. A pass that has spent less than a pass's fixed cost
  * (fitted to recent passes) is given up and started over with the work that
- * arrived meanwhile: see embed_queue.c.
+ * arrived meanwhile; with several engines, those waiting share what is
+ * queued: see embed_queue.c.
  *
  * The engine knows nothing of models or HTTP: the model is reached through
  * the compute callback, the client through the job's done callback. */
@@ -74,11 +76,25 @@ typedef struct hearth_embed_queue_stats {
     uint64_t busy_ns;         /* time spent in forward passes */
 } hearth_embed_queue_stats;
 
-/* Starts the scheduler thread. max_jobs bounds the queue (past it, submit says
+/* Starts one scheduler thread (one engine). max_jobs bounds the queue (past it, submit says
  * HEARTH_ELIMIT: the caller answers 429). */
 hearth_embed_queue *hearth_embed_queue_new(hearth_embed_compute_fn compute, void *model, int64_t dim,
                                            size_t max_batch_tokens, int max_jobs, hearth_err *err);
-/* Stops the thread; jobs still queued get done(HEARTH_ENOTFOUND). NULL is a no-op. */
+/* Most engines per queue. */
+#define HEARTH_EMBED_ENGINES_MAX 64
+/* n_engines scheduler threads on one queue, each running its own passes at
+ * once with the others: engine i calls compute(models[i], ...), so each can
+ * hold its own thread pool. See "Engines" in embed_queue.c. */
+hearth_embed_queue *hearth_embed_queue_new_engines(hearth_embed_compute_fn compute, void *const *models,
+                                                   int n_engines, int64_t dim, size_t max_batch_tokens, int max_jobs,
+                                                   hearth_err *err);
+/* With several engines: a pass picked while every other engine waits and
+ * nothing else is queued (a lone request) runs as compute(wide_model, ...),
+ * which may use every thread; the other engines start nothing until it
+ * ends, and it is not restarted. NULL (the default) turns this off. Call
+ * before the first submit. */
+void hearth_embed_queue_set_wide(hearth_embed_queue *q, void *wide_model);
+/* Stops the threads; jobs still queued get done(HEARTH_ENOTFOUND). NULL is a no-op. */
 void hearth_embed_queue_free(hearth_embed_queue *q);
 /* Any thread. The job must stay valid until its done callback has run. */
 int hearth_embed_queue_submit(hearth_embed_queue *q, hearth_embed_job *job);

@@ -35,11 +35,36 @@ static void gate(int step)
     atomic_store(&g_in_gate, 0);
 }
 
+static int fake_pass(int n, const int32_t *const *ids, const int32_t *lens, float *out,
+                     const hearth_embed_restart *restart);
+
+/* Engines: the fake model of engine i is &g_engine_ids[i]; passes record
+ * who ran them, how many ran at once and their sizes. */
+#define MAX_PASSES 256
+static int g_engine_ids[4] = {0, 1, 2, 3};
+static _Atomic int g_running, g_max_running, g_n_passes;
+static _Atomic int g_pass_engine[MAX_PASSES], g_pass_seqs[MAX_PASSES];
+
 /* vector of a sequence: (sum of ids, len, first id, 1) */
 static int fake_compute(void *model, int n, const int32_t *const *ids, const int32_t *lens, float *out,
                         const hearth_embed_restart *restart, hearth_err *err)
 {
-    (void)model;
+    int running = atomic_fetch_add(&g_running, 1) + 1, seen = atomic_load(&g_max_running);
+    while (running > seen && !atomic_compare_exchange_weak(&g_max_running, &seen, running))
+        ;
+    int pass = atomic_fetch_add(&g_n_passes, 1);
+    if (pass < MAX_PASSES) {
+        atomic_store(&g_pass_engine[pass], model ? *(const int *)model : -1);
+        atomic_store(&g_pass_seqs[pass], n);
+    }
+    int rc = fake_pass(n, ids, lens, out, restart);
+    atomic_fetch_sub(&g_running, 1);
+    return rc;
+}
+
+static int fake_pass(int n, const int32_t *const *ids, const int32_t *lens, float *out,
+                     const hearth_embed_restart *restart)
+{
     int tokens = 0;
     for (int i = 0; i < n; i++)
         tokens += lens[i];
@@ -394,6 +419,169 @@ static void concurrent_submitters(void)
     hearth_embed_queue_free(q);
 }
 
+static void reset_passes(void)
+{
+    atomic_store(&g_running, 0);
+    atomic_store(&g_max_running, 0);
+    atomic_store(&g_n_passes, 0);
+}
+
+static hearth_embed_queue *two_engines(size_t budget, int max_jobs)
+{
+    void *models[2] = {&g_engine_ids[0], &g_engine_ids[1]};
+    hearth_embed_queue *q = hearth_embed_queue_new_engines(fake_compute, models, 2, DIM, budget, max_jobs, NULL);
+    CHECK(q != NULL);
+    hearth_embed_queue_pin_pass_cost(q, 0); /* no restarts: passes as picked */
+    usleep(20000);                          /* both engines waiting */
+    return q;
+}
+
+/* Two engines run passes at the same time, each on its own model pointer,
+ * and every job still gets its own vectors once. */
+static void engines_run_passes_at_once(void)
+{
+    reset_passes();
+    atomic_store(&g_slow_ms, 20);
+    hearth_embed_queue *q = two_engines(16, 100);
+    tjob jobs[12];
+    for (int j = 0; j < 12; j++) {
+        make_job(&jobs[j], 1 + j % 3, j * 1000, 4, false);
+        CHECK_EQ_INT(hearth_embed_queue_submit(q, &jobs[j].job), HEARTH_OK);
+    }
+    for (int j = 0; j < 12; j++) {
+        wait_done(&jobs[j]);
+        CHECK_EQ_INT(jobs[j].status, 0);
+        check_vectors(&jobs[j], j * 1000, 4);
+        free_job(&jobs[j]);
+    }
+    CHECK_EQ_INT(atomic_load(&g_max_running), 2);
+    int by[2] = {0, 0}, n = atomic_load(&g_n_passes);
+    for (int i = 0; i < n && i < MAX_PASSES; i++) {
+        int e = atomic_load(&g_pass_engine[i]);
+        CHECK(e == 0 || e == 1);
+        if (e == 0 || e == 1)
+            by[e]++;
+    }
+    CHECK(by[0] > 0 && by[1] > 0);
+    hearth_embed_queue_stats st;
+    hearth_embed_queue_get_stats(q, &st);
+    CHECK_EQ_INT(st.jobs_done, 12);
+    CHECK_EQ_INT(st.sequences, 24);
+    hearth_embed_queue_free(q);
+    atomic_store(&g_slow_ms, 0);
+}
+
+/* With the other engine waiting, an engine takes half of what is queued and
+ * the other the rest: one job of 8 equal sequences runs as two passes of 4,
+ * one per engine, and completes once with all 8 vectors. */
+static void waiting_engines_share_the_queue(void)
+{
+    reset_passes();
+    atomic_store(&g_slow_ms, 20);
+    hearth_embed_queue *q = two_engines(1000, 10);
+    tjob t;
+    make_job(&t, 8, 300, 5, false);
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &t.job), HEARTH_OK);
+    wait_done(&t);
+    CHECK_EQ_INT(t.status, 0);
+    check_vectors(&t, 300, 5);
+    CHECK_EQ_INT(atomic_load(&g_n_passes), 2);
+    CHECK_EQ_INT(atomic_load(&g_pass_seqs[0]), 4);
+    CHECK_EQ_INT(atomic_load(&g_pass_seqs[1]), 4);
+    CHECK(atomic_load(&g_pass_engine[0]) != atomic_load(&g_pass_engine[1]));
+    CHECK_EQ_INT(atomic_load(&g_max_running), 2);
+    hearth_embed_queue_stats st;
+    hearth_embed_queue_get_stats(q, &st);
+    CHECK_EQ_INT(st.jobs_done, 1);
+    free_job(&t);
+    hearth_embed_queue_free(q);
+    atomic_store(&g_slow_ms, 0);
+}
+
+/* A busy engine leaves nothing for later: with the other engine running, an
+ * engine that comes free takes all that is queued (within the budget). */
+static void a_lone_free_engine_takes_everything(void)
+{
+    reset_passes();
+    hearth_embed_queue *q = two_engines(1000, 10);
+    atomic_store(&g_gate_step, 1); /* the first pass waits at its first checkpoint */
+    tjob first, rest[3];
+    make_job(&first, 1, 1, 3, false);
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &first.job), HEARTH_OK);
+    for (int i = 0; i < 2000 && !atomic_load(&g_in_gate); i++)
+        usleep(1000);
+    CHECK(atomic_load(&g_in_gate));
+    atomic_store(&g_gate_step, 0);
+    /* the other engine picks these up; it cannot share with a busy one */
+    atomic_store(&g_slow_ms, 30);
+    for (int j = 0; j < 3; j++) {
+        make_job(&rest[j], 2, 1000 * (j + 1), 3, false);
+        CHECK_EQ_INT(hearth_embed_queue_submit(q, &rest[j].job), HEARTH_OK);
+    }
+    for (int j = 0; j < 3; j++) {
+        wait_done(&rest[j]);
+        CHECK_EQ_INT(rest[j].status, 0);
+        check_vectors(&rest[j], 1000 * (j + 1), 3);
+    }
+    atomic_store(&g_open, 1);
+    wait_done(&first);
+    CHECK_EQ_INT(first.status, 0);
+    check_vectors(&first, 1, 3);
+    /* pass 0 is the gated one; the 6 later sequences ran in at most 2
+     * passes (the first submit may be picked alone before the others land) */
+    int n = atomic_load(&g_n_passes);
+    CHECK(n >= 2 && n <= 3);
+    int later = 0;
+    for (int i = 1; i < n; i++)
+        later += atomic_load(&g_pass_seqs[i]);
+    CHECK_EQ_INT(later, 6);
+    free_job(&first);
+    for (int j = 0; j < 3; j++)
+        free_job(&rest[j]);
+    hearth_embed_queue_free(q);
+    atomic_store(&g_slow_ms, 0);
+}
+
+/* A lone job, the other engine waiting, runs as one wide pass (the wide
+ * model); a job that arrives meanwhile waits for it rather than starting a
+ * narrow pass beside it, then runs narrow. */
+static void a_lone_request_runs_wide(void)
+{
+    reset_passes();
+    hearth_embed_queue *q = two_engines(1000, 10);
+    hearth_embed_queue_set_wide(q, &g_engine_ids[2]);
+    atomic_store(&g_gate_step, 1);
+    tjob lone, later;
+    make_job(&lone, 1, 10, 4, false);
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &lone.job), HEARTH_OK);
+    for (int i = 0; i < 2000 && !atomic_load(&g_in_gate); i++)
+        usleep(1000);
+    CHECK(atomic_load(&g_in_gate));
+    atomic_store(&g_gate_step, 0);
+    make_job(&later, 2, 500, 3, false);
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &later.job), HEARTH_OK);
+    usleep(30000);
+    CHECK_EQ_INT(atomic_load(&g_running), 1); /* the idle engine did not start beside the wide pass */
+    CHECK(!atomic_load(&later.done));
+    atomic_store(&g_open, 1);
+    wait_done(&lone);
+    wait_done(&later);
+    CHECK_EQ_INT(lone.status, 0);
+    CHECK_EQ_INT(later.status, 0);
+    check_vectors(&lone, 10, 4);
+    check_vectors(&later, 500, 3);
+    CHECK_EQ_INT(atomic_load(&g_pass_engine[0]), 2);
+    /* the later job was picked with the other engine busy or waiting: each
+     * of its passes ran on an engine of its own (0 or 1), or wide if alone */
+    int n = atomic_load(&g_n_passes), seqs = 0;
+    for (int i = 1; i < n; i++)
+        seqs += atomic_load(&g_pass_seqs[i]);
+    CHECK_EQ_INT(seqs, 2);
+    free_job(&lone);
+    free_job(&later);
+    hearth_embed_queue_free(q);
+}
+
 int main(void)
 {
     RUN(results_reach_the_right_job);
@@ -404,5 +592,9 @@ int main(void)
     RUN(a_pass_restarts_when_new_work_would_double_it);
     RUN(a_pass_goes_on_when_a_restart_would_not_pay);
     RUN(restarts_are_bounded);
+    RUN(engines_run_passes_at_once);
+    RUN(waiting_engines_share_the_queue);
+    RUN(a_lone_free_engine_takes_everything);
+    RUN(a_lone_request_runs_wide);
     TEST_EXIT();
 }
