@@ -143,13 +143,10 @@ static int gguf_arch(const char *path, char *arch, size_t n, hearth_err *err)
  * (0: one per compute thread), the threads split evenly, the first engines
  * taking one more where they do not divide. One engine runs on the shared
  * pool itself. Measured on the 2-core Zen 5 with MiniLM (bench/RESULTS.md,
- * 2026-12-02): two engines of one thread served +12% sentences/s at 1
- * sentence per request and +13% at 8 (2 worker processes of one compute
- * thread each, against one process of two), with a lower p99 at 1 per
- * request: a one-thread pass has no barriers between its steps and no
- * activations crossing cores, and while one engine answers its requests
- * the other computes. A lone request runs on one thread: MiniLM's batch of
- * 1 takes ~3 ms instead of ~1.8 (--embed-engines 1 keeps that). */
+ * 2026-12-02), two one-thread engines against one two-thread engine, served
+ * with 8 connections: +5% sentences/s at 1 sentence per request, +14% at 8
+ * (embed_queue.c, "Engines", says why). A lone request still runs on every
+ * thread (the wide pass); --embed-engines 1 gives the old behaviour. */
 static int embed_pools(hearth_api_state *st, int n, hearth_err *err)
 {
     int threads = hearth_pool_size(st->pool);
