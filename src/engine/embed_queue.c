@@ -164,13 +164,22 @@ static void unlink_job(hearth_embed_queue *q, hearth_embed_job *job)
     q->queued--;
 }
 
+/* Whether more of job's sequences may be scheduled: not when it was
+ * cancelled, nor when a pass of it failed (with several engines the rest of
+ * a job can still be queued then; it completes, failed, once what is in
+ * flight is back). */
+static bool schedulable(const hearth_embed_job *job)
+{
+    return !atomic_load(&job->cancelled) && job->status == 0;
+}
+
 /* Tokens of the sequences not yet scheduled, counted up to cap (the lock is
  * held). */
 static size_t queued_tokens(const hearth_embed_queue *q, size_t cap)
 {
     size_t tokens = 0;
     for (const hearth_embed_job *job = q->head; job && tokens < cap; job = job->link)
-        for (int i = job->next; i < job->n && tokens < cap && !atomic_load(&job->cancelled); i++)
+        for (int i = job->next; i < job->n && tokens < cap && schedulable(job); i++)
             tokens += (size_t)job->lens[i];
     return tokens;
 }
@@ -201,7 +210,7 @@ static int pick_batch(engine *e, hearth_embed_job **finished)
             job = next;
             continue;
         }
-        while (job->next < job->n && !atomic_load(&job->cancelled)) {
+        while (job->next < job->n && schedulable(job)) {
             size_t len = (size_t)job->lens[job->next];
             if (n > 0 && e->b_tokens + len > budget)
                 return n;
@@ -248,7 +257,7 @@ static bool restart_check(void *ctx, int64_t done, int64_t total)
         return false;
     }
     for (hearth_embed_job *job = q->head; job && added < e->b_tokens; job = job->link) {
-        if (atomic_load(&job->cancelled))
+        if (!schedulable(job))
             continue;
         for (int i = job->next; i < job->n && added < e->b_tokens; i++) {
             size_t len = (size_t)job->lens[i];
@@ -370,7 +379,7 @@ static void *scheduler(void *arg)
             /* complete when every sequence is back, or when nothing more will be scheduled
              * (a failure or a cancellation) and what was scheduled is back */
             bool complete = job->finished == job->n ||
-                            (job->finished == job->next && (rc || atomic_load(&job->cancelled)));
+                            (job->finished == job->next && !schedulable(job));
             if (rc)
                 job->status = rc;
             if (complete && !job->completed) {

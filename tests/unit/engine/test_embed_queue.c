@@ -41,6 +41,7 @@ static int fake_pass(int n, const int32_t *const *ids, const int32_t *lens, floa
 /* Engines: the fake model of engine i is &g_engine_ids[i]; passes record
  * who ran them, how many ran at once and their sizes. */
 #define MAX_PASSES 256
+#define FAIL_ID 666
 static int g_engine_ids[4] = {0, 1, 2, 3};
 static _Atomic int g_running, g_max_running, g_n_passes;
 static _Atomic int g_pass_engine[MAX_PASSES], g_pass_seqs[MAX_PASSES];
@@ -57,7 +58,12 @@ static int fake_compute(void *model, int n, const int32_t *const *ids, const int
         atomic_store(&g_pass_engine[pass], model ? *(const int *)model : -1);
         atomic_store(&g_pass_seqs[pass], n);
     }
-    int rc = fake_pass(n, ids, lens, out, restart);
+    int rc = HEARTH_OK;
+    for (int i = 0; i < n; i++)
+        if (ids[i][0] == FAIL_ID) /* a pass holding this sequence fails */
+            rc = hearth_err_set(err, HEARTH_EIO, "fake failure");
+    if (rc == HEARTH_OK)
+        rc = fake_pass(n, ids, lens, out, restart);
     atomic_fetch_sub(&g_running, 1);
     return rc;
 }
@@ -582,6 +588,37 @@ static void a_lone_request_runs_wide(void)
     hearth_embed_queue_free(q);
 }
 
+/* A job split across the engines whose one part fails completes once,
+ * failed, when its other part is back, and the part not yet scheduled
+ * never runs (budget 6: two sequences of 3 per pass, 8 sequences); a job
+ * after it is unharmed. */
+static void a_failed_part_fails_the_job_once(void)
+{
+    reset_passes();
+    atomic_store(&g_slow_ms, 20);
+    hearth_embed_queue *q = two_engines(6, 10);
+    tjob bad, good;
+    make_job(&bad, 8, FAIL_ID, 3, false); /* sequence 0 starts with FAIL_ID */
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &bad.job), HEARTH_OK);
+    wait_done(&bad);
+    CHECK_EQ_INT(bad.status, HEARTH_EIO);
+    CHECK_EQ_INT(atomic_load(&g_n_passes), 2); /* one pass per engine, nothing after the failure */
+    usleep(50000);                             /* a second done would land here */
+    hearth_embed_queue_stats st;
+    hearth_embed_queue_get_stats(q, &st);
+    CHECK_EQ_INT(st.jobs_failed, 1);
+    CHECK_EQ_INT(st.jobs_done, 0);
+    make_job(&good, 2, 40, 3, false);
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &good.job), HEARTH_OK);
+    wait_done(&good);
+    CHECK_EQ_INT(good.status, 0);
+    check_vectors(&good, 40, 3);
+    free_job(&bad);
+    free_job(&good);
+    hearth_embed_queue_free(q);
+    atomic_store(&g_slow_ms, 0);
+}
+
 int main(void)
 {
     RUN(results_reach_the_right_job);
@@ -596,5 +633,6 @@ int main(void)
     RUN(waiting_engines_share_the_queue);
     RUN(a_lone_free_engine_takes_everything);
     RUN(a_lone_request_runs_wide);
+    RUN(a_failed_part_fails_the_job_once);
     TEST_EXIT();
 }
