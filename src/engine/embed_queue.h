@@ -73,11 +73,11 @@ typedef struct hearth_embed_queue_stats {
     uint64_t restarts;        /* passes given up to start over with more work */
     double pass_fixed_ns;     /* the fitted fixed cost of a pass (0: not known yet) */
     int queued_jobs;
-    uint64_t busy_ns;         /* time spent in forward passes */
+    uint64_t busy_ns;         /* time spent in forward passes, summed over the engines */
 } hearth_embed_queue_stats;
 
-/* Starts one scheduler thread (one engine). max_jobs bounds the queue (past it, submit says
- * HEARTH_ELIMIT: the caller answers 429). */
+/* Starts one scheduler thread (one engine). max_jobs bounds the queue (past
+ * it, submit says HEARTH_ELIMIT: the caller answers 429). */
 hearth_embed_queue *hearth_embed_queue_new(hearth_embed_compute_fn compute, void *model, int64_t dim,
                                            size_t max_batch_tokens, int max_jobs, hearth_err *err);
 /* Most engines per queue. */

@@ -178,6 +178,43 @@ def test_concurrent_requests_keep_their_own_vectors():
         assert not errors, errors[:3]
 
 
+def test_engines_give_the_vectors_of_one_engine():
+    """Two one-thread engines under concurrent load (narrow passes, lone
+    requests run wide) answer what one two-thread engine does. Not bit for
+    bit: a sentence alone (under 12 rows) takes the matmul's row dots, in a
+    batch the GEMM, which sum in another order (~1e-8 here); a vector of
+    another sentence would be ~1e-1 off."""
+    texts = SENTENCES + ["sentence number %d of the engine test" % i for i in range(12)]
+    with server("--compute-threads", "2", "--embed-engines", "1") as srv:
+        want = {t: post(srv.port, "/embed", {"inputs": t})[1][0] for t in texts}
+    with server("--compute-threads", "2", "--embed-engines", "2") as srv:
+        got, errors = {}, []
+
+        def client(k):
+            try:
+                for r in range(6):
+                    batch = [texts[(k * 3 + r + j) % len(texts)] for j in range(1 + r % 3)]
+                    st, doc = post(srv.port, "/embed", {"inputs": batch})
+                    assert st == 200, doc
+                    for t, v in zip(batch, doc):
+                        got.setdefault(t, []).append(v)
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+        th = [threading.Thread(target=client, args=(k,)) for k in range(6)]
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        assert not errors, errors
+        metrics = request(srv.port, "GET", "/metrics")[2].decode()
+    assert len(got) == len(texts)
+    for t, vs in got.items():
+        for v in vs:
+            assert max(abs(a - b) for a, b in zip(v, want[t])) <= 1e-6, t  # float order only
+    batches = [ln for ln in metrics.splitlines() if ln.startswith("hearth_embed_batches_total")]
+    assert batches and int(batches[0].split()[-1]) > 1, batches
+
+
 def test_queue_bound_gives_429_and_disconnects_are_harmless():
     with server("--max-concurrent-requests", "1") as srv:
         big = {"inputs": [" ".join(["word"] * 20)] * 16, "truncate": True}
@@ -210,4 +247,4 @@ def test_queue_bound_gives_429_and_disconnects_are_harmless():
 if __name__ == "__main__":
     run([test_models_lists_the_demo, test_tei_embed_shapes_normalization_and_batch_invariance, test_openai_embeddings,
          test_tokenize, test_bad_inputs, test_concurrent_requests_keep_their_own_vectors,
-         test_queue_bound_gives_429_and_disconnects_are_harmless])
+         test_engines_give_the_vectors_of_one_engine, test_queue_bound_gives_429_and_disconnects_are_harmless])

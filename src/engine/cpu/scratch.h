@@ -10,8 +10,8 @@
  * by the calling thread for the whole call), HEARTH_SCRATCH_TASK for what
  * one task uses alone (the pool runs tasks on the caller too, so the two
  * must differ), HEARTH_SCRATCH_PASS for a model's forward pass around its
- * matmuls (hearth_cpu_pass_scratch in matmul.h). A buffer stays valid until the same thread asks for the same
- * slot again, or releases. */
+ * matmuls (hearth_cpu_pass_scratch in matmul.h). A buffer stays valid until
+ * the same thread asks for the same slot again, or releases. */
 #ifndef HEARTH_ENGINE_CPU_SCRATCH_H
 #define HEARTH_ENGINE_CPU_SCRATCH_H
 
