@@ -32,7 +32,7 @@ typedef struct hearth_api_config {
     int max_concurrent;
     int max_client_batch;
     int compute_threads;         /* 0: one per physical core */
-    int embed_engines;           /* encoder passes at once, each on compute_threads / N threads (0: one per thread) */
+    int embed_engines;           /* encoder passes at once, each on compute_threads / N threads (0: 2) */
     /* generation */
     int parallel;                /* --parallel live sequences per model (4) */
     int cache_slots;             /* --cache-slots idle KV slots kept for prefix reuse (4) */

@@ -140,9 +140,12 @@ static int gguf_arch(const char *path, char *arch, size_t n, hearth_err *err)
 }
 
 /* The encoders' engines (see hearth_api_config.embed_engines): n of them
- * (0: one per compute thread), the threads split evenly, the first engines
- * taking one more where they do not divide. One engine runs on the shared
- * pool itself. Measured on the 2-core Zen 5 with MiniLM (bench/RESULTS.md,
+ * (0: two where there are two or more compute threads), the threads split
+ * evenly, the first engines taking one more where they do not divide. One
+ * engine runs on the shared pool itself. Two, not one per thread, by
+ * default: every pass reads all the weights, so n engines read them n times
+ * as often; with two that was a gain here, more were not measured on a
+ * machine with more cores (three on two cores lost 15%). Measured on the 2-core Zen 5 with MiniLM (bench/RESULTS.md,
  * 2026-12-02), two one-thread engines against one two-thread engine, served
  * with 8 connections: +5% sentences/s at 1 sentence per request, +14% at 8
  * (embed_queue.c, "Engines", says why). A lone request still runs on every
@@ -151,7 +154,7 @@ static int embed_pools(hearth_api_state *st, int n, hearth_err *err)
 {
     int threads = hearth_pool_size(st->pool);
     if (n <= 0)
-        n = threads;
+        n = threads >= 2 ? 2 : 1;
     if (n > threads)
         n = threads;
     if (n > HEARTH_EMBED_ENGINES_MAX)

@@ -47,7 +47,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"max-concurrent-requests", 0, OPT_INT, &api.cfg.max_concurrent, "N", "requests queued per model; past it 429 (512)"},
         {"max-client-batch", 0, OPT_INT, &api.cfg.max_client_batch, "N", "inputs in one embedding request; past it 413 (512)"},
         {"compute-threads", 0, OPT_INT, &api.cfg.compute_threads, "N", "threads for the forward passes (0: one per physical core)"},
-        {"embed-engines", 0, OPT_INT, &api.cfg.embed_engines, "N", "embedding passes run at once, each on compute-threads / N threads (0: one per compute thread; 1: all threads on every pass, the lowest latency for a lone request)"},
+        {"embed-engines", 0, OPT_INT, &api.cfg.embed_engines, "N", "embedding passes run at once, each on compute-threads / N threads (0: 2 where there are 2+ threads; 1: every pass on all threads; a lone request always runs on all)"},
         {"parallel", 0, OPT_INT, &api.cfg.parallel, "N", "generation: sequences decoded together per model (4)"},
         {"cache-slots", 0, OPT_INT, &api.cfg.cache_slots, "N", "generation: extra KV slots that keep finished prompts for reuse (4)"},
         {"ctx-size", 'c', OPT_INT, &api.cfg.ctx_size, "N", "generation: positions per sequence (0: the model's, at most 4096)"},
