@@ -37,6 +37,23 @@ def server(*args):
     return Server("--demo", "--demo-dir", DEMO_DIR, "--log-level", "warn", *args, timeout=120)
 
 
+def run_clients(client, n):
+    """client(k) on n threads at once; the exceptions they raised, as text."""
+    errors = []
+
+    def guarded(k):
+        try:
+            client(k)
+        except Exception as e:  # noqa: BLE001
+            errors.append(repr(e))
+    th = [threading.Thread(target=guarded, args=(k,)) for k in range(n)]
+    for t in th:
+        t.start()
+    for t in th:
+        t.join()
+    return errors
+
+
 def check_error(st, doc, status, *needles):
     assert st == status, (st, doc)
     err = doc["error"]
@@ -158,23 +175,15 @@ def test_concurrent_requests_keep_their_own_vectors():
         expected = {}
         for s in SENTENCES:
             expected[s] = post(srv.port, "/embed", {"inputs": s})[1][0]
-        errors = []
 
         def client(k):
-            try:
-                for r in range(4):
-                    s = SENTENCES[(k + r) % len(SENTENCES)]
-                    st, doc = post(srv.port, "/embed", {"inputs": [s, SENTENCES[0]]})
-                    assert st == 200, doc
-                    assert max(abs(a - b) for a, b in zip(doc[0], expected[s])) < 1e-5
-                    assert max(abs(a - b) for a, b in zip(doc[1], expected[SENTENCES[0]])) < 1e-5
-            except Exception as e:  # noqa: BLE001
-                errors.append(repr(e))
-        th = [threading.Thread(target=client, args=(k,)) for k in range(6)]
-        for t in th:
-            t.start()
-        for t in th:
-            t.join()
+            for r in range(4):
+                s = SENTENCES[(k + r) % len(SENTENCES)]
+                st, doc = post(srv.port, "/embed", {"inputs": [s, SENTENCES[0]]})
+                assert st == 200, doc
+                assert max(abs(a - b) for a, b in zip(doc[0], expected[s])) < 1e-5
+                assert max(abs(a - b) for a, b in zip(doc[1], expected[SENTENCES[0]])) < 1e-5
+        errors = run_clients(client, 6)
         assert not errors, errors[:3]
 
 
@@ -188,24 +197,17 @@ def test_engines_give_the_vectors_of_one_engine():
     with server("--compute-threads", "2", "--embed-engines", "1") as srv:
         want = {t: post(srv.port, "/embed", {"inputs": t})[1][0] for t in texts}
     with server("--compute-threads", "2", "--embed-engines", "2") as srv:
-        got, errors = {}, []
+        got = {}
 
         def client(k):
-            try:
-                for r in range(6):
-                    batch = [texts[(k * 3 + r + j) % len(texts)] for j in range(1 + r % 3)]
-                    st, doc = post(srv.port, "/embed", {"inputs": batch})
-                    assert st == 200, doc
-                    for t, v in zip(batch, doc):
-                        got.setdefault(t, []).append(v)
-            except Exception as e:  # noqa: BLE001
-                errors.append(repr(e))
-        th = [threading.Thread(target=client, args=(k,)) for k in range(6)]
-        for t in th:
-            t.start()
-        for t in th:
-            t.join()
-        assert not errors, errors
+            for r in range(6):
+                batch = [texts[(k * 3 + r + j) % len(texts)] for j in range(1 + r % 3)]
+                st, doc = post(srv.port, "/embed", {"inputs": batch})
+                assert st == 200, doc
+                for t, v in zip(batch, doc):
+                    got.setdefault(t, []).append(v)
+        errors = run_clients(client, 6)
+        assert not errors, errors[:3]
         metrics = request(srv.port, "GET", "/metrics")[2].decode()
     assert len(got) == len(texts)
     for t, vs in got.items():

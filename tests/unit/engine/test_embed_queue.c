@@ -483,7 +483,7 @@ static void engines_run_passes_at_once(void)
 static void waiting_engines_share_the_queue(void)
 {
     reset_passes();
-    atomic_store(&g_slow_ms, 20);
+    atomic_store(&g_slow_ms, 50); /* long enough that the second engine is awake before the first is done */
     hearth_embed_queue *q = two_engines(1000, 10);
     tjob t;
     make_job(&t, 8, 300, 5, false);
