@@ -60,10 +60,14 @@ static int fake_compute(void *model, int n, const int32_t *const *ids, const int
     }
     int rc = HEARTH_OK;
     for (int i = 0; i < n; i++)
-        if (ids[i][0] == FAIL_ID) /* a pass holding this sequence fails */
+        if (ids[i][0] == FAIL_ID) /* a pass holding this sequence fails, in half a pass's time */
             rc = hearth_err_set(err, HEARTH_EIO, "fake failure");
-    if (rc == HEARTH_OK)
+    if (rc == HEARTH_OK) {
         rc = fake_pass(n, ids, lens, out, restart);
+    } else if (atomic_load(&g_slow_ms)) {
+        struct timespec d = {0, atomic_load(&g_slow_ms) * 500000L};
+        nanosleep(&d, NULL);
+    }
     atomic_fetch_sub(&g_running, 1);
     return rc;
 }
@@ -595,7 +599,9 @@ static void a_lone_request_runs_wide(void)
 static void a_failed_part_fails_the_job_once(void)
 {
     reset_passes();
-    atomic_store(&g_slow_ms, 20);
+    /* the other engine picks its part while the failing pass runs (25 ms),
+     * and is still running its own (50 ms) when the failure is known */
+    atomic_store(&g_slow_ms, 50);
     hearth_embed_queue *q = two_engines(6, 10);
     tjob bad, good;
     make_job(&bad, 8, FAIL_ID, 3, false); /* sequence 0 starts with FAIL_ID */
