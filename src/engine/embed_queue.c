@@ -321,11 +321,12 @@ static void *scheduler(void *arg)
             break;
         }
         int n = e->b_n = pick_batch(e, &finished);
-        if (q->n_idle > 0 && queued_tokens(q, 1) > 0)
+        bool left = queued_tokens(q, 1) > 0;
+        if (q->n_idle > 0 && left)
             pthread_cond_signal(&q->wake); /* the rest is another engine's */
         e->b_c0 = q->c0_ns;
         /* alone with nothing else queued: the pass takes every thread */
-        bool wide = n > 0 && q->wide_model && q->n_idle == q->n_engines - 1 && queued_tokens(q, 1) == 0;
+        bool wide = n > 0 && q->wide_model && q->n_idle == q->n_engines - 1 && !left;
         q->wide_running = wide;
         pthread_mutex_unlock(&q->lock);
         finish_jobs(q, finished);
