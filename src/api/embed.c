@@ -204,12 +204,13 @@ static embed_req *req_new(int n, int64_t dim)
 }
 
 /* Tokenizes input i (text) into r; on failure responds and returns false. */
-static bool add_text(hearth_request *req, embed_req *r, hearth_embed_model *m, int i, const hearth_embed_input *in, bool truncate)
+static bool add_text(hearth_request *req, embed_req *r, hearth_embed_model *m, int i, const hearth_embed_input *in,
+                     enum hearth_bert_truncate trunc)
 {
     hearth_ids ids;
     hearth_ids_init(&ids, (size_t)hearth_bert_max_tokens(m->bert) * 64 + 64);
     hearth_err err = {0};
-    int rc = hearth_bert_tokenize(m->bert, in->text, in->text_len, truncate, &ids, &err);
+    int rc = hearth_bert_tokenize(m->bert, in->text, in->text_len, trunc, &ids, &err);
     if (rc) {
         hearth_ids_deinit(&ids);
         if (rc == HEARTH_ELIMIT)
@@ -330,9 +331,12 @@ static void embed_inputs(hearth_request *req, hearth_api *api, hearth_embed_mode
     r->base64 = p->base64;
     r->out_dim = p->dimensions ? p->dimensions : dim;
     r->n = p->n;
+    enum hearth_bert_truncate trunc = !p->truncate     ? HEARTH_BERT_NO_TRUNCATE
+                                      : p->truncate_left ? HEARTH_BERT_TRUNCATE_LEFT
+                                                         : HEARTH_BERT_TRUNCATE_RIGHT;
     for (int i = 0; i < p->n; i++) {
         const hearth_embed_input *in = &p->inputs[i];
-        if (!(in->text ? add_text(req, r, m, i, in, p->truncate) : add_ids(req, r, m, i, in))) {
+        if (!(in->text ? add_text(req, r, m, i, in, trunc) : add_ids(req, r, m, i, in))) {
             req_free(r);
             return;
         }
@@ -340,7 +344,8 @@ static void embed_inputs(hearth_request *req, hearth_api *api, hearth_embed_mode
     submit(req, api, m, r, p->normalize);
 }
 
-/* TEI: {"inputs": str | [str], "normalize": true, "truncate": false} -> [[float]] */
+/* TEI: {"inputs": str | [str], "normalize": true, "truncate": false,
+ * "truncation_direction": "Right"} -> [[float]] */
 static void tei_embed(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
@@ -391,7 +396,7 @@ static void tei_tokenize(hearth_request *req, hearth_api *api)
             hearth_respond_error(req, 503, "overloaded", "out of memory for the offsets of inputs[%d]", i);
             goto out;
         }
-        if (hearth_bert_tokenize_spans(m->bert, text, p.inputs[i].text_len, true, &ids, spans, &err) != 0) {
+        if (hearth_bert_tokenize_spans(m->bert, text, p.inputs[i].text_len, HEARTH_BERT_TRUNCATE_RIGHT, &ids, spans, &err) != 0) {
             hearth_ids_deinit(&ids);
             free(spans);
             hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d]: %s", i, err.msg);

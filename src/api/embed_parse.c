@@ -91,8 +91,13 @@ int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, 
         if (!st)
             st = opt_bool(doc, "truncate", false, &out->truncate, msg, n);
         const cJSON *dir = cJSON_GetObjectItemCaseSensitive(doc, "truncation_direction");
-        if (!st && dir && !cJSON_IsNull(dir) && !(cJSON_IsString(dir) && !strcasecmp(dir->valuestring, "right")))
-            st = fail(msg, n, 400, "'truncation_direction' must be \"Right\" (the only direction hearth truncates)");
+        if (!st && dir && !cJSON_IsNull(dir)) {
+            /* TEI spells them "Left" and "Right"; any case is taken */
+            if (cJSON_IsString(dir) && !strcasecmp(dir->valuestring, "left"))
+                out->truncate_left = true;
+            else if (!cJSON_IsString(dir) || strcasecmp(dir->valuestring, "right"))
+                st = fail(msg, n, 400, "'truncation_direction' must be \"Left\" or \"Right\"");
+        }
     } else if (api == HEARTH_EMBED_TEI_TOKENIZE) {
         st = opt_bool(doc, "add_special_tokens", true, &out->add_special, msg, n);
     } else {

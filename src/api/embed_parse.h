@@ -26,6 +26,7 @@ typedef struct hearth_embed_parsed {
     hearth_embed_input *inputs;
     bool normalize;        /* TEI, default true; OpenAI always true */
     bool truncate;         /* TEI, default false */
+    bool truncate_left;    /* TEI "truncation_direction": "Left" (keep the last tokens); default "Right" */
     bool add_special;      /* TEI tokenize, default true */
     bool base64;           /* OpenAI encoding_format */
     int64_t dimensions;    /* OpenAI; 0 when absent (range checked against the model by the caller) */

@@ -92,7 +92,8 @@ static int embed_texts(hearth_bert *m, hearth_pool *pool, const char *model, cha
     }
     for (int i = 0; i < n; i++) {
         hearth_ids_init(&ids[i], (size_t)hearth_bert_max_tokens(m));
-        if (hearth_bert_tokenize(m, texts[i], strlen(texts[i]), truncate, &ids[i], &err)) {
+        if (hearth_bert_tokenize(m, texts[i], strlen(texts[i]),
+                                 truncate ? HEARTH_BERT_TRUNCATE_RIGHT : HEARTH_BERT_NO_TRUNCATE, &ids[i], &err)) {
             fprintf(stderr, "hearth embed: text %d: %s\n", i + 1, err.msg);
             goto done;
         }
@@ -209,7 +210,7 @@ static int bench(hearth_bert *m, hearth_pool *pool, double seconds)
     for (int i = 0; i < MAX_BATCH; i++) {
         char text[256];
         bench_sentence(i, text, sizeof text);
-        if (hearth_bert_tokenize(m, text, strlen(text), true, &ids[i], &err)) {
+        if (hearth_bert_tokenize(m, text, strlen(text), HEARTH_BERT_TRUNCATE_RIGHT, &ids[i], &err)) {
             fprintf(stderr, "hearth embed: %s\n", err.msg);
             goto done;
         }

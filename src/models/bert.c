@@ -203,14 +203,14 @@ double hearth_bert_flops(const hearth_bert *m, int n_seqs, const int32_t *lens)
     return total * (double)m->n_layer;
 }
 
-int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, bool truncate, hearth_ids *out,
-                         hearth_err *err)
+int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, enum hearth_bert_truncate trunc,
+                         hearth_ids *out, hearth_err *err)
 {
-    return hearth_bert_tokenize_spans(m, text, n, truncate, out, NULL, err);
+    return hearth_bert_tokenize_spans(m, text, n, trunc, out, NULL, err);
 }
 
-int hearth_bert_tokenize_spans(const hearth_bert *m, const char *text, size_t n, bool truncate, hearth_ids *out,
-                               hearth_tok_span *spans, hearth_err *err)
+int hearth_bert_tokenize_spans(const hearth_bert *m, const char *text, size_t n, enum hearth_bert_truncate trunc,
+                               hearth_ids *out, hearth_tok_span *spans, hearth_err *err)
 {
     /* a WordPiece token covers at least one byte of text; spans of the body
      * start at spans + 1, after [CLS]'s */
@@ -219,23 +219,27 @@ int hearth_bert_tokenize_spans(const hearth_bert *m, const char *text, size_t n,
     int rc = hearth_wordpiece_encode_spans(&m->wp, text, n, &body, spans ? spans + 1 : NULL, spans ? n : 0, err);
     if (rc)
         goto done;
-    size_t room = (size_t)m->max_tokens - 2, keep = body.n;
+    size_t room = (size_t)m->max_tokens - 2, keep = body.n, first = 0;
     if (body.n > room) {
-        if (!truncate) {
+        if (trunc == HEARTH_BERT_NO_TRUNCATE) {
             rc = hearth_err_set(err, HEARTH_ELIMIT,
                                 "bert: the text is %zu tokens with [CLS] and [SEP]; the model takes at most %lld",
                                 body.n + 2, (long long)m->max_tokens);
             goto done;
         }
         keep = room;
+        if (trunc == HEARTH_BERT_TRUNCATE_LEFT)
+            first = body.n - room;
     }
     out->n = 0;
     rc = hearth_ids_push(out, m->cls);
     for (size_t i = 0; rc == 0 && i < keep; i++)
-        rc = hearth_ids_push(out, body.v[i]);
+        rc = hearth_ids_push(out, body.v[first + i]);
     if (rc == 0)
         rc = hearth_ids_push(out, m->sep);
     if (rc == 0 && spans) {
+        if (first)
+            memmove(spans + 1, spans + 1 + first, keep * sizeof *spans);
         /* the specials come from no input bytes */
         spans[0] = (hearth_tok_span){0, 0};
         spans[keep + 1] = (hearth_tok_span){0, 0};

@@ -35,15 +35,22 @@ const hearth_vocab *hearth_bert_vocab(const hearth_bert *m);
 /* FLOPs of one forward pass over sequences of these lengths (for the FLOP-rate report). */
 double hearth_bert_flops(const hearth_bert *m, int n_seqs, const int32_t *lens);
 
+/* What to do with a text longer than the model's limit (TEI's "truncate"
+ * and "truncation_direction"): refuse it, keep its first tokens, or keep its
+ * last ones (as Hugging Face's truncation_side "left" does: the tokens are
+ * cut before [CLS] and [SEP] are added, so both stay). */
+enum hearth_bert_truncate { HEARTH_BERT_NO_TRUNCATE, HEARTH_BERT_TRUNCATE_RIGHT, HEARTH_BERT_TRUNCATE_LEFT };
+
 /* Tokenizes text with [CLS] ... [SEP] into out. A text longer than the model's
- * limit is cut to fit when truncate is set, else HEARTH_ELIMIT with a message
- * naming both lengths. Invalid UTF-8: HEARTH_EINVAL naming the byte offset.
- * Thread-safe. */
-int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, bool truncate, hearth_ids *out, hearth_err *err);
+ * limit is cut to fit as trunc says, or with HEARTH_BERT_NO_TRUNCATE gives
+ * HEARTH_ELIMIT with a message naming both lengths. Invalid UTF-8:
+ * HEARTH_EINVAL naming the byte offset. Thread-safe. */
+int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, enum hearth_bert_truncate trunc,
+                         hearth_ids *out, hearth_err *err);
 /* The same, and spans[k] = the input bytes of out's k-th id ({0, 0} for
  * [CLS] and [SEP]); spans has room for n + 2 entries. */
-int hearth_bert_tokenize_spans(const hearth_bert *m, const char *text, size_t n, bool truncate, hearth_ids *out,
-                               hearth_tok_span *spans, hearth_err *err);
+int hearth_bert_tokenize_spans(const hearth_bert *m, const char *text, size_t n, enum hearth_bert_truncate trunc,
+                               hearth_ids *out, hearth_tok_span *spans, hearth_err *err);
 
 /* Embeds n_seqs token sequences (each with [CLS]/[SEP], at most max_tokens
  * long) in one forward pass; writes n_seqs x dim floats to out, pooled and,

@@ -158,6 +158,8 @@ def test_bad_inputs():
         check_error(st, doc, 413, "tokens", "at most 256")  # names the length and the model's limit
         st, doc = post(p, "/embed", {"inputs": long_text, "truncate": True})
         assert st == 200 and len(doc[0]) == DIM
+        check_error(*post(p, "/embed", {"inputs": "x", "truncation_direction": "Up"}), 400, "truncation_direction")
+        check_error(*post(p, "/embed", {"inputs": "x", "truncation_direction": 1}), 400, "truncation_direction")
         check_error(*post(p, "/v1/embeddings", {"input": "x", "model": "nope"}), 404, "nope")
         check_error(*post(p, "/v1/embeddings", {"input": "x", "encoding_format": "hex"}), 400, "encoding_format")
         check_error(*post(p, "/v1/embeddings", {"input": "x", "dimensions": 0}), 400, "dimensions")
@@ -168,6 +170,33 @@ def test_bad_inputs():
         check_error(*post(p, "/v1/embeddings", {"input": long_text}), 413, "at most 256")
         # still serving
         assert post(p, "/embed", {"inputs": "fine"})[0] == 200
+
+
+def test_truncation_direction():
+    # The demo takes 256 tokens: 300 words, of which the first 40 or the last
+    # 40 differ between the two texts. Cut from the left (TEI's "Left") the
+    # texts keep their common tail, so they embed alike; cut from the right
+    # they keep their common head. A text that fits is not cut either way.
+    head, tail = ["alpha"] * 40, ["omega"] * 40
+    common = ["word"] * 260
+    texts = {"a_head": " ".join(head + common), "b_head": " ".join(["beta"] * 40 + common),
+             "a_tail": " ".join(common + tail), "b_tail": " ".join(common + ["beta"] * 40)}
+    with server() as srv:
+        def emb(text, direction):
+            body = {"inputs": text, "truncate": True}
+            if direction:
+                body["truncation_direction"] = direction
+            st, doc = post(srv.port, "/embed", body)
+            assert st == 200, doc
+            return doc[0]
+
+        def diff(a, b):
+            return max(abs(x - y) for x, y in zip(a, b))
+        assert diff(emb(texts["a_head"], "Left"), emb(texts["b_head"], "left")) < 1e-6
+        assert diff(emb(texts["a_tail"], "Right"), emb(texts["b_tail"], None)) < 1e-6
+        assert diff(emb(texts["a_tail"], "Left"), emb(texts["b_tail"], "Left")) > 1e-3
+        assert diff(emb(texts["a_head"], "Right"), emb(texts["b_head"], "Right")) > 1e-3
+        assert diff(emb(SENTENCES[0], "Left"), emb(SENTENCES[0], "Right")) < 1e-6
 
 
 def test_concurrent_requests_keep_their_own_vectors():
@@ -248,5 +277,5 @@ def test_queue_bound_gives_429_and_disconnects_are_harmless():
 
 if __name__ == "__main__":
     run([test_models_lists_the_demo, test_tei_embed_shapes_normalization_and_batch_invariance, test_openai_embeddings,
-         test_tokenize, test_bad_inputs, test_concurrent_requests_keep_their_own_vectors,
+         test_tokenize, test_bad_inputs, test_truncation_direction, test_concurrent_requests_keep_their_own_vectors,
          test_engines_give_the_vectors_of_one_engine, test_queue_bound_gives_429_and_disconnects_are_harmless])

@@ -325,36 +325,48 @@ static void test_tokenize(void)
     hearth_err err = {0};
     /* "Hello, worlds!" -> [CLS] hello , world ##s ! [SEP] (ids are vocab line numbers) */
     const char *t = "Hello, worlds!";
-    CHECK_EQ_INT(hearth_bert_tokenize(m, t, strlen(t), false, &ids, &err), 0);
+    CHECK_EQ_INT(hearth_bert_tokenize(m, t, strlen(t), HEARTH_BERT_NO_TRUNCATE, &ids, &err), 0);
     int32_t want[] = {2, 5, 21, 6, 15, 23, 3};
     CHECK_EQ_INT(ids.n, 7);
     for (size_t i = 0; i < ids.n && i < 7; i++)
         CHECK_EQ_INT(ids.v[i], want[i]);
     /* nine words: 11 tokens with [CLS]/[SEP] against a limit of 8 */
     t = "the quick brown fox jumps over the lazy dog";
-    int rc = hearth_bert_tokenize(m, t, strlen(t), false, &ids, &err);
+    int rc = hearth_bert_tokenize(m, t, strlen(t), HEARTH_BERT_NO_TRUNCATE, &ids, &err);
     CHECK_EQ_INT(rc, HEARTH_ELIMIT);
     CHECK_MSG(strstr(err.msg, "11") && strstr(err.msg, "8"), "message '%s' should name 11 and 8", err.msg);
-    CHECK_EQ_INT(hearth_bert_tokenize(m, t, strlen(t), true, &ids, &err), 0);
+    CHECK_EQ_INT(hearth_bert_tokenize(m, t, strlen(t), HEARTH_BERT_TRUNCATE_RIGHT, &ids, &err), 0);
     int32_t cut[] = {2, 7, 8, 9, 10, 11, 12, 3};
     CHECK_EQ_INT(ids.n, MAXLEN);
     for (size_t i = 0; i < ids.n && i < MAXLEN; i++)
         CHECK_EQ_INT(ids.v[i], cut[i]);
+    /* from the left: [CLS] + the last six words + [SEP], and their spans */
+    hearth_tok_span spans[64];
+    CHECK_EQ_INT(hearth_bert_tokenize_spans(m, t, strlen(t), HEARTH_BERT_TRUNCATE_LEFT, &ids, spans, &err), 0);
+    int32_t left[] = {2, 10, 11, 12, 7, 13, 14, 3};
+    const char *left_words[] = {"", "fox", "jumps", "over", "the", "lazy", "dog", ""};
+    CHECK_EQ_INT(ids.n, MAXLEN);
+    for (size_t i = 0; i < ids.n && i < MAXLEN; i++) {
+        CHECK_EQ_INT(ids.v[i], left[i]);
+        CHECK_MSG(spans[i].stop - spans[i].start == strlen(left_words[i]) &&
+                      !memcmp(t + spans[i].start, left_words[i], strlen(left_words[i])),
+                  "left-truncated token %zu spans [%u, %u), not '%s'", i, spans[i].start, spans[i].stop, left_words[i]);
+    }
     /* exactly at the limit: 6 words + 2 */
     t = "the quick brown fox jumps over";
-    CHECK_EQ_INT(hearth_bert_tokenize(m, t, strlen(t), false, &ids, &err), 0);
+    CHECK_EQ_INT(hearth_bert_tokenize(m, t, strlen(t), HEARTH_BERT_NO_TRUNCATE, &ids, &err), 0);
     CHECK_EQ_INT(ids.n, MAXLEN);
     /* empty text: just [CLS] [SEP] */
-    CHECK_EQ_INT(hearth_bert_tokenize(m, "", 0, false, &ids, &err), 0);
+    CHECK_EQ_INT(hearth_bert_tokenize(m, "", 0, HEARTH_BERT_NO_TRUNCATE, &ids, &err), 0);
     CHECK_EQ_INT(ids.n, 2);
     /* invalid UTF-8 at byte 6 */
-    rc = hearth_bert_tokenize(m, "hello \xff world", 13, false, &ids, &err);
+    rc = hearth_bert_tokenize(m, "hello \xff world", 13, HEARTH_BERT_NO_TRUNCATE, &ids, &err);
     CHECK_EQ_INT(rc, HEARTH_EINVAL);
     CHECK_MSG(strstr(err.msg, "6") != NULL, "message '%s' should name offset 6", err.msg);
     /* the caller's list too small for [CLS] hello [SEP] */
     hearth_ids small;
     hearth_ids_init(&small, 2);
-    CHECK_EQ_INT(hearth_bert_tokenize(m, "hello", 5, false, &small, &err), HEARTH_ELIMIT);
+    CHECK_EQ_INT(hearth_bert_tokenize(m, "hello", 5, HEARTH_BERT_NO_TRUNCATE, &small, &err), HEARTH_ELIMIT);
     hearth_ids_deinit(&small);
     hearth_ids_deinit(&ids);
     hearth_bert_close(m);
@@ -485,7 +497,7 @@ static void test_gguf(void)
     hearth_ids ids;
     hearth_ids_init(&ids, 64);
     const char *t = "Hello, worlds!";
-    CHECK_EQ_INT(hearth_bert_tokenize(m, t, strlen(t), false, &ids, &err), 0);
+    CHECK_EQ_INT(hearth_bert_tokenize(m, t, strlen(t), HEARTH_BERT_NO_TRUNCATE, &ids, &err), 0);
     int32_t want[] = {2, 5, 21, 6, 15, 23, 3};
     CHECK_EQ_INT(ids.n, 7);
     for (size_t i = 0; i < ids.n && i < 7; i++)
