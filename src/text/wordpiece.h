@@ -11,6 +11,7 @@
 #ifndef HEARTH_TEXT_WORDPIECE_H
 #define HEARTH_TEXT_WORDPIECE_H
 
+#include "base/buf.h"
 #include "base/err.h"
 #include "text/vocab.h"
 
@@ -81,6 +82,20 @@ typedef struct hearth_tok_span {
  * bytes or more: HEARTH_EINVAL. */
 int hearth_wordpiece_encode_spans(const hearth_wordpiece *wp, const char *text, size_t n, hearth_ids *out,
                                   hearth_tok_span *spans, size_t n_spans, hearth_err *err);
+
+/* Longest token text hearth_wordpiece_decode takes (BERT's are < 30 bytes). */
+#define HEARTH_WORDPIECE_DECODE_MAX_TOKEN 1024
+
+/* Appends the text of ids[0..n) to out as Hugging Face's WordPiece decoder
+ * writes it (tokens joined by spaces, "##" continuations joined to the word
+ * before, the decoder's cleanup of spaces before punctuation; see
+ * wordpiece_decode.c). skip_special leaves out [CLS] [SEP] [PAD] [MASK]
+ * [UNK] and tokens the vocab marks as control. Returns HEARTH_OK;
+ * HEARTH_EINVAL naming the position of an id outside the vocab (nothing is
+ * appended); HEARTH_ELIMIT or HEARTH_ENOMEM when out cannot grow (out then
+ * holds a prefix). Thread-safe. */
+int hearth_wordpiece_decode(const hearth_wordpiece *wp, const int32_t *ids, size_t n, bool skip_special,
+                            hearth_buf *out, hearth_err *err);
 
 /* The special ids, -1 when the vocab has none. */
 int32_t hearth_wordpiece_cls(const hearth_wordpiece *wp);

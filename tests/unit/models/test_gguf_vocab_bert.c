@@ -1,10 +1,12 @@
 /* test_gguf_vocab_bert.c: WordPiece over the vocab llama.cpp's converter wrote
  * into ggml-vocab-bert-bge.gguf (pieces spelt "\u2581the" / "ing" instead of
- * "the" / "##ing"), against the same golden ids as the vocab.txt test. */
+ * "the" / "##ing"), against the same golden ids as the vocab.txt test, and
+ * decoding back to the text tokenizers gives for the same ids. */
 #include "harness.h"
 #include "models/gguf.h"
 #include "models/gguf_vocab.h"
 #include "text/wordpiece.h"
+#include "unit/text/wordpiece_decode_cases.h"
 #include "unit/text/wordpiece_golden.h"
 
 static void test_bge_golden(void)
@@ -38,6 +40,7 @@ static void test_bge_golden(void)
         CHECK_EQ_INT(hearth_wordpiece_pad(&wp), 0);
         CHECK_EQ_INT(hearth_wordpiece_mask(&wp), 103);
         check_wordpiece_golden(&wp, "vocab/ggml-vocab-bert-bge.gguf");
+        check_wordpiece_decode_cases(&wp);
     }
     hearth_vocab_deinit(&v);
 }

@@ -9,6 +9,7 @@
 #include "text/unicode.h"
 #include "text/vocab_txt.h"
 #include "text/wordpiece.h"
+#include "unit/text/wordpiece_decode_cases.h"
 #include "unit/text/wordpiece_golden.h"
 
 #include <stdint.h>
@@ -555,6 +556,35 @@ static void test_reorder_runs(void)
     }
 }
 
+/* Decoding against tokenizers' goldens, and its errors. */
+static void test_decode(void)
+{
+    if (!ready)
+        return not_ready();
+    check_wordpiece_decode_cases(&wp);
+    hearth_buf out;
+    hearth_err err = {0};
+    /* an id outside the vocab: named with its position, nothing appended */
+    hearth_buf_init(&out, 4096);
+    int32_t bad[] = {7592, 30522};
+    CHECK_EQ_INT(hearth_wordpiece_decode(&wp, bad, 2, true, &out, &err), HEARTH_EINVAL);
+    CHECK_MSG(strstr(err.msg, "id 1") && strstr(err.msg, "30522"), "message '%s'", err.msg);
+    CHECK_EQ_INT(out.len, 0);
+    int32_t neg[] = {-1};
+    CHECK_EQ_INT(hearth_wordpiece_decode(&wp, neg, 1, true, &out, &err), HEARTH_EINVAL);
+    hearth_buf_deinit(&out);
+    /* the buffer's bound: "hello hello" is 11 bytes */
+    hearth_buf_init(&out, 8);
+    int32_t two[] = {7592, 7592};
+    CHECK_EQ_INT(hearth_wordpiece_decode(&wp, two, 2, true, &out, &err), HEARTH_ELIMIT);
+    hearth_buf_deinit(&out);
+    /* no ids: no text */
+    hearth_buf_init(&out, 8);
+    CHECK_EQ_INT(hearth_wordpiece_decode(&wp, two, 0, true, &out, &err), HEARTH_OK);
+    CHECK_EQ_INT(out.len, 0);
+    hearth_buf_deinit(&out);
+}
+
 int main(void)
 {
     RUN(test_load);
@@ -572,6 +602,7 @@ int main(void)
     RUN(test_spans_golden);
     RUN(test_spans_limit);
     RUN(test_reorder_runs);
+    RUN(test_decode);
     hearth_vocab_deinit(&vocab);
     TEST_EXIT();
 }
