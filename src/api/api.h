@@ -57,7 +57,8 @@ void hearth_api_config_default(hearth_api_config *cfg);
 
 /* Registers /health, /metrics and /v1/models. api must outlive the server. */
 int hearth_api_register_system(hearth_api *api, hearth_server *s);
-/* Registers the embedding APIs: TEI /embed and /tokenize, OpenAI /v1/embeddings. */
+/* Registers the embedding APIs: TEI /embed, /tokenize, /decode and /info,
+ * OpenAI /v1/embeddings. */
 int hearth_api_register_embed(hearth_api *api, hearth_server *s);
 /* Registers the generation APIs: llama-server's /completion, /detokenize,
  * /props and OpenAI's /v1/completions, /v1/chat/completions. */

@@ -285,7 +285,7 @@ static void submit(hearth_request *req, hearth_api *api, hearth_embed_model *m, 
     }
 }
 
-static hearth_embed_model *model_or_respond(hearth_request *req, hearth_api *api, const char *name)
+hearth_embed_model *hearth_api_embed_model_or_respond(hearth_request *req, hearth_api *api, const char *name)
 {
     if (!atomic_load(&api->ready)) {
         hearth_respond_error(req, 503, "unavailable_error", "models are loading");
@@ -349,7 +349,7 @@ static void embed_inputs(hearth_request *req, hearth_api *api, hearth_embed_mode
 static void tei_embed(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
-    hearth_embed_model *m = model_or_respond(req, api, NULL);
+    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
     hearth_embed_parsed p;
     if (!m || !parse(req, api, HEARTH_EMBED_TEI, &p))
         return;
@@ -364,7 +364,7 @@ static void openai_embeddings(hearth_request *req, void *ctx)
     hearth_embed_parsed p;
     if (!parse(req, api, HEARTH_EMBED_OPENAI, &p))
         return;
-    hearth_embed_model *m = model_or_respond(req, api, p.model);
+    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, p.model);
     if (m)
         embed_inputs(req, api, m, &p, FMT_OPENAI); /* OpenAI's embeddings are unit vectors: p.normalize is true */
     hearth_embed_parsed_free(&p);
@@ -377,7 +377,7 @@ static void openai_embeddings(hearth_request *req, void *ctx)
  * (not the vocabulary's lowercased, "##"-prefixed piece). */
 static void tei_tokenize(hearth_request *req, hearth_api *api)
 {
-    hearth_embed_model *m = model_or_respond(req, api, NULL);
+    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
     hearth_embed_parsed p;
     if (!m || !parse(req, api, HEARTH_EMBED_TEI_TOKENIZE, &p))
         return;
@@ -463,5 +463,7 @@ int hearth_api_register_embed(hearth_api *api, hearth_server *s)
         rc = hearth_server_route(s, "POST", "/embeddings", openai_embeddings, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/tokenize", tokenize, api);
+    if (!rc)
+        rc = hearth_api_register_tei(api, s);
     return rc;
 }

@@ -82,8 +82,9 @@ int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, 
         return st;
     }
     const cJSON *doc = out->doc;
-    bool openai = api == HEARTH_EMBED_OPENAI;
-    const char *key = openai ? "input" : "inputs";
+    bool openai = api == HEARTH_EMBED_OPENAI, decode = api == HEARTH_EMBED_TEI_DECODE;
+    bool take_ids = openai || decode, take_text = !decode;
+    const char *key = openai ? "input" : decode ? "ids" : "inputs";
     int st = 0;
     out->normalize = true;
     if (api == HEARTH_EMBED_TEI) {
@@ -100,6 +101,8 @@ int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, 
         }
     } else if (api == HEARTH_EMBED_TEI_TOKENIZE) {
         st = opt_bool(doc, "add_special_tokens", true, &out->add_special, msg, n);
+    } else if (api == HEARTH_EMBED_TEI_DECODE) {
+        st = opt_bool(doc, "skip_special_tokens", true, &out->skip_special, msg, n);
     } else {
         const cJSON *model = cJSON_GetObjectItemCaseSensitive(doc, "model");
         if (model && !cJSON_IsNull(model) && !cJSON_IsString(model))
@@ -126,10 +129,12 @@ int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, 
         st = fail(msg, n, 400, "'%s' is required", key);
     bool single = false;
     if (!st) {
-        single = cJSON_IsString(field) ||
-                 (openai && cJSON_IsArray(field) && cJSON_GetArraySize(field) > 0 && cJSON_IsNumber(cJSON_GetArrayItem(field, 0)));
+        single = (take_text && cJSON_IsString(field)) ||
+                 (take_ids && cJSON_IsArray(field) && cJSON_GetArraySize(field) > 0 && cJSON_IsNumber(cJSON_GetArrayItem(field, 0)));
         if (!single && !cJSON_IsArray(field))
-            st = fail(msg, n, 400, "'%s' must be a string or a list of %s", key, openai ? "strings or token-id lists" : "strings");
+            st = decode ? fail(msg, n, 400, "'ids' must be a list of token ids or a list of such lists")
+                        : fail(msg, n, 400, "'%s' must be a string or a list of %s", key,
+                               openai ? "strings or token-id lists" : "strings");
     }
     if (!st) {
         out->n = single ? 1 : cJSON_GetArraySize(field);
@@ -143,13 +148,14 @@ int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, 
     for (int i = 0; !st && i < out->n; i++) {
         const cJSON *item = single ? field : cJSON_GetArrayItem(field, i);
         hearth_embed_input *in = &out->inputs[i];
-        if (cJSON_IsString(item)) {
+        if (take_text && cJSON_IsString(item)) {
             in->text = item->valuestring;
             in->text_len = strlen(item->valuestring);
-        } else if (openai && cJSON_IsArray(item)) {
+        } else if (take_ids && cJSON_IsArray(item)) {
             st = parse_ids(item, i, in, msg, n);
         } else {
-            st = fail(msg, n, 400, "%s[%d] must be a string%s", key, i, openai ? " or a list of token ids" : "");
+            st = fail(msg, n, 400, "%s[%d] must be %s", key, i,
+                      decode ? "a list of token ids" : openai ? "a string or a list of token ids" : "a string");
         }
     }
     if (st)

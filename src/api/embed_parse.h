@@ -3,6 +3,7 @@
  *
  *   TEI     POST /embed           {"inputs": str | [str], "normalize", "truncate", "truncation_direction"}
  *   TEI     POST /tokenize        {"inputs": str | [str], "add_special_tokens"}
+ *   TEI     POST /decode          {"ids": [int] | [[int]], "skip_special_tokens"}
  *   OpenAI  POST /v1/embeddings   {"input": str | [str] | [int] | [[int]], "model", "encoding_format", "dimensions", "user"} */
 #ifndef HEARTH_API_EMBED_PARSE_H
 #define HEARTH_API_EMBED_PARSE_H
@@ -12,12 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum hearth_embed_api { HEARTH_EMBED_TEI, HEARTH_EMBED_TEI_TOKENIZE, HEARTH_EMBED_OPENAI };
+enum hearth_embed_api { HEARTH_EMBED_TEI, HEARTH_EMBED_TEI_TOKENIZE, HEARTH_EMBED_TEI_DECODE, HEARTH_EMBED_OPENAI };
 
 typedef struct hearth_embed_input {
     const char *text;      /* NUL-terminated, inside the parsed document; NULL for token ids */
     size_t text_len;
-    int32_t *ids;          /* OpenAI's token-id form (owned), without [CLS]/[SEP] */
+    int32_t *ids;          /* OpenAI's token-id form (owned), without [CLS]/[SEP]; TEI decode's ids */
     int n_ids;
 } hearth_embed_input;
 
@@ -28,6 +29,7 @@ typedef struct hearth_embed_parsed {
     bool truncate;         /* TEI, default false */
     bool truncate_left;    /* TEI "truncation_direction": "Left" (keep the last tokens); default "Right" */
     bool add_special;      /* TEI tokenize, default true */
+    bool skip_special;     /* TEI decode, default true */
     bool base64;           /* OpenAI encoding_format */
     int64_t dimensions;    /* OpenAI; 0 when absent (range checked against the model by the caller) */
     const char *model;     /* OpenAI; NULL when absent */

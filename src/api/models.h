@@ -82,6 +82,10 @@ struct hearth_api_state {
 
 /* The embedding model a request names (NULL name: the first one); NULL when none matches. */
 hearth_embed_model *hearth_api_find_embed(hearth_api *api, const char *name);
+/* The same, or responds (503 while loading, 404 naming the model) and returns NULL (embed.c). */
+hearth_embed_model *hearth_api_embed_model_or_respond(hearth_request *req, hearth_api *api, const char *name);
+/* Registers TEI's GET /info and POST /decode (tei.c). */
+int hearth_api_register_tei(hearth_api *api, hearth_server *s);
 /* The generation model a request names (NULL name: the first one); NULL when none matches. */
 hearth_gen_entry *hearth_api_find_gen(hearth_api *api, const char *name);
 

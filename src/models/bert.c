@@ -203,6 +203,12 @@ double hearth_bert_flops(const hearth_bert *m, int n_seqs, const int32_t *lens)
     return total * (double)m->n_layer;
 }
 
+int hearth_bert_decode(const hearth_bert *m, const int32_t *ids, size_t n, bool skip_special, hearth_buf *out,
+                       hearth_err *err)
+{
+    return hearth_wordpiece_decode(&m->wp, ids, n, skip_special, out, err);
+}
+
 int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, enum hearth_bert_truncate trunc,
                          hearth_ids *out, hearth_err *err)
 {

@@ -52,6 +52,13 @@ int hearth_bert_tokenize(const hearth_bert *m, const char *text, size_t n, enum 
 int hearth_bert_tokenize_spans(const hearth_bert *m, const char *text, size_t n, enum hearth_bert_truncate trunc,
                                hearth_ids *out, hearth_tok_span *spans, hearth_err *err);
 
+/* Appends the text of ids[0..n) to out, as the model's Hugging Face tokenizer
+ * decodes them (hearth_wordpiece_decode); skip_special leaves out [CLS],
+ * [SEP] and the other special tokens. HEARTH_EINVAL naming an id outside
+ * the vocabulary. Thread-safe. */
+int hearth_bert_decode(const hearth_bert *m, const int32_t *ids, size_t n, bool skip_special, hearth_buf *out,
+                       hearth_err *err);
+
 /* Embeds n_seqs token sequences (each with [CLS]/[SEP], at most max_tokens
  * long) in one forward pass; writes n_seqs x dim floats to out, pooled and,
  * when normalize is set, L2-normalized. Not thread-safe on one model (one

@@ -139,6 +139,35 @@ def test_tokenize():
             assert raw[t["start"]:t["stop"]].decode() == t["text"], t
 
 
+def test_decode_and_info():
+    with server("--max-client-batch", "4") as srv:
+        p = srv.port
+        # /decode gives back what /tokenize took, as Hugging Face decodes:
+        # lowercased, "##" pieces joined, no space before , ! . (but around ')
+        text = "Hello, world! It's unaffable."
+        st, toks = post(p, "/tokenize", {"inputs": [text, "a b c"]})
+        assert st == 200, toks
+        ids = [[t["id"] for t in seq] for seq in toks]
+        st, texts = post(p, "/decode", {"ids": ids})
+        assert st == 200 and texts == ["hello, world! it ' s unaffable.", "a b c"], texts
+        st, one = post(p, "/decode", {"ids": ids[1], "skip_special_tokens": False})
+        assert st == 200 and one == ["[CLS] a b c [SEP]"], one
+        check_error(*post(p, "/decode", {"ids": [1, 30522]}), 400, "30522")
+        check_error(*post(p, "/decode", {"ids": "hello"}), 400, "ids")
+        check_error(*post(p, "/decode", {"ids": [[1], "x"]}), 400, "ids[1]")
+        check_error(*post(p, "/decode", {"ids": []}), 400, "empty")
+        check_error(*post(p, "/decode", {"ids": [1], "skip_special_tokens": 1}), 400, "skip_special_tokens")
+        check_error(*post(p, "/decode", {"ids": [[1]] * 5}), 413, "at most 4")
+        # /info: TEI's shape, with this server's limits
+        st, _, body = request(p, "GET", "/info")
+        info = json.loads(body)
+        assert st == 200, info
+        assert info["model_id"] == DEMO and info["model_dtype"] == "float32", info
+        assert info["model_type"] == {"embedding": {"pooling": "mean"}}, info
+        assert info["max_input_length"] == 256 and info["max_client_batch_size"] == 4, info
+        assert info["max_batch_tokens"] > 0 and info["max_concurrent_requests"] > 0 and info["version"], info
+
+
 def test_bad_inputs():
     with server("--max-client-batch", "4") as srv:
         p = srv.port
@@ -277,5 +306,5 @@ def test_queue_bound_gives_429_and_disconnects_are_harmless():
 
 if __name__ == "__main__":
     run([test_models_lists_the_demo, test_tei_embed_shapes_normalization_and_batch_invariance, test_openai_embeddings,
-         test_tokenize, test_bad_inputs, test_truncation_direction, test_concurrent_requests_keep_their_own_vectors,
+         test_tokenize, test_decode_and_info, test_bad_inputs, test_truncation_direction, test_concurrent_requests_keep_their_own_vectors,
          test_engines_give_the_vectors_of_one_engine, test_queue_bound_gives_429_and_disconnects_are_harmless])

@@ -1,5 +1,5 @@
-/* fuzz_embed_json: the embedding APIs' request bodies (TEI /embed and
- * /tokenize, OpenAI /v1/embeddings) through hearth_embed_parse, which must
+/* fuzz_embed_json: the embedding APIs' request bodies (TEI /embed, /tokenize
+ * and /decode, OpenAI /v1/embeddings) through hearth_embed_parse, which must
  * answer every input with success or a 400/413 and a message, never crash,
  * leak or read past the body. On success every input it reports must be
  * consistent (text with its length, or ids). */
@@ -11,8 +11,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static const enum hearth_embed_api apis[] = {HEARTH_EMBED_TEI, HEARTH_EMBED_TEI_TOKENIZE, HEARTH_EMBED_OPENAI};
-    for (int a = 0; a < 3; a++) {
+    static const enum hearth_embed_api apis[] = {HEARTH_EMBED_TEI, HEARTH_EMBED_TEI_TOKENIZE, HEARTH_EMBED_TEI_DECODE,
+                                                 HEARTH_EMBED_OPENAI};
+    for (int a = 0; a < 4; a++) {
         hearth_embed_parsed p;
         char msg[256];
         msg[0] = 0;
@@ -28,6 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const hearth_embed_input *in = &p.inputs[i];
             if (in->text ? strlen(in->text) != in->text_len : (in->n_ids < 1 || !in->ids))
                 abort();
+            if (apis[a] == HEARTH_EMBED_TEI_DECODE && in->text)
+                abort(); /* /decode takes ids only */
             for (int k = 0; !in->text && k < in->n_ids; k++)
                 if (in->ids[k] < 0)
                     abort();
