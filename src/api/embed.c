@@ -10,6 +10,12 @@
  * go last (a reference count): a client that disconnects marks the job
  * cancelled, and its sequences that have not started are skipped.
  *
+ * Prompts (sentence-transformers' config_sentence_transformers.json): a text
+ * input is tokenized as prompt + text, the prompt being the one TEI's
+ * "prompt_name" names, else the model's default_prompt_name (as
+ * sentence-transformers' encode does; most models have none). Token-id
+ * inputs are taken as given.
+ *
  * Rejected: tokenizing on the scheduler thread (it would have to pack
  * batches before knowing their token counts). */
 #include "models.h"
@@ -203,14 +209,60 @@ static embed_req *req_new(int n, int64_t dim)
     return r;
 }
 
+/* The prompt put before each text input: the one the request names, else
+ * the model's default (none for most models). On a name the model lacks,
+ * responds 400 and returns false. */
+static bool find_prompt(hearth_request *req, hearth_embed_model *m, const char *name, const char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    if (!name)
+        name = hearth_bert_default_prompt(m->bert);
+    if (!name)
+        return true;
+    if ((*text = hearth_bert_prompt(m->bert, name, len)))
+        return true;
+    char names[512];
+    hearth_bert_prompt_names(m->bert, names, sizeof names);
+    if (names[0])
+        hearth_respond_error(req, 400, "invalid_request_error", "prompt_name '%s' is not one of model '%s''s prompts (%s)", name,
+                             m->info->name, names);
+    else
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "prompt_name '%s': model '%s' has no prompts (config_sentence_transformers.json)", name,
+                             m->info->name);
+    return false;
+}
+
+/* prompt + text in one malloc'd string (NULL on ENOMEM); text itself when there is no prompt. */
+static char *with_prompt(const char *prompt, size_t plen, const char *text, size_t tlen, size_t *len)
+{
+    *len = plen + tlen;
+    char *s = malloc(*len + 1);
+    if (s) {
+        memcpy(s, prompt, plen);
+        memcpy(s + plen, text, tlen);
+        s[*len] = 0;
+    }
+    return s;
+}
+
 /* Tokenizes input i (text) into r; on failure responds and returns false. */
 static bool add_text(hearth_request *req, embed_req *r, hearth_embed_model *m, int i, const hearth_embed_input *in,
-                     enum hearth_bert_truncate trunc)
+                     enum hearth_bert_truncate trunc, const char *prompt, size_t plen)
 {
     hearth_ids ids;
     hearth_ids_init(&ids, (size_t)hearth_bert_max_tokens(m->bert) * 64 + 64);
     hearth_err err = {0};
-    int rc = hearth_bert_tokenize(m->bert, in->text, in->text_len, trunc, &ids, &err);
+    const char *text = in->text;
+    size_t len = in->text_len;
+    char *joined = NULL;
+    if (prompt && !(text = joined = with_prompt(prompt, plen, in->text, in->text_len, &len))) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return false;
+    }
+    int rc = hearth_bert_tokenize(m->bert, text, len, trunc, &ids, &err);
+    free(joined);
     if (rc) {
         hearth_ids_deinit(&ids);
         if (rc == HEARTH_ELIMIT)
@@ -334,9 +386,15 @@ static void embed_inputs(hearth_request *req, hearth_api *api, hearth_embed_mode
     enum hearth_bert_truncate trunc = !p->truncate     ? HEARTH_BERT_NO_TRUNCATE
                                       : p->truncate_left ? HEARTH_BERT_TRUNCATE_LEFT
                                                          : HEARTH_BERT_TRUNCATE_RIGHT;
+    const char *prompt;
+    size_t plen;
+    if (!find_prompt(req, m, p->prompt_name, &prompt, &plen)) {
+        req_free(r);
+        return;
+    }
     for (int i = 0; i < p->n; i++) {
         const hearth_embed_input *in = &p->inputs[i];
-        if (!(in->text ? add_text(req, r, m, i, in, trunc) : add_ids(req, r, m, i, in))) {
+        if (!(in->text ? add_text(req, r, m, i, in, trunc, prompt, plen) : add_ids(req, r, m, i, in))) {
             req_free(r);
             return;
         }
@@ -345,7 +403,7 @@ static void embed_inputs(hearth_request *req, hearth_api *api, hearth_embed_mode
 }
 
 /* TEI: {"inputs": str | [str], "normalize": true, "truncate": false,
- * "truncation_direction": "Right"} -> [[float]] */
+ * "truncation_direction": "Right", "prompt_name": null} -> [[float]] */
 static void tei_embed(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
@@ -370,7 +428,7 @@ static void openai_embeddings(hearth_request *req, void *ctx)
     hearth_embed_parsed_free(&p);
 }
 
-/* TEI: {"inputs": str | [str], "add_special_tokens": true} ->
+/* TEI: {"inputs": str | [str], "add_special_tokens": true, "prompt_name"} ->
  * [[{"id","text","special","start","stop"}]], as TEI answers: a special
  * token has its vocabulary text and null offsets; any other has the input's
  * bytes [start, stop) it came from, and text is that slice of the input
@@ -381,6 +439,12 @@ static void tei_tokenize(hearth_request *req, hearth_api *api)
     hearth_embed_parsed p;
     if (!m || !parse(req, api, HEARTH_EMBED_TEI_TOKENIZE, &p))
         return;
+    const char *prompt;
+    size_t plen;
+    if (!find_prompt(req, m, p.prompt_name, &prompt, &plen)) {
+        hearth_embed_parsed_free(&p);
+        return;
+    }
     const hearth_vocab *v = hearth_bert_vocab(m->bert);
     hearth_buf out;
     hearth_buf_init(&out, (size_t)256 << 20);
@@ -389,16 +453,22 @@ static void tei_tokenize(hearth_request *req, hearth_api *api)
         hearth_ids ids;
         hearth_ids_init(&ids, (size_t)1 << 24);
         hearth_err err = {0};
-        const char *text = p.inputs[i].text;
-        hearth_tok_span *spans = malloc((p.inputs[i].text_len + 2) * sizeof *spans);
-        if (!spans) {
+        /* with a prompt, offsets and texts are of the prompt + input, as TEI gives them */
+        size_t len = p.inputs[i].text_len;
+        char *joined = prompt ? with_prompt(prompt, plen, p.inputs[i].text, len, &len) : NULL;
+        const char *text = prompt ? joined : p.inputs[i].text;
+        hearth_tok_span *spans = malloc((len + 2) * sizeof *spans);
+        if (!spans || !text) {
             hearth_ids_deinit(&ids);
+            free(spans);
+            free(joined);
             hearth_respond_error(req, 503, "overloaded", "out of memory for the offsets of inputs[%d]", i);
             goto out;
         }
-        if (hearth_bert_tokenize_spans(m->bert, text, p.inputs[i].text_len, HEARTH_BERT_TRUNCATE_RIGHT, &ids, spans, &err) != 0) {
+        if (hearth_bert_tokenize_spans(m->bert, text, len, HEARTH_BERT_TRUNCATE_RIGHT, &ids, spans, &err) != 0) {
             hearth_ids_deinit(&ids);
             free(spans);
+            free(joined);
             hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d]: %s", i, err.msg);
             goto out;
         }
@@ -425,6 +495,7 @@ static void tei_tokenize(hearth_request *req, hearth_api *api)
             rc = hearth_buf_append(&out, "]", 1);
         hearth_ids_deinit(&ids);
         free(spans);
+        free(joined);
     }
     if (!rc)
         rc = hearth_buf_append(&out, "]", 1);

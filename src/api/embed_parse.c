@@ -124,6 +124,13 @@ int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, 
                 out->dimensions = (int64_t)dims->valuedouble;
         }
     }
+    if (!st && (api == HEARTH_EMBED_TEI || api == HEARTH_EMBED_TEI_TOKENIZE)) {
+        const cJSON *pn = cJSON_GetObjectItemCaseSensitive(doc, "prompt_name");
+        if (pn && !cJSON_IsNull(pn) && !cJSON_IsString(pn))
+            st = fail(msg, n, 400, "'prompt_name' must be a string");
+        else if (cJSON_IsString(pn))
+            out->prompt_name = pn->valuestring;
+    }
     const cJSON *field = st ? NULL : cJSON_GetObjectItemCaseSensitive(doc, key);
     if (!st && !field)
         st = fail(msg, n, 400, "'%s' is required", key);

@@ -1,8 +1,8 @@
 /* embed_parse.h: the JSON bodies of the embedding APIs, parsed and
  * validated without a model or a connection (so they can be fuzzed).
  *
- *   TEI     POST /embed           {"inputs": str | [str], "normalize", "truncate", "truncation_direction"}
- *   TEI     POST /tokenize        {"inputs": str | [str], "add_special_tokens"}
+ *   TEI     POST /embed           {"inputs": str | [str], "normalize", "truncate", "truncation_direction", "prompt_name"}
+ *   TEI     POST /tokenize        {"inputs": str | [str], "add_special_tokens", "prompt_name"}
  *   TEI     POST /decode          {"ids": [int] | [[int]], "skip_special_tokens"}
  *   OpenAI  POST /v1/embeddings   {"input": str | [str] | [int] | [[int]], "model", "encoding_format", "dimensions", "user"} */
 #ifndef HEARTH_API_EMBED_PARSE_H
@@ -33,6 +33,7 @@ typedef struct hearth_embed_parsed {
     bool base64;           /* OpenAI encoding_format */
     int64_t dimensions;    /* OpenAI; 0 when absent (range checked against the model by the caller) */
     const char *model;     /* OpenAI; NULL when absent */
+    const char *prompt_name; /* TEI /embed and /tokenize; NULL when absent (checked against the model by the caller) */
     cJSON *doc;            /* owned: texts point into it */
 } hearth_embed_parsed;
 

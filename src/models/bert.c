@@ -203,6 +203,34 @@ double hearth_bert_flops(const hearth_bert *m, int n_seqs, const int32_t *lens)
     return total * (double)m->n_layer;
 }
 
+const char *hearth_bert_prompt(const hearth_bert *m, const char *name, size_t *len)
+{
+    for (int i = 0; i < m->n_prompts; i++) {
+        if (!strcmp(m->prompts[i].name, name)) {
+            *len = m->prompts[i].len;
+            return m->prompts[i].text;
+        }
+    }
+    return NULL;
+}
+
+const char *hearth_bert_default_prompt(const hearth_bert *m)
+{
+    return m->default_prompt ? m->default_prompt->name : NULL;
+}
+
+void hearth_bert_prompt_names(const hearth_bert *m, char *out, size_t cap)
+{
+    size_t at = 0;
+    out[0] = 0;
+    for (int i = 0; i < m->n_prompts && at < cap; i++) {
+        int k = snprintf(out + at, cap - at, "%s%s", i ? ", " : "", m->prompts[i].name);
+        if (k < 0)
+            break;
+        at += (size_t)k;
+    }
+}
+
 int hearth_bert_decode(const hearth_bert *m, const int32_t *ids, size_t n, bool skip_special, hearth_buf *out,
                        hearth_err *err)
 {

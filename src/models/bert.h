@@ -32,6 +32,15 @@ int64_t hearth_bert_max_tokens(const hearth_bert *m);  /* longest sequence, [CLS
 hearth_pooling hearth_bert_pooling(const hearth_bert *m);
 bool hearth_bert_normalizes(const hearth_bert *m);      /* the model's own config has a Normalize module */
 const hearth_vocab *hearth_bert_vocab(const hearth_bert *m);
+/* The text of the model's prompt called name (sentence-transformers'
+ * "prompts" in config_sentence_transformers.json: put before an input that
+ * asks for it), with its length; NULL when the model has no such prompt. */
+const char *hearth_bert_prompt(const hearth_bert *m, const char *name, size_t *len);
+/* The name of the prompt the model's config says to use by default
+ * ("default_prompt_name"), or NULL. */
+const char *hearth_bert_default_prompt(const hearth_bert *m);
+/* The prompts' names, ", "-separated, for messages ("" when there are none). */
+void hearth_bert_prompt_names(const hearth_bert *m, char *out, size_t cap);
 /* FLOPs of one forward pass over sequences of these lengths (for the FLOP-rate report). */
 double hearth_bert_flops(const hearth_bert *m, int n_seqs, const int32_t *lens);
 

@@ -130,6 +130,9 @@ int bert_load_hf(hearth_bert *m, const char *dir, hearth_err *err)
     m->normalize = f->normalize;
     m->max_tokens = f->max_seq_len;
     m->vocab = &f->vocab;
+    m->prompts = f->prompts;
+    m->n_prompts = f->n_prompts;
+    m->default_prompt = f->default_prompt >= 0 ? &f->prompts[f->default_prompt] : NULL;
     if (m->vocab->n_tokens > m->n_vocab)
         return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: the tokenizer has %d tokens but config.json's vocab_size is %lld",
                               dir, (int)m->vocab->n_tokens, (long long)m->n_vocab);

@@ -2,16 +2,15 @@
  * (bert_hf.c, bert_gguf.c), its weight conversion (bert_weights.c), its
  * forward pass (bert_forward.c) and its public face (bert.c).
  *
- * This header deliberately includes neither models/bert.h nor
- * models/hf_folder.h: both declare `enum hearth_pooling`, so one file cannot
- * include both. Pooling is kept here as an int holding the same values
- * (mean 0, cls 1, last 2 in both enums). */
+ * Pooling is kept here as an int holding enum hearth_pooling's values
+ * (hf_folder.h: mean 0, cls 1, last 2). */
 #ifndef HEARTH_MODELS_BERT_IMPL_H
 #define HEARTH_MODELS_BERT_IMPL_H
 
 #include "base/err.h"
 #include "engine/cpu/matmul.h"
 #include "engine/dtype.h"
+#include "models/hf_folder.h" /* hearth_hf_prompt */
 #include "text/vocab.h"
 #include "text/wordpiece.h"
 
@@ -68,6 +67,9 @@ struct hearth_bert {
     const float *emb_ln_w, *emb_ln_b; /* (hidden) */
     bert_layer *layers;      /* n_layer */
 
+    const hearth_hf_prompt *prompts; /* n_prompts, owned by the source below (a folder's) */
+    int n_prompts;
+    const hearth_hf_prompt *default_prompt; /* or NULL */
     const hearth_vocab *vocab; /* owned by the source below */
     hearth_wordpiece wp;
     int32_t cls, sep;

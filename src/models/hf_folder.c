@@ -227,6 +227,62 @@ static int read_seq_len(hearth_hf_folder *f, int64_t model_max_length, hearth_er
     return rc;
 }
 
+/* config_sentence_transformers.json: "prompts" (an object of strings) and
+ * "default_prompt_name" (null or one of them). */
+static int read_prompts(hearth_hf_folder *f, hearth_err *err)
+{
+    char path[PATH_CAP];
+    cJSON *root;
+    f->default_prompt = -1;
+    int rc = hf_json_read(f->dir, "config_sentence_transformers.json", HF_CONFIG_MAX_BYTES, true, path, sizeof path,
+                          &root, err);
+    if (rc || !root)
+        return rc;
+    const cJSON *prompts = cJSON_GetObjectItemCaseSensitive(root, "prompts");
+    if (prompts && !cJSON_IsNull(prompts) && !cJSON_IsObject(prompts))
+        rc = hearth_err_set(err, HEARTH_EINVAL, "%s: key 'prompts' is not an object", path);
+    const cJSON *p, *list = cJSON_IsObject(prompts) ? prompts : NULL;
+    cJSON_ArrayForEach(p, list)
+    {
+        if (rc)
+            break;
+        size_t name_len = strlen(p->string);
+        if (!cJSON_IsString(p))
+            rc = hearth_err_set(err, HEARTH_EINVAL, "%s: prompt '%s' is not a string", path, p->string);
+        else if (f->n_prompts == HEARTH_HF_MAX_PROMPTS)
+            rc = hearth_err_set(err, HEARTH_EUNSUPPORTED, "%s: more than %d prompts", path, HEARTH_HF_MAX_PROMPTS);
+        else if (name_len == 0 || name_len >= HEARTH_HF_PROMPT_NAME_MAX)
+            rc = hearth_err_set(err, HEARTH_EINVAL, "%s: a prompt's name is %zu bytes (1..%d)", path, name_len,
+                                HEARTH_HF_PROMPT_NAME_MAX - 1);
+        else if (strlen(p->valuestring) > HEARTH_HF_PROMPT_TEXT_MAX)
+            rc = hearth_err_set(err, HEARTH_EINVAL, "%s: prompt '%s' is %zu bytes (at most %d)", path, p->string,
+                                strlen(p->valuestring), HEARTH_HF_PROMPT_TEXT_MAX);
+        if (rc)
+            break;
+        hearth_hf_prompt *q = &f->prompts[f->n_prompts];
+        if (!(q->text = strdup(p->valuestring))) {
+            rc = hearth_err_set(err, HEARTH_ENOMEM, "%s: out of memory", path);
+            break;
+        }
+        memcpy(q->name, p->string, name_len + 1);
+        q->len = strlen(q->text);
+        f->n_prompts++;
+    }
+    const cJSON *def = cJSON_GetObjectItemCaseSensitive(root, "default_prompt_name");
+    if (!rc && def && !cJSON_IsNull(def)) {
+        if (!cJSON_IsString(def))
+            rc = hearth_err_set(err, HEARTH_EINVAL, "%s: key 'default_prompt_name' is not a string or null", path);
+        for (int i = 0; !rc && i < f->n_prompts; i++)
+            if (!strcmp(f->prompts[i].name, def->valuestring))
+                f->default_prompt = i;
+        if (!rc && f->default_prompt < 0)
+            rc = hearth_err_set(err, HEARTH_EINVAL, "%s: default_prompt_name '%s' is not one of the prompts", path,
+                                def->valuestring);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
 static int open_weights(hearth_hf_folder *f, hearth_err *err)
 {
     static const char *const prefixes[] = {"", "bert.", "model."};
@@ -264,6 +320,8 @@ int hearth_hf_folder_open(hearth_hf_folder *f, const char *dir, hearth_err *err)
     if (rc == HEARTH_OK)
         rc = read_seq_len(f, model_max_length, err);
     if (rc == HEARTH_OK)
+        rc = read_prompts(f, err);
+    if (rc == HEARTH_OK)
         rc = open_weights(f, err);
     if (rc)
         hearth_hf_folder_close(f);
@@ -272,6 +330,8 @@ int hearth_hf_folder_open(hearth_hf_folder *f, const char *dir, hearth_err *err)
 
 void hearth_hf_folder_close(hearth_hf_folder *f)
 {
+    for (int i = 0; i < f->n_prompts; i++)
+        free(f->prompts[i].text);
     hearth_vocab_deinit(&f->vocab);
     hearth_st_close(&f->st);
     free(f->dir);

@@ -9,6 +9,7 @@
  *   modules.json                the module list: Transformer, Pooling, Normalize (optional)
  *   1_Pooling/config.json       the pooling mode, or the folder modules.json names (optional)
  *   sentence_bert_config.json   max_seq_length (optional)
+ *   config_sentence_transformers.json   prompts and default_prompt_name (optional)
  * Every value is checked; an absent, mistyped, out-of-range or unsupported
  * value is an error naming the file and the key. */
 #ifndef HEARTH_MODELS_HF_FOLDER_H
@@ -41,6 +42,17 @@ typedef enum hearth_pooling {
     HEARTH_POOL_LAST = 2, /* the last non-padding token's vector */
 } hearth_pooling;
 
+/* A named prompt of config_sentence_transformers.json ("query": "query: "):
+ * text sentence-transformers puts before the input when asked by name. */
+#define HEARTH_HF_MAX_PROMPTS 32
+#define HEARTH_HF_PROMPT_NAME_MAX 64     /* bytes, NUL included */
+#define HEARTH_HF_PROMPT_TEXT_MAX 4096   /* bytes, NUL excluded */
+typedef struct hearth_hf_prompt {
+    char name[HEARTH_HF_PROMPT_NAME_MAX];
+    char *text;                      /* owned */
+    size_t len;
+} hearth_hf_prompt;
+
 typedef struct hearth_hf_folder {
     char *dir;                       /* owned copy */
     hearth_bert_config config;
@@ -52,6 +64,9 @@ typedef struct hearth_hf_folder {
     char vocab_source[32];           /* "tokenizer.json" or "vocab.txt" */
     hearth_st st;                    /* model.safetensors, open */
     char prefix[16];                 /* "", "bert." or "model.": what the tensor names start with */
+    hearth_hf_prompt prompts[HEARTH_HF_MAX_PROMPTS];
+    int n_prompts;
+    int default_prompt;              /* index of default_prompt_name, or -1 */
 } hearth_hf_folder;
 
 /* Opens the folder. On failure f is closed (hearth_hf_folder_close is still

@@ -168,6 +168,64 @@ def test_decode_and_info():
         assert info["max_batch_tokens"] > 0 and info["max_concurrent_requests"] > 0 and info["version"], info
 
 
+def prompt_folder():
+    """The demo encoder's folder (written by an earlier test's server) with a
+    config_sentence_transformers.json of three prompts, "passage" the
+    default: a copy whose weights file is a link to the demo's."""
+    src = [os.path.join(DEMO_DIR, d) for d in os.listdir(DEMO_DIR) if d.startswith("demo-minilm")]
+    assert src, "no demo encoder folder in %s" % DEMO_DIR
+    dst = tempfile.mkdtemp(prefix="hearth-prompts-")
+    for root, _, files in os.walk(src[0]):
+        rel = os.path.relpath(root, src[0])
+        os.makedirs(os.path.join(dst, rel), exist_ok=True)
+        for f in files:
+            a, b = os.path.join(root, f), os.path.join(dst, rel, f)
+            if f == "model.safetensors":
+                os.symlink(a, b)
+            else:
+                with open(a, "rb") as i, open(b, "wb") as o:
+                    o.write(i.read())
+    with open(os.path.join(dst, "config_sentence_transformers.json"), "w") as f:
+        json.dump({"prompts": {"query": "query: ", "passage": "passage: ", "plain": ""},
+                   "default_prompt_name": "passage", "similarity_fn_name": "cosine"}, f)
+    return dst
+
+
+def test_prompts():
+    # sentence-transformers' prompts: "prompt_name" puts the named prompt
+    # before every text input; without one the model's default_prompt_name
+    # applies (to OpenAI's API too). "plain" (an empty prompt) gives the text
+    # as sent, to compare with.
+    with server() as srv:  # writes the demo folder
+        check_error(*post(srv.port, "/embed", {"inputs": "hello", "prompt_name": "query"}), 400, "no prompts")
+    with Server("--model", "e5=" + prompt_folder(), "--log-level", "warn", timeout=120) as srv:
+        p = srv.port
+
+        def emb(text, prompt=None):
+            body = {"inputs": text}
+            if prompt is not None:
+                body["prompt_name"] = prompt
+            st, doc = post(p, "/embed", body)
+            assert st == 200, doc
+            return doc[0]
+
+        def diff(a, b):
+            return max(abs(x - y) for x, y in zip(a, b))
+        default = emb("hello world")
+        assert diff(default, emb("passage: hello world", "plain")) < 1e-6
+        query = emb("hello world", "query")
+        assert diff(query, emb("query: hello world", "plain")) < 1e-6
+        assert diff(query, default) > 1e-3
+        st, oa = post(p, "/v1/embeddings", {"input": "hello world"})
+        assert st == 200 and diff(oa["data"][0]["embedding"], default) < 1e-6, oa
+        # /tokenize: the tokens, offsets and texts of prompt + input
+        st, toks = post(p, "/tokenize", {"inputs": "hi", "prompt_name": "query"})
+        st2, plain = post(p, "/tokenize", {"inputs": "query: hi", "prompt_name": "plain"})
+        assert st == 200 and st2 == 200 and toks == plain and toks[0][-2]["text"] == "i", (toks, plain)
+        check_error(*post(p, "/embed", {"inputs": "x", "prompt_name": "nope"}), 400, "nope", "query, passage, plain")
+        check_error(*post(p, "/embed", {"inputs": "x", "prompt_name": 3}), 400, "prompt_name")
+
+
 def test_bad_inputs():
     with server("--max-client-batch", "4") as srv:
         p = srv.port
@@ -306,5 +364,5 @@ def test_queue_bound_gives_429_and_disconnects_are_harmless():
 
 if __name__ == "__main__":
     run([test_models_lists_the_demo, test_tei_embed_shapes_normalization_and_batch_invariance, test_openai_embeddings,
-         test_tokenize, test_decode_and_info, test_bad_inputs, test_truncation_direction, test_concurrent_requests_keep_their_own_vectors,
+         test_tokenize, test_decode_and_info, test_prompts, test_bad_inputs, test_truncation_direction, test_concurrent_requests_keep_their_own_vectors,
          test_engines_give_the_vectors_of_one_engine, test_queue_bound_gives_429_and_disconnects_are_harmless])

@@ -363,9 +363,46 @@ static void bad_folders(void)
     bad_folder("f_nounk", "tokenizer.json", "{\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}", 0, HEARTH_EINVAL, "f_nounk/tokenizer.json", "UNK");
     bad_folder("f_seq", "sentence_bert_config.json", "{\"max_seq_length\":100000}", 0, HEARTH_EINVAL,
                "sentence_bert_config.json", "'max_seq_length'");
+    bad_folder("f_prompts", "config_sentence_transformers.json", "{\"prompts\":[\"query: \"]}", 0, HEARTH_EINVAL,
+               "config_sentence_transformers.json", "'prompts' is not an object");
+    bad_folder("f_prompt", "config_sentence_transformers.json", "{\"prompts\":{\"query\":1}}", 0, HEARTH_EINVAL,
+               "config_sentence_transformers.json", "prompt 'query' is not a string");
+    bad_folder("f_prompt_def", "config_sentence_transformers.json",
+               "{\"prompts\":{\"query\":\"q: \"},\"default_prompt_name\":\"passage\"}", 0, HEARTH_EINVAL,
+               "config_sentence_transformers.json", "'passage' is not one of the prompts");
     bad_folder("f_weights", "model.safetensors", NULL, 0, HEARTH_EIO, "f_weights/model.safetensors", "cannot open");
     bad_folder("f_notensor", "model.safetensors", "\x02\0\0\0\0\0\0\0{}", 10, HEARTH_ENOTFOUND, "model.safetensors",
                "embeddings.word_embeddings.weight");
+}
+
+/* config_sentence_transformers.json's prompts and default, as
+ * sentence-transformers writes them; absent: none. */
+static void prompts(void)
+{
+    hearth_bert_demo_shape s;
+    small_shape(&s);
+    hearth_err e = {0};
+    const char *dir = sub("prompts");
+    CHECK_MSG(hearth_bert_demo_write(dir, &s, 3, &e) == 0, "%s", e.msg);
+    hearth_hf_folder f;
+    CHECK_MSG(hearth_hf_folder_open(&f, dir, &e) == 0, "%s", e.msg);
+    CHECK_EQ_INT(f.n_prompts, 0);
+    CHECK_EQ_INT(f.default_prompt, -1);
+    hearth_hf_folder_close(&f);
+    const char *cfg = "{\"__version__\":{\"sentence_transformers\":\"3.0.1\"},"
+                      "\"prompts\":{\"query\":\"query: \",\"passage\":\"passage: \"},"
+                      "\"default_prompt_name\":\"passage\",\"similarity_fn_name\":\"cosine\"}";
+    put(dir, "config_sentence_transformers.json", cfg, strlen(cfg));
+    CHECK_MSG(hearth_hf_folder_open(&f, dir, &e) == 0, "%s", e.msg);
+    CHECK_EQ_INT(f.n_prompts, 2);
+    if (f.n_prompts == 2) {
+        CHECK_EQ_STR(f.prompts[0].name, "query");
+        CHECK_EQ_STR(f.prompts[0].text, "query: ");
+        CHECK_EQ_INT(f.prompts[0].len, 7);
+        CHECK_EQ_STR(f.prompts[1].name, "passage");
+        CHECK_EQ_INT(f.default_prompt, 1);
+    }
+    hearth_hf_folder_close(&f);
 }
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
@@ -385,6 +422,7 @@ int main(void)
     RUN(minilm_preset);
     RUN(bad_configs);
     RUN(bad_folders);
+    RUN(prompts);
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     TEST_EXIT();
 }
