@@ -1,5 +1,5 @@
-/* embed.c: the embedding APIs: TEI's POST /embed and POST /tokenize, and
- * OpenAI's POST /v1/embeddings.
+/* embed.c: the embedding APIs: TEI's POST /embed, /embed_all and /tokenize,
+ * and OpenAI's POST /v1/embeddings.
  *
  * On the loop thread a handler validates the JSON, tokenizes (bounded by the
  * body limit and --max-client-batch; a few microseconds a sentence) and
@@ -31,7 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { FMT_TEI, FMT_OPENAI };
+enum { FMT_TEI, FMT_TEI_ALL, FMT_OPENAI };
+
+/* The largest JSON answer formatted (every float at its longest): past it a
+ * request is refused with 413 before any work, not failed after it. */
+#define EMBED_RESPONSE_MAX ((size_t)1 << 30)
 
 typedef struct embed_req {
     hearth_embed_job job;
@@ -47,7 +51,8 @@ typedef struct embed_req {
     int32_t **ids;
     int32_t *lens;
     int n;
-    float *out;
+    float *out;        /* n x dim, or with FMT_TEI_ALL (sum of lens) x dim */
+    size_t *rows;      /* FMT_TEI_ALL: input i's first row in out */
 } embed_req;
 
 static void req_free(embed_req *r)
@@ -57,6 +62,7 @@ static void req_free(embed_req *r)
     free(r->ids);
     free(r->lens);
     free(r->out);
+    free(r->rows);
     free(r);
 }
 
@@ -148,9 +154,25 @@ static void on_done(hearth_embed_job *job, int status, const char *msg)
         return;
     }
     hearth_buf out;
-    hearth_buf_init(&out, (size_t)1 << 30);
+    hearth_buf_init(&out, EMBED_RESPONSE_MAX);
     int rc = 0;
-    if (r->fmt == FMT_TEI) {
+    if (r->fmt == FMT_TEI_ALL) {
+        /* [[[float] per token] per input] */
+        rc = hearth_buf_append(&out, "[", 1);
+        for (int i = 0; i < r->n && !rc; i++) {
+            rc = hearth_buf_appends(&out, i ? ",[" : "[");
+            for (int32_t k = 0; k < r->lens[i] && !rc; k++) {
+                if (k)
+                    rc = hearth_buf_append(&out, ",", 1);
+                if (!rc)
+                    rc = append_floats(&out, r->out + (r->rows[i] + (size_t)k) * (size_t)r->dim, r->dim);
+            }
+            if (!rc)
+                rc = hearth_buf_append(&out, "]", 1);
+        }
+        if (!rc)
+            rc = hearth_buf_append(&out, "]", 1);
+    } else if (r->fmt == FMT_TEI) {
         rc = hearth_buf_append(&out, "[", 1);
         for (int i = 0; i < r->n && !rc; i++) {
             if (i)
@@ -192,6 +214,7 @@ static void on_done(hearth_embed_job *job, int status, const char *msg)
 
 /* ---- requests ---- */
 
+/* The request without its output (sized once the inputs are tokenized). */
 static embed_req *req_new(int n, int64_t dim)
 {
     embed_req *r = calloc(1, sizeof *r);
@@ -199,8 +222,7 @@ static embed_req *req_new(int n, int64_t dim)
         return NULL;
     r->ids = calloc((size_t)n, sizeof *r->ids);
     r->lens = calloc((size_t)n, sizeof *r->lens);
-    r->out = malloc((size_t)n * (size_t)dim * sizeof(float));
-    if (!r->ids || !r->lens || !r->out) {
+    if (!r->ids || !r->lens) {
         req_free(r);
         return NULL;
     }
@@ -321,6 +343,8 @@ static void submit(hearth_request *req, hearth_api *api, hearth_embed_model *m, 
     r->job.ids = (const int32_t *const *)r->ids;
     r->job.lens = r->lens;
     r->job.normalize = normalize;
+    r->job.all_tokens = r->fmt == FMT_TEI_ALL;
+    r->job.rows = r->rows;
     r->job.out = r->out;
     r->job.done = on_done;
     r->job.user = r;
@@ -399,6 +423,31 @@ static void embed_inputs(hearth_request *req, hearth_api *api, hearth_embed_mode
             return;
         }
     }
+    size_t n_rows = (size_t)r->n;
+    if (fmt == FMT_TEI_ALL) {
+        if (!(r->rows = malloc((size_t)r->n * sizeof *r->rows))) {
+            req_free(r);
+            hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+            return;
+        }
+        n_rows = 0;
+        for (int i = 0; i < r->n; i++) {
+            r->rows[i] = n_rows;
+            n_rows += (size_t)r->lens[i];
+        }
+        if (n_rows * (size_t)dim > EMBED_RESPONSE_MAX / (HEARTH_FMT_F32_MAX + 1)) {
+            hearth_respond_error(req, 413, "request_too_large",
+                                 "%zu tokens of %lld floats each would not fit in a %zu MiB response: send fewer inputs",
+                                 n_rows, (long long)dim, EMBED_RESPONSE_MAX >> 20);
+            req_free(r);
+            return;
+        }
+    }
+    if (!(r->out = malloc(n_rows * (size_t)dim * sizeof(float)))) {
+        req_free(r);
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return;
+    }
     submit(req, api, m, r, p->normalize);
 }
 
@@ -412,6 +461,20 @@ static void tei_embed(hearth_request *req, void *ctx)
     if (!m || !parse(req, api, HEARTH_EMBED_TEI, &p))
         return;
     embed_inputs(req, api, m, &p, FMT_TEI);
+    hearth_embed_parsed_free(&p);
+}
+
+/* TEI: {"inputs": str | [str], "truncate", "truncation_direction",
+ * "prompt_name"} -> [[[float]]]: every token's last-layer vector ([CLS] and
+ * [SEP] included), not pooled nor normalized. */
+static void tei_embed_all(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
+    hearth_embed_parsed p;
+    if (!m || !parse(req, api, HEARTH_EMBED_TEI, &p))
+        return;
+    embed_inputs(req, api, m, &p, FMT_TEI_ALL);
     hearth_embed_parsed_free(&p);
 }
 
@@ -528,6 +591,8 @@ static void tokenize(hearth_request *req, void *ctx)
 int hearth_api_register_embed(hearth_api *api, hearth_server *s)
 {
     int rc = hearth_server_route(s, "POST", "/embed", tei_embed, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/embed_all", tei_embed_all, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/v1/embeddings", openai_embeddings, api);
     if (!rc)

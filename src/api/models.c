@@ -82,12 +82,12 @@ hearth_embed_model *hearth_api_find_embed(hearth_api *api, const char *name)
     return NULL;
 }
 
-static int embed_compute(void *engine, int n, const int32_t *const *ids, const int32_t *lens, float *out,
-                         const hearth_embed_restart *restart, hearth_err *err)
+static int embed_compute(void *engine, int n, const int32_t *const *ids, const int32_t *lens, const bool *all_tokens,
+                         float *out, const hearth_embed_restart *restart, hearth_err *err)
 {
     hearth_embed_engine *e = engine;
-    return hearth_bert_embed_stoppable(e->m->bert, e->pool, n, ids, lens, false, out, restart ? restart->check : NULL,
-                                       restart ? restart->ctx : NULL, err);
+    return hearth_bert_embed_stoppable(e->m->bert, e->pool, n, ids, lens, all_tokens, false, out,
+                                       restart ? restart->check : NULL, restart ? restart->ctx : NULL, err);
 }
 
 static bool is_dir(const char *path)

@@ -75,7 +75,10 @@ typedef struct engine {
     int32_t *b_lens;
     hearth_embed_job **b_job;
     int *b_index;
-    float *b_out;
+    bool *b_all;       /* per sequence: its job wants every token's vector */
+    size_t *b_row;     /* per sequence: its first row in b_out */
+    float *b_out;      /* b_out_rows x dim */
+    size_t b_out_rows;
     int b_cap;
     int b_n;           /* sequences in the batch running */
     size_t b_tokens;   /* of the batch running */
@@ -138,13 +141,42 @@ static bool grow(engine *q, int need)
     int *index = realloc(q->b_index, (size_t)cap * sizeof *index);
     if (index)
         q->b_index = index;
-    float *out = realloc(q->b_out, (size_t)cap * (size_t)q->q->dim * sizeof *out);
-    if (out)
-        q->b_out = out;
-    if (!ids || !lens || !job || !index || !out)
+    bool *all = realloc(q->b_all, (size_t)cap * sizeof *all);
+    if (all)
+        q->b_all = all;
+    size_t *row = realloc(q->b_row, (size_t)cap * sizeof *row);
+    if (row)
+        q->b_row = row;
+    if (!ids || !lens || !job || !index || !all || !row)
         return false;
     q->b_cap = cap;
     return true;
+}
+
+/* Lays out the picked batch's output rows (a pooled sequence one, an
+ * all-tokens one a row per token) and grows b_out to hold them. Returns
+ * whether any sequence wants all its tokens, or -1 when out of memory. */
+static int layout_out(engine *e, int n)
+{
+    size_t rows = 0;
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        e->b_all[i] = e->b_job[i]->all_tokens;
+        e->b_row[i] = rows;
+        rows += e->b_all[i] ? (size_t)e->b_lens[i] : 1;
+        any |= e->b_all[i];
+    }
+    if (rows > e->b_out_rows) {
+        size_t cap = e->b_out_rows ? e->b_out_rows : 64;
+        while (cap < rows)
+            cap *= 2;
+        float *out = realloc(e->b_out, cap * (size_t)e->q->dim * sizeof *out);
+        if (!out)
+            return -1;
+        e->b_out = out;
+        e->b_out_rows = cap;
+    }
+    return any;
 }
 
 /* Removes job from the queue (the lock is held). */
@@ -336,9 +368,12 @@ static void *scheduler(void *arg)
         hearth_err err = {0};
         e->b_gave_up = false;
         const hearth_embed_restart restart = {restart_check, e};
+        int any_all = layout_out(e, n);
         uint64_t t0 = e->b_t0 = hearth_now_ns();
-        int rc = q->compute(wide ? q->wide_model : e->model, n, e->b_ids, e->b_lens, e->b_out,
-                            e->b_c0 > 0 && !wide ? &restart : NULL, &err);
+        int rc = any_all < 0 ? hearth_err_set(&err, HEARTH_ENOMEM, "out of memory for the vectors of %d sequences", n)
+                             : q->compute(wide ? q->wide_model : e->model, n, e->b_ids, e->b_lens,
+                                          any_all ? e->b_all : NULL, e->b_out,
+                                          e->b_c0 > 0 && !wide ? &restart : NULL, &err);
         uint64_t t1 = hearth_now_ns();
         if (wide) {
             pthread_mutex_lock(&q->lock);
@@ -370,9 +405,13 @@ static void *scheduler(void *arg)
             hearth_embed_job *job = e->b_job[i];
             if (rc) {
                 job->status = rc;
+            } else if (job->all_tokens) {
+                float *dst = job->out + job->rows[e->b_index[i]] * (size_t)q->dim;
+                memcpy(dst, e->b_out + e->b_row[i] * (size_t)q->dim,
+                       (size_t)e->b_lens[i] * (size_t)q->dim * sizeof(float));
             } else {
                 float *dst = job->out + (size_t)e->b_index[i] * (size_t)q->dim;
-                memcpy(dst, e->b_out + (size_t)i * (size_t)q->dim, (size_t)q->dim * sizeof(float));
+                memcpy(dst, e->b_out + e->b_row[i] * (size_t)q->dim, (size_t)q->dim * sizeof(float));
                 if (job->normalize)
                     l2_normalize(dst, q->dim);
             }
@@ -409,6 +448,8 @@ static void free_engine(engine *e)
     free(e->b_job);
     free(e->b_index);
     free(e->b_out);
+    free(e->b_all);
+    free(e->b_row);
 }
 
 hearth_embed_queue *hearth_embed_queue_new_engines(hearth_embed_compute_fn compute, void *const *models,

@@ -33,12 +33,15 @@ typedef struct hearth_embed_restart {
     void *ctx;
 } hearth_embed_restart;
 
-/* Runs n sequences as one forward pass, writing n x dim pooled (unnormalized)
- * floats to out. Returns 0, HEARTH_EAGAIN when restart->check said to give
- * up (out undefined), or a negative status with err set. restart may be
- * NULL. */
-typedef int (*hearth_embed_compute_fn)(void *model, int n, const int32_t *const *ids, const int32_t *lens, float *out,
-                                       const hearth_embed_restart *restart, hearth_err *err);
+/* Runs n sequences as one forward pass, writing each one's vectors to out in
+ * sequence order: dim pooled (unnormalized) floats, or, where all_tokens[i]
+ * is set, lens[i] x dim floats, every token's (all_tokens NULL: every
+ * sequence pooled). Returns 0, HEARTH_EAGAIN when restart->check said to
+ * give up (out undefined), or a negative status with err set. restart may
+ * be NULL. */
+typedef int (*hearth_embed_compute_fn)(void *model, int n, const int32_t *const *ids, const int32_t *lens,
+                                       const bool *all_tokens, float *out, const hearth_embed_restart *restart,
+                                       hearth_err *err);
 
 typedef struct hearth_embed_job hearth_embed_job;
 
@@ -53,8 +56,10 @@ struct hearth_embed_job {
     int n;                    /* sequences */
     const int32_t *const *ids;
     const int32_t *lens;
-    bool normalize;           /* L2-normalize each vector */
-    float *out;               /* n x dim */
+    bool normalize;           /* L2-normalize each vector (not with all_tokens) */
+    bool all_tokens;          /* every token's vector, not one pooled per sequence (TEI's /embed_all) */
+    const size_t *rows;       /* with all_tokens: rows[i] = the first row of sequence i in out */
+    float *out;               /* n x dim; with all_tokens (sum of lens) x dim */
     hearth_embed_done_fn done;
     void *user;
     _Atomic int cancelled;    /* set by the submitter (any thread); remaining sequences are skipped */

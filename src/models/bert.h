@@ -76,9 +76,13 @@ int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32
                       bool normalize, float *out, hearth_err *err);
 /* The same, asking stop(ctx, layers done, layers) after each layer but the
  * last: when it says true, returns HEARTH_EAGAIN at once, out undefined (a
- * batching scheduler gives up a pass it would rather start over bigger). */
+ * batching scheduler gives up a pass it would rather start over bigger).
+ * Where all_tokens[s] is set (all_tokens may be NULL), sequence s writes
+ * its last layer's vector of every token (lens[s] x dim floats, never
+ * normalized) instead of one pooled vector; out holds the sequences' rows
+ * in order. */
 int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids,
-                                const int32_t *lens, bool normalize, float *out,
+                                const int32_t *lens, const bool *all_tokens, bool normalize, float *out,
                                 bool (*stop)(void *ctx, int64_t done, int64_t total), void *ctx, hearth_err *err);
 
 #endif

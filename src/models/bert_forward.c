@@ -255,11 +255,11 @@ static int check_input(const hearth_bert *m, int n_seqs, const int32_t *const *i
 int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids, const int32_t *lens,
                       bool normalize, float *out, hearth_err *err)
 {
-    return hearth_bert_embed_stoppable(m, pool, n_seqs, ids, lens, normalize, out, NULL, NULL, err);
+    return hearth_bert_embed_stoppable(m, pool, n_seqs, ids, lens, NULL, normalize, out, NULL, NULL, err);
 }
 
 int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids,
-                                const int32_t *lens, bool normalize, float *out,
+                                const int32_t *lens, const bool *all_tokens, bool normalize, float *out,
                                 bool (*stop)(void *ctx, int64_t done, int64_t total), void *ctx, hearth_err *err)
 {
     if (n_seqs < 0)
@@ -310,8 +310,15 @@ int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, c
         if (rc == 0 && stop && i + 1 < m->n_layer && stop(ctx, i + 1, m->n_layer))
             rc = HEARTH_EAGAIN;
     }
-    for (int s = 0; s < n_seqs && rc == 0; s++)
-        pool_one(&f, s, normalize, out + (size_t)s * (size_t)h);
+    for (int s = 0; s < n_seqs && rc == 0; s++) {
+        if (all_tokens && all_tokens[s]) {
+            memcpy(out, f.x + f.start[s] * h, (size_t)lens[s] * (size_t)h * sizeof *out);
+            out += (size_t)lens[s] * (size_t)h;
+        } else {
+            pool_one(&f, s, normalize, out);
+            out += h;
+        }
+    }
     free(owned);
     free(f.start);
     return rc;

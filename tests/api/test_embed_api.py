@@ -139,6 +139,27 @@ def test_tokenize():
             assert raw[t["start"]:t["stop"]].decode() == t["text"], t
 
 
+def test_embed_all():
+    # TEI's /embed_all: every token's last-layer vector, [CLS] and [SEP]
+    # included, as many as /tokenize gives; the demo pools by mean, so their
+    # mean is /embed's vector before normalization.
+    with server() as srv:
+        p = srv.port
+        texts = [SENTENCES[0], "hello world"]
+        st, all_ = post(p, "/embed_all", {"inputs": texts})
+        assert st == 200 and len(all_) == 2, (st, all_ if st != 200 else len(all_))
+        st, toks = post(p, "/tokenize", {"inputs": texts})
+        assert [len(a) for a in all_] == [len(t) for t in toks], ([len(a) for a in all_], [len(t) for t in toks])
+        assert all(len(v) == DIM for a in all_ for v in a)
+        st, pooled = post(p, "/embed", {"inputs": texts, "normalize": False})
+        for a, want in zip(all_, pooled):
+            mean = [sum(col) / len(a) for col in zip(*a)]
+            assert max(abs(x - y) for x, y in zip(mean, want)) < 1e-5  # f32 sums of ~15 rows, in another order
+        st, alone = post(p, "/embed_all", {"inputs": "hello world"})
+        assert st == 200 and max(abs(x - y) for u, w in zip(alone[0], all_[1]) for x, y in zip(u, w)) < 1e-6
+        check_error(*post(p, "/embed_all", {"inputs": []}), 400, "empty")
+
+
 def test_decode_and_info():
     with server("--max-client-batch", "4") as srv:
         p = srv.port
@@ -364,5 +385,5 @@ def test_queue_bound_gives_429_and_disconnects_are_harmless():
 
 if __name__ == "__main__":
     run([test_models_lists_the_demo, test_tei_embed_shapes_normalization_and_batch_invariance, test_openai_embeddings,
-         test_tokenize, test_decode_and_info, test_prompts, test_bad_inputs, test_truncation_direction, test_concurrent_requests_keep_their_own_vectors,
+         test_tokenize, test_embed_all, test_decode_and_info, test_prompts, test_bad_inputs, test_truncation_direction, test_concurrent_requests_keep_their_own_vectors,
          test_engines_give_the_vectors_of_one_engine, test_queue_bound_gives_429_and_disconnects_are_harmless])

@@ -35,7 +35,7 @@ static void gate(int step)
     atomic_store(&g_in_gate, 0);
 }
 
-static int fake_pass(int n, const int32_t *const *ids, const int32_t *lens, float *out,
+static int fake_pass(int n, const int32_t *const *ids, const int32_t *lens, const bool *all_tokens, float *out,
                      const hearth_embed_restart *restart);
 
 /* Engines: the fake model of engine i is &g_engine_ids[i]; passes record
@@ -46,9 +46,10 @@ static int g_engine_ids[4] = {0, 1, 2, 3};
 static _Atomic int g_running, g_max_running, g_n_passes;
 static _Atomic int g_pass_engine[MAX_PASSES], g_pass_seqs[MAX_PASSES];
 
-/* vector of a sequence: (sum of ids, len, first id, 1) */
-static int fake_compute(void *model, int n, const int32_t *const *ids, const int32_t *lens, float *out,
-                        const hearth_embed_restart *restart, hearth_err *err)
+/* vector of a sequence: (sum of ids, len, first id, 1); of its token k when
+ * all tokens are asked for: (id, k, first id, 2) */
+static int fake_compute(void *model, int n, const int32_t *const *ids, const int32_t *lens, const bool *all_tokens,
+                        float *out, const hearth_embed_restart *restart, hearth_err *err)
 {
     int running = atomic_fetch_add(&g_running, 1) + 1, seen = atomic_load(&g_max_running);
     while (running > seen && !atomic_compare_exchange_weak(&g_max_running, &seen, running))
@@ -63,7 +64,7 @@ static int fake_compute(void *model, int n, const int32_t *const *ids, const int
         if (ids[i][0] == FAIL_ID) /* a pass holding this sequence fails, in half a pass's time */
             rc = hearth_err_set(err, HEARTH_EIO, "fake failure");
     if (rc == HEARTH_OK) {
-        rc = fake_pass(n, ids, lens, out, restart);
+        rc = fake_pass(n, ids, lens, all_tokens, out, restart);
     } else if (atomic_load(&g_slow_ms)) {
         struct timespec d = {0, atomic_load(&g_slow_ms) * 500000L};
         nanosleep(&d, NULL);
@@ -72,7 +73,7 @@ static int fake_compute(void *model, int n, const int32_t *const *ids, const int
     return rc;
 }
 
-static int fake_pass(int n, const int32_t *const *ids, const int32_t *lens, float *out,
+static int fake_pass(int n, const int32_t *const *ids, const int32_t *lens, const bool *all_tokens, float *out,
                      const hearth_embed_restart *restart)
 {
     int tokens = 0;
@@ -90,13 +91,23 @@ static int fake_pass(int n, const int32_t *const *ids, const int32_t *lens, floa
             return HEARTH_EAGAIN;
     }
     for (int i = 0; i < n; i++) {
+        if (all_tokens && all_tokens[i]) {
+            for (int k = 0; k < lens[i]; k++, out += DIM) {
+                out[0] = (float)ids[i][k];
+                out[1] = (float)k;
+                out[2] = (float)ids[i][0];
+                out[3] = 2;
+            }
+            continue;
+        }
         float sum = 0;
         for (int k = 0; k < lens[i]; k++)
             sum += (float)ids[i][k];
-        out[i * DIM + 0] = sum;
-        out[i * DIM + 1] = (float)lens[i];
-        out[i * DIM + 2] = (float)ids[i][0];
-        out[i * DIM + 3] = 1;
+        out[0] = sum;
+        out[1] = (float)lens[i];
+        out[2] = (float)ids[i][0];
+        out[3] = 1;
+        out += DIM;
     }
     int prev = atomic_load(&g_max_batch_tokens_seen);
     while (tokens > prev && !atomic_compare_exchange_weak(&g_max_batch_tokens_seen, &prev, tokens))
@@ -225,6 +236,49 @@ static void normalize_is_per_job(void)
     CHECK_NEAR(b.out[1], 3, 0);
     free_job(&a);
     free_job(&b);
+    hearth_embed_queue_free(q);
+}
+
+/* A job asking for every token's vector shares a pass with a pooled one;
+ * each gets its own rows back, in place. */
+static void all_tokens_share_a_pass(void)
+{
+    hearth_embed_queue *q = hearth_embed_queue_new(fake_compute, NULL, DIM, 1000, 10, NULL);
+    hearth_embed_queue_pin_pass_cost(q, 0); /* no restarts: the two must form the second pass */
+    atomic_store(&g_slow_ms, 20);
+    atomic_store(&g_n_passes, 0);
+    tjob first, pooled, all;
+    make_job(&first, 1, 1, 2, false);
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &first.job), HEARTH_OK);
+    usleep(5000); /* the first pass runs */
+    make_job(&pooled, 2, 50, 3, false);
+    make_job(&all, 3, 900, 4, true); /* normalize is not applied to token vectors */
+    all.lens[1] = 2;                 /* sequences of 4, 2 and 4 tokens: rows 0-3, 4-5, 6-9 */
+    size_t rows[3] = {0, 4, 6};
+    float out[10 * DIM];
+    memset(out, 0, sizeof out);
+    all.job.all_tokens = true;
+    all.job.rows = rows;
+    all.job.out = out;
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &pooled.job), HEARTH_OK);
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &all.job), HEARTH_OK);
+    wait_done(&first);
+    wait_done(&pooled);
+    wait_done(&all);
+    CHECK_EQ_INT(all.status, 0);
+    CHECK_EQ_INT(pooled.status, 0);
+    check_vectors(&pooled, 50, 3);
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < all.lens[i]; k++) {
+            const float *v = out + (rows[i] + (size_t)k) * DIM;
+            CHECK_MSG(v[0] == (float)(900 + i * 100 + k) && v[1] == (float)k && v[2] == (float)(900 + i * 100) && v[3] == 2,
+                      "sequence %d token %d: (%g, %g, %g, %g)", i, k, v[0], v[1], v[2], v[3]);
+        }
+    CHECK_EQ_INT(atomic_load(&g_n_passes), 2);
+    CHECK_EQ_INT(atomic_load(&g_pass_seqs[1]), 5);
+    free_job(&first);
+    free_job(&pooled);
+    free_job(&all);
     hearth_embed_queue_free(q);
 }
 
@@ -630,6 +684,7 @@ int main(void)
     RUN(results_reach_the_right_job);
     RUN(a_sequence_over_the_budget_still_runs_alone);
     RUN(normalize_is_per_job);
+    RUN(all_tokens_share_a_pass);
     RUN(queue_bound_and_cancel);
     RUN(concurrent_submitters);
     RUN(a_pass_restarts_when_new_work_would_double_it);

@@ -196,8 +196,9 @@ static void ref_lin(const double *x, int in, int out, const float *w, const floa
     }
 }
 
-/* Mean-pooled embedding of ids[0..n) (n <= MAXLEN). */
-static void ref_embed(const int32_t *ids, int n, bool normalize, double *out)
+/* Mean-pooled embedding of ids[0..n) (n <= MAXLEN); the last layer's token
+ * vectors too (n x H) when tokens is not NULL. */
+static void ref_embed(const int32_t *ids, int n, bool normalize, double *out, double *tokens)
 {
     static double x[MAXLEN][H], q[MAXLEN][H], k[MAXLEN][H], v[MAXLEN][H], c[MAXLEN][H], t[MAXLEN][FF];
     for (int p = 0; p < n; p++) {
@@ -245,6 +246,8 @@ static void ref_embed(const int32_t *ids, int n, bool normalize, double *out)
             ref_ln(x[p], W.l[l].ln2_w, W.l[l].ln2_b);
         }
     }
+    for (int p = 0; tokens && p < n; p++)
+        memcpy(tokens + p * H, x[p], sizeof x[p]);
     double norm = 0;
     for (int i = 0; i < H; i++) {
         out[i] = 0;
@@ -395,7 +398,7 @@ static void check_forward(hearth_bert *m, double tol, double min_cos, bool norma
     CHECK_EQ_INT(hearth_bert_embed(m, pool, 3, ids, lens, normalize, &out[0][0], &err), 0);
     for (int s = 0; s < 3; s++) {
         double want[H];
-        ref_embed(ids[s], lens[s], normalize, want);
+        ref_embed(ids[s], lens[s], normalize, want, NULL);
         CHECK_EQ_INT(hearth_bert_embed(m, NULL, 1, &ids[s], &lens[s], normalize, alone, &err), 0);
         for (int i = 0; i < H; i++) {
             CHECK_NEAR(out[s][i], want[i], tol);
@@ -414,6 +417,35 @@ static void test_forward_f32(void)
     /* f32 accumulation over 8-16 terms per dot, two layers: 1e-5 absolute */
     check_forward(m, 1e-5, 0.9999999, false);
     check_forward(m, 1e-5, 0.9999999, true);
+    hearth_bert_close(m);
+}
+
+/* Every token's vector (TEI's /embed_all) beside pooled sequences in one
+ * pass: the reference's last-layer states, never normalized. */
+static void test_all_tokens(void)
+{
+    hearth_bert *m = open_ok(sub("good"), HEARTH_BERT_F32);
+    if (!m)
+        return;
+    static const int32_t s0[] = {2, 5, 21, 6, 15, 23, 3}, s1[] = {2, 7, 8, 3};
+    const int32_t *ids[3] = {s0, s1, s0};
+    int32_t lens[3] = {7, 4, 7};
+    bool all[3] = {false, true, true};
+    float out[(1 + 4 + 7) * H];
+    hearth_err err = {0};
+    CHECK_EQ_INT(hearth_bert_embed_stoppable(m, NULL, 3, ids, lens, all, true, out, NULL, NULL, &err), 0);
+    double pooled[H], unused[H], tok0[MAXLEN * H], tok1[MAXLEN * H];
+    ref_embed(s0, 7, true, pooled, tok0);
+    ref_embed(s1, 4, true, unused, tok1);
+    double worst = 0;
+    for (int i = 0; i < H; i++)
+        worst = fmax(worst, fabs(out[i] - pooled[i]));
+    for (int i = 0; i < 4 * H; i++)
+        worst = fmax(worst, fabs(out[H + i] - tok1[i]));
+    for (int i = 0; i < 7 * H; i++)
+        worst = fmax(worst, fabs(out[5 * H + i] - tok0[i]));
+    /* f32 accumulation over 8-16 terms per dot, two layers: 1e-5 absolute, as test_forward_f32 */
+    CHECK_MSG(worst < 1e-5, "largest difference from the reference %g", worst);
     hearth_bert_close(m);
 }
 
@@ -468,13 +500,13 @@ static void test_embed_stoppable(void)
     hearth_err err = {0};
     CHECK_EQ_INT(hearth_bert_embed(m, NULL, 2, ids, lens, true, plain, &err), 0);
     stop_probe no = {0};
-    CHECK_EQ_INT(hearth_bert_embed_stoppable(m, NULL, 2, ids, lens, true, out, probe_stop, &no, &err), 0);
+    CHECK_EQ_INT(hearth_bert_embed_stoppable(m, NULL, 2, ids, lens, NULL, true, out, probe_stop, &no, &err), 0);
     CHECK_EQ_INT(no.calls, NL - 1);
     CHECK_EQ_INT(no.done, NL - 1);
     CHECK_EQ_INT(no.total, NL);
     CHECK(memcmp(plain, out, sizeof out) == 0);
     stop_probe yes = {.answer = true};
-    CHECK_EQ_INT(hearth_bert_embed_stoppable(m, NULL, 2, ids, lens, true, out, probe_stop, &yes, &err), HEARTH_EAGAIN);
+    CHECK_EQ_INT(hearth_bert_embed_stoppable(m, NULL, 2, ids, lens, NULL, true, out, probe_stop, &yes, &err), HEARTH_EAGAIN);
     CHECK_EQ_INT(yes.calls, 1);
     CHECK_EQ_INT(yes.done, 1);
     hearth_bert_close(m);
@@ -550,6 +582,7 @@ int main(void)
     RUN(test_forward_f32);
     RUN(test_embed_errors);
     RUN(test_embed_stoppable);
+    RUN(test_all_tokens);
     RUN(test_gguf);
     RUN(test_dtypes);
     nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
