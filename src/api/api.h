@@ -57,7 +57,7 @@ void hearth_api_config_default(hearth_api_config *cfg);
 
 /* Registers /health, /metrics and /v1/models. api must outlive the server. */
 int hearth_api_register_system(hearth_api *api, hearth_server *s);
-/* Registers the embedding APIs: TEI /embed, /embed_all, /tokenize, /decode and /info,
+/* Registers the embedding APIs: TEI /embed, /embed_all, /similarity, /tokenize, /decode and /info,
  * OpenAI /v1/embeddings. */
 int hearth_api_register_embed(hearth_api *api, hearth_server *s);
 /* Registers the generation APIs: llama-server's /completion, /detokenize,

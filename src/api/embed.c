@@ -1,5 +1,5 @@
-/* embed.c: the embedding APIs: TEI's POST /embed, /embed_all and /tokenize,
- * and OpenAI's POST /v1/embeddings.
+/* embed.c: the embedding APIs: TEI's POST /embed, /embed_all, /similarity
+ * and /tokenize, and OpenAI's POST /v1/embeddings.
  *
  * On the loop thread a handler validates the JSON, tokenizes (bounded by the
  * body limit and --max-client-batch; a few microseconds a sentence) and
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { FMT_TEI, FMT_TEI_ALL, FMT_OPENAI };
+enum { FMT_TEI, FMT_TEI_ALL, FMT_TEI_SIMILARITY, FMT_OPENAI };
 
 /* The largest JSON answer formatted (every float at its longest): past it a
  * request is refused with 413 before any work, not failed after it. */
@@ -172,6 +172,18 @@ static void on_done(hearth_embed_job *job, int status, const char *msg)
         }
         if (!rc)
             rc = hearth_buf_append(&out, "]", 1);
+    } else if (r->fmt == FMT_TEI_SIMILARITY) {
+        /* the vectors are unit vectors: the cosine of the source (input 0)
+         * and sentence i is their dot product */
+        float *sim = malloc((size_t)r->n * sizeof *sim);
+        for (int i = 1; sim && i < r->n; i++) {
+            double dot = 0;
+            for (int64_t d = 0; d < r->dim; d++)
+                dot += (double)r->out[d] * r->out[(size_t)i * (size_t)r->dim + (size_t)d];
+            sim[i - 1] = (float)dot;
+        }
+        rc = sim ? append_floats(&out, sim, r->n - 1) : HEARTH_ENOMEM;
+        free(sim);
     } else if (r->fmt == FMT_TEI) {
         rc = hearth_buf_append(&out, "[", 1);
         for (int i = 0; i < r->n && !rc; i++) {
@@ -478,6 +490,20 @@ static void tei_embed_all(hearth_request *req, void *ctx)
     hearth_embed_parsed_free(&p);
 }
 
+/* TEI: {"inputs": {"source_sentence": str, "sentences": [str]}, "parameters":
+ * {"truncate", "truncation_direction", "prompt_name"}} -> [float], the cosine
+ * of the source sentence's embedding and each sentence's. */
+static void tei_similarity(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
+    hearth_embed_parsed p;
+    if (!m || !parse(req, api, HEARTH_EMBED_TEI_SIMILARITY, &p))
+        return;
+    embed_inputs(req, api, m, &p, FMT_TEI_SIMILARITY); /* p.normalize is true */
+    hearth_embed_parsed_free(&p);
+}
+
 /* OpenAI: {"input": str | [str] | [int] | [[int]], "model", "encoding_format", "dimensions"} */
 static void openai_embeddings(hearth_request *req, void *ctx)
 {
@@ -593,6 +619,8 @@ int hearth_api_register_embed(hearth_api *api, hearth_server *s)
     int rc = hearth_server_route(s, "POST", "/embed", tei_embed, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/embed_all", tei_embed_all, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/similarity", tei_similarity, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/v1/embeddings", openai_embeddings, api);
     if (!rc)

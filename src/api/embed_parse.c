@@ -56,6 +56,41 @@ static int parse_ids(const cJSON *arr, int i, hearth_embed_input *in, char *msg,
     return 0;
 }
 
+/* /similarity's "inputs": {"source_sentence": str, "sentences": [str]} ->
+ * inputs[0] the source, inputs[1..] the sentences. Frees out on failure. */
+static int parse_similarity(const cJSON *field, int max_inputs, hearth_embed_parsed *out, char *msg, size_t n)
+{
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(field, "source_sentence");
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(field, "sentences");
+    int st = 0;
+    if (!cJSON_IsObject(field))
+        st = fail(msg, n, 400, "'inputs' must be an object with 'source_sentence' and 'sentences'");
+    else if (!cJSON_IsString(src))
+        st = fail(msg, n, 400, "'inputs.source_sentence' must be a string");
+    else if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) == 0)
+        st = fail(msg, n, 400, "'inputs.sentences' must be a non-empty list of strings");
+    else if (cJSON_GetArraySize(list) + 1 > max_inputs)
+        st = fail(msg, n, 413, "'inputs' has %d sentences and the source; at most %d inputs per request (--max-client-batch)",
+                  cJSON_GetArraySize(list), max_inputs);
+    if (!st) {
+        out->n = 1 + cJSON_GetArraySize(list);
+        if (!(out->inputs = calloc((size_t)out->n, sizeof *out->inputs)))
+            st = fail(msg, n, 400, "out of memory");
+    }
+    for (int i = 0; !st && i < out->n; i++) {
+        const cJSON *item = i ? cJSON_GetArrayItem(list, i - 1) : src;
+        if (!cJSON_IsString(item)) {
+            st = fail(msg, n, 400, "inputs.sentences[%d] must be a string", i - 1);
+            break;
+        }
+        out->inputs[i].text = item->valuestring;
+        out->inputs[i].text_len = strlen(item->valuestring);
+    }
+    if (st)
+        hearth_embed_parsed_free(out);
+    return st;
+}
+
 void hearth_embed_parsed_free(hearth_embed_parsed *p)
 {
     if (p->inputs)
@@ -87,11 +122,23 @@ int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, 
     const char *key = openai ? "input" : decode ? "ids" : "inputs";
     int st = 0;
     out->normalize = true;
-    if (api == HEARTH_EMBED_TEI) {
-        st = opt_bool(doc, "normalize", true, &out->normalize, msg, n);
+    bool similarity = api == HEARTH_EMBED_TEI_SIMILARITY;
+    /* TEI's /similarity takes its options under "parameters" (the Inference
+     * API's shape); absent, the top level is read as for /embed */
+    const cJSON *opts = doc;
+    if (similarity) {
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(doc, "parameters");
+        if (params && !cJSON_IsNull(params) && !cJSON_IsObject(params))
+            st = fail(msg, n, 400, "'parameters' must be an object");
+        else if (cJSON_IsObject(params))
+            opts = params;
+    }
+    if (!st && (api == HEARTH_EMBED_TEI || similarity)) {
+        if (!similarity)
+            st = opt_bool(doc, "normalize", true, &out->normalize, msg, n);
         if (!st)
-            st = opt_bool(doc, "truncate", false, &out->truncate, msg, n);
-        const cJSON *dir = cJSON_GetObjectItemCaseSensitive(doc, "truncation_direction");
+            st = opt_bool(opts, "truncate", false, &out->truncate, msg, n);
+        const cJSON *dir = cJSON_GetObjectItemCaseSensitive(opts, "truncation_direction");
         if (!st && dir && !cJSON_IsNull(dir)) {
             /* TEI spells them "Left" and "Right"; any case is taken */
             if (cJSON_IsString(dir) && !strcasecmp(dir->valuestring, "left"))
@@ -124,8 +171,8 @@ int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, 
                 out->dimensions = (int64_t)dims->valuedouble;
         }
     }
-    if (!st && (api == HEARTH_EMBED_TEI || api == HEARTH_EMBED_TEI_TOKENIZE)) {
-        const cJSON *pn = cJSON_GetObjectItemCaseSensitive(doc, "prompt_name");
+    if (!st && (api == HEARTH_EMBED_TEI || api == HEARTH_EMBED_TEI_TOKENIZE || similarity)) {
+        const cJSON *pn = cJSON_GetObjectItemCaseSensitive(opts, "prompt_name");
         if (pn && !cJSON_IsNull(pn) && !cJSON_IsString(pn))
             st = fail(msg, n, 400, "'prompt_name' must be a string");
         else if (cJSON_IsString(pn))
@@ -134,6 +181,8 @@ int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, 
     const cJSON *field = st ? NULL : cJSON_GetObjectItemCaseSensitive(doc, key);
     if (!st && !field)
         st = fail(msg, n, 400, "'%s' is required", key);
+    if (!st && similarity)
+        return parse_similarity(field, max_inputs, out, msg, n);
     bool single = false;
     if (!st) {
         single = (take_text && cJSON_IsString(field)) ||

@@ -4,6 +4,9 @@
  *   TEI     POST /embed           {"inputs": str | [str], "normalize", "truncate", "truncation_direction", "prompt_name"}
  *   TEI     POST /tokenize        {"inputs": str | [str], "add_special_tokens", "prompt_name"}
  *   TEI     POST /decode          {"ids": [int] | [[int]], "skip_special_tokens"}
+ *   TEI     POST /similarity      {"inputs": {"source_sentence": str, "sentences": [str]},
+ *                                  "parameters": {"truncate", "truncation_direction", "prompt_name"}}
+ *                                 (inputs: the source sentence, then the sentences)
  *   OpenAI  POST /v1/embeddings   {"input": str | [str] | [int] | [[int]], "model", "encoding_format", "dimensions", "user"} */
 #ifndef HEARTH_API_EMBED_PARSE_H
 #define HEARTH_API_EMBED_PARSE_H
@@ -13,7 +16,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum hearth_embed_api { HEARTH_EMBED_TEI, HEARTH_EMBED_TEI_TOKENIZE, HEARTH_EMBED_TEI_DECODE, HEARTH_EMBED_OPENAI };
+enum hearth_embed_api {
+    HEARTH_EMBED_TEI,
+    HEARTH_EMBED_TEI_TOKENIZE,
+    HEARTH_EMBED_TEI_DECODE,
+    HEARTH_EMBED_TEI_SIMILARITY,
+    HEARTH_EMBED_OPENAI,
+};
 
 typedef struct hearth_embed_input {
     const char *text;      /* NUL-terminated, inside the parsed document; NULL for token ids */

@@ -160,6 +160,32 @@ def test_embed_all():
         check_error(*post(p, "/embed_all", {"inputs": []}), 400, "empty")
 
 
+def test_similarity():
+    # TEI's /similarity: the cosine of the source sentence's embedding and
+    # each sentence's, the same as the dot products of /embed's unit vectors
+    with server("--max-client-batch", "4") as srv:
+        p = srv.port
+        src, others = SENTENCES[0], [SENTENCES[0], SENTENCES[1], SENTENCES[3]]
+        st, sims = post(p, "/similarity", {"inputs": {"source_sentence": src, "sentences": others}})
+        assert st == 200 and len(sims) == 3, sims
+        st, vecs = post(p, "/embed", {"inputs": [src] + others})
+        want = [sum(a * b for a, b in zip(vecs[0], v)) for v in vecs[1:]]
+        assert max(abs(a - b) for a, b in zip(sims, want)) < 1e-5, (sims, want)  # f32 vectors, dots in double
+        assert abs(sims[0] - 1) < 1e-5 and sims[1] < 0.9999, sims
+        long_text = " ".join(["word"] * 2000)
+        body = {"inputs": {"source_sentence": long_text, "sentences": ["a"]}, "parameters": {"truncate": True}}
+        assert post(p, "/similarity", body)[0] == 200
+        check_error(*post(p, "/similarity", {"inputs": {"source_sentence": long_text, "sentences": ["a"]}}), 413, "at most 256")
+        check_error(*post(p, "/similarity", {"inputs": ["a", "b"]}), 400, "source_sentence")
+        check_error(*post(p, "/similarity", {"inputs": {"source_sentence": "a"}}), 400, "sentences")
+        check_error(*post(p, "/similarity", {"inputs": {"source_sentence": "a", "sentences": []}}), 400, "sentences")
+        check_error(*post(p, "/similarity", {"inputs": {"source_sentence": "a", "sentences": ["b", 2]}}), 400, "sentences[1]")
+        check_error(*post(p, "/similarity", {"inputs": {"source_sentence": 1, "sentences": ["b"]}}), 400, "source_sentence")
+        check_error(*post(p, "/similarity", {"inputs": {"source_sentence": "a", "sentences": ["b"] * 4}}), 413, "at most 4")
+        check_error(*post(p, "/similarity", {"inputs": {"source_sentence": "a", "sentences": ["b"]}, "parameters": 3}),
+                    400, "parameters")
+
+
 def test_decode_and_info():
     with server("--max-client-batch", "4") as srv:
         p = srv.port
@@ -385,5 +411,5 @@ def test_queue_bound_gives_429_and_disconnects_are_harmless():
 
 if __name__ == "__main__":
     run([test_models_lists_the_demo, test_tei_embed_shapes_normalization_and_batch_invariance, test_openai_embeddings,
-         test_tokenize, test_embed_all, test_decode_and_info, test_prompts, test_bad_inputs, test_truncation_direction, test_concurrent_requests_keep_their_own_vectors,
+         test_tokenize, test_embed_all, test_similarity, test_decode_and_info, test_prompts, test_bad_inputs, test_truncation_direction, test_concurrent_requests_keep_their_own_vectors,
          test_engines_give_the_vectors_of_one_engine, test_queue_bound_gives_429_and_disconnects_are_harmless])

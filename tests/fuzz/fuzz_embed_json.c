@@ -1,5 +1,5 @@
-/* fuzz_embed_json: the embedding APIs' request bodies (TEI /embed, /tokenize
- * and /decode, OpenAI /v1/embeddings) through hearth_embed_parse, which must
+/* fuzz_embed_json: the embedding APIs' request bodies (TEI /embed, /tokenize,
+ * /decode and /similarity, OpenAI /v1/embeddings) through hearth_embed_parse, which must
  * answer every input with success or a 400/413 and a message, never crash,
  * leak or read past the body. On success every input it reports must be
  * consistent (text with its length, or ids). */
@@ -12,8 +12,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const enum hearth_embed_api apis[] = {HEARTH_EMBED_TEI, HEARTH_EMBED_TEI_TOKENIZE, HEARTH_EMBED_TEI_DECODE,
-                                                 HEARTH_EMBED_OPENAI};
-    for (int a = 0; a < 4; a++) {
+                                                 HEARTH_EMBED_TEI_SIMILARITY, HEARTH_EMBED_OPENAI};
+    for (int a = 0; a < 5; a++) {
         hearth_embed_parsed p;
         char msg[256];
         msg[0] = 0;
@@ -31,6 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             if (apis[a] == HEARTH_EMBED_TEI_DECODE && in->text)
                 abort(); /* /decode takes ids only */
+            if (apis[a] == HEARTH_EMBED_TEI_SIMILARITY && (!in->text || p.n < 2))
+                abort(); /* /similarity: a source and at least one sentence */
             for (int k = 0; !in->text && k < in->n_ids; k++)
                 if (in->ids[k] < 0)
                     abort();
