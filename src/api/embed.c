@@ -12,9 +12,9 @@
  *
  * Prompts (sentence-transformers' config_sentence_transformers.json): a text
  * input is tokenized as prompt + text, the prompt being the one TEI's
- * "prompt_name" names, else the model's default_prompt_name (as
- * sentence-transformers' encode does; most models have none). Token-id
- * inputs are taken as given.
+ * "prompt_name" names, else --default-prompt or --default-prompt-name (TEI's
+ * flags), else the model's default_prompt_name (as sentence-transformers'
+ * encode does; most models have none). Token-id inputs are taken as given.
  *
  * Rejected: tokenizing on the scheduler thread (it would have to pack
  * batches before knowing their token counts). */
@@ -244,14 +244,12 @@ static embed_req *req_new(int n, int64_t dim)
 }
 
 /* The prompt put before each text input: the one the request names, else
- * the model's default (none for most models). On a name the model lacks,
- * responds 400 and returns false. */
+ * the default (--default-prompt[-name], else the model's own; none for most
+ * models). On a name the model lacks, responds 400 and returns false. */
 static bool find_prompt(hearth_request *req, hearth_embed_model *m, const char *name, const char **text, size_t *len)
 {
-    *text = NULL;
-    *len = 0;
-    if (!name)
-        name = hearth_bert_default_prompt(m->bert);
+    *text = m->prompt;
+    *len = m->prompt_len;
     if (!name)
         return true;
     if ((*text = hearth_bert_prompt(m->bert, name, len)))

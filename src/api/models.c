@@ -188,6 +188,19 @@ static int add_embed(hearth_api *api, const char *name, const char *path, bool d
     int rc = hearth_bert_open(&m->bert, path, st->embed.dtype, err);
     if (rc)
         return rc;
+    /* the default prompt: --default-prompt, --default-prompt-name, else the model's own */
+    const char *pname = api->cfg.default_prompt_name ? api->cfg.default_prompt_name : hearth_bert_default_prompt(m->bert);
+    if (api->cfg.default_prompt) {
+        m->prompt = api->cfg.default_prompt;
+        m->prompt_len = strlen(m->prompt);
+    } else if (pname && !(m->prompt = hearth_bert_prompt(m->bert, pname, &m->prompt_len))) {
+        char names[512];
+        hearth_bert_prompt_names(m->bert, names, sizeof names);
+        hearth_bert_close(m->bert);
+        m->bert = NULL;
+        return hearth_err_set(err, HEARTH_EINVAL, "model '%s': --default-prompt-name '%s' is not one of its prompts (%s)",
+                              name, pname, names[0] ? names : "it has none");
+    }
     void *engines[HEARTH_EMBED_ENGINES_MAX];
     for (int i = 0; i < st->n_embed_pools; i++) {
         m->engines[i] = (hearth_embed_engine){.m = m, .pool = st->embed_pools[i]};

@@ -37,6 +37,8 @@ struct hearth_embed_model {
     hearth_embed_queue *queue;
     hearth_embed_engine engines[HEARTH_EMBED_ENGINES_MAX];
     hearth_embed_engine wide;    /* a lone request's pass: on the shared pool, every thread */
+    const char *prompt;          /* put before a text whose request names no prompt, or NULL */
+    size_t prompt_len;
 };
 
 /* Options of the generation family, from serve's flags. */

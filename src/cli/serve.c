@@ -48,6 +48,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"max-client-batch", 0, OPT_INT, &api.cfg.max_client_batch, "N", "inputs in one embedding request; past it 413 (512)"},
         {"compute-threads", 0, OPT_INT, &api.cfg.compute_threads, "N", "threads for the forward passes (0: one per physical core)"},
         {"embed-engines", 0, OPT_INT, &api.cfg.embed_engines, "N", "embedding passes run at once, each on compute-threads / N threads (0: 2 where there are 2+ threads; 1: every pass on all threads; a lone request always runs on all)"},
+        {"default-prompt-name", 0, OPT_STR, &api.cfg.default_prompt_name, "NAME", "embedding: the prompt of the model's config_sentence_transformers.json put before every text whose request names none (default: the model's default_prompt_name)"},
+        {"default-prompt", 0, OPT_STR, &api.cfg.default_prompt, "TEXT", "embedding: text put before every text whose request names no prompt"},
         {"parallel", 0, OPT_INT, &api.cfg.parallel, "N", "generation: sequences decoded together per model (4)"},
         {"cache-slots", 0, OPT_INT, &api.cfg.cache_slots, "N", "generation: extra KV slots that keep finished prompts for reuse (4)"},
         {"ctx-size", 'c', OPT_INT, &api.cfg.ctx_size, "N", "generation: positions per sequence (0: the model's, at most 4096)"},
@@ -117,6 +119,10 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         api.cfg.embed_engines < 0) {
         fprintf(stderr, "hearth serve: --max-batch-tokens, --max-concurrent-requests and --max-client-batch must be >= 1; "
                         "--compute-threads and --embed-engines >= 0\n");
+        return 2;
+    }
+    if (api.cfg.default_prompt_name && api.cfg.default_prompt) {
+        fprintf(stderr, "hearth serve: --default-prompt-name and --default-prompt: give one\n");
         return 2;
     }
     if (hearth_kv_type_from_name(api.cfg.cache_type) < 0) {

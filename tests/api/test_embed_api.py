@@ -7,12 +7,13 @@ import json
 import math
 import os
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import Conn, Server, request, run  # noqa: E402
+from hearth_test import BIN, Conn, Server, request, run  # noqa: E402
 
 DEMO_DIR = tempfile.mkdtemp(prefix="hearth-demo-")
 DEMO = "demo-minilm-l6"
@@ -271,6 +272,19 @@ def test_prompts():
         assert st == 200 and st2 == 200 and toks == plain and toks[0][-2]["text"] == "i", (toks, plain)
         check_error(*post(p, "/embed", {"inputs": "x", "prompt_name": "nope"}), 400, "nope", "query, passage, plain")
         check_error(*post(p, "/embed", {"inputs": "x", "prompt_name": 3}), 400, "prompt_name")
+        ref = {t: emb(t, "plain") for t in ("query: hello world", "search: hello world")}
+    folder = prompt_folder()
+    # TEI's flags override the model's default; a request's prompt_name still wins
+    with Server("--model", "e5=" + folder, "--default-prompt-name", "query", "--log-level", "warn", timeout=120) as srv:
+        p = srv.port
+        assert diff(emb("hello world"), ref["query: hello world"]) < 1e-6
+        assert diff(emb("query: hello world", "plain"), ref["query: hello world"]) < 1e-6
+    with Server("--model", "e5=" + folder, "--default-prompt", "search: ", "--log-level", "warn", timeout=120) as srv:
+        p = srv.port
+        assert diff(emb("hello world"), ref["search: hello world"]) < 1e-6
+    bad = subprocess.run([BIN, "serve", "--model", "e5=" + folder, "--default-prompt-name", "nope", "--port", "0"],
+                         capture_output=True, text=True, timeout=60, env=dict(os.environ, HEARTH_DEMO="0"))
+    assert bad.returncode != 0 and "'nope' is not one of its prompts (query, passage, plain)" in bad.stderr, bad.stderr
 
 
 def test_bad_inputs():

@@ -38,6 +38,7 @@ def test_bad_flags_are_refused():
                          (["serve", "--cache-type", "q4_0"], "--cache-type q4_0: want f16 or f32"),
                          (["serve", "--max-client-batch", "0"], "--max-client-batch"),
                          (["serve", "--embed-engines", "-1"], "--embed-engines"),
+                         (["serve", "--default-prompt", "q: ", "--default-prompt-name", "query"], "give one"),
                          (["serve", "--max-headers", "1000"], "--max-headers"),
                          (["serve", "--poller", "kqueue"], "--poller"),
                          (["serve", "--pin-threads=perhaps"],
