@@ -257,8 +257,8 @@ static bool find_prompt(hearth_request *req, hearth_embed_model *m, const char *
     char names[512];
     hearth_bert_prompt_names(m->bert, names, sizeof names);
     if (names[0])
-        hearth_respond_error(req, 400, "invalid_request_error", "prompt_name '%s' is not one of model '%s''s prompts (%s)", name,
-                             m->info->name, names);
+        hearth_respond_error(req, 400, "invalid_request_error", "prompt_name '%s' is not one of the prompts of model '%s' (%s)",
+                             name, m->info->name, names);
     else
         hearth_respond_error(req, 400, "invalid_request_error",
                              "prompt_name '%s': model '%s' has no prompts (config_sentence_transformers.json)", name,
@@ -266,7 +266,7 @@ static bool find_prompt(hearth_request *req, hearth_embed_model *m, const char *
     return false;
 }
 
-/* prompt + text in one malloc'd string (NULL on ENOMEM); text itself when there is no prompt. */
+/* prompt + text as one NUL-terminated malloc'd string (NULL on ENOMEM). */
 static char *with_prompt(const char *prompt, size_t plen, const char *text, size_t tlen, size_t *len)
 {
     *len = plen + tlen;
