@@ -461,17 +461,23 @@ static void embed_inputs(hearth_request *req, hearth_api *api, hearth_embed_mode
     submit(req, api, m, r, p->normalize);
 }
 
+/* A TEI embedding route: the first encoder, the body parsed as which, the
+ * answer written as fmt. */
+static void tei_route(hearth_request *req, hearth_api *api, enum hearth_embed_api which, int fmt)
+{
+    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
+    hearth_embed_parsed p;
+    if (!m || !parse(req, api, which, &p))
+        return;
+    embed_inputs(req, api, m, &p, fmt);
+    hearth_embed_parsed_free(&p);
+}
+
 /* TEI: {"inputs": str | [str], "normalize": true, "truncate": false,
  * "truncation_direction": "Right", "prompt_name": null} -> [[float]] */
 static void tei_embed(hearth_request *req, void *ctx)
 {
-    hearth_api *api = ctx;
-    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
-    hearth_embed_parsed p;
-    if (!m || !parse(req, api, HEARTH_EMBED_TEI, &p))
-        return;
-    embed_inputs(req, api, m, &p, FMT_TEI);
-    hearth_embed_parsed_free(&p);
+    tei_route(req, ctx, HEARTH_EMBED_TEI, FMT_TEI);
 }
 
 /* TEI: {"inputs": str | [str], "truncate", "truncation_direction",
@@ -479,27 +485,16 @@ static void tei_embed(hearth_request *req, void *ctx)
  * [SEP] included), not pooled nor normalized. */
 static void tei_embed_all(hearth_request *req, void *ctx)
 {
-    hearth_api *api = ctx;
-    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
-    hearth_embed_parsed p;
-    if (!m || !parse(req, api, HEARTH_EMBED_TEI, &p))
-        return;
-    embed_inputs(req, api, m, &p, FMT_TEI_ALL);
-    hearth_embed_parsed_free(&p);
+    tei_route(req, ctx, HEARTH_EMBED_TEI, FMT_TEI_ALL);
 }
 
 /* TEI: {"inputs": {"source_sentence": str, "sentences": [str]}, "parameters":
  * {"truncate", "truncation_direction", "prompt_name"}} -> [float], the cosine
- * of the source sentence's embedding and each sentence's. */
+ * of the source sentence's embedding and each sentence's (the vectors are
+ * normalized: p.normalize is always true here). */
 static void tei_similarity(hearth_request *req, void *ctx)
 {
-    hearth_api *api = ctx;
-    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
-    hearth_embed_parsed p;
-    if (!m || !parse(req, api, HEARTH_EMBED_TEI_SIMILARITY, &p))
-        return;
-    embed_inputs(req, api, m, &p, FMT_TEI_SIMILARITY); /* p.normalize is true */
-    hearth_embed_parsed_free(&p);
+    tei_route(req, ctx, HEARTH_EMBED_TEI_SIMILARITY, FMT_TEI_SIMILARITY);
 }
 
 /* OpenAI: {"input": str | [str] | [int] | [[int]], "model", "encoding_format", "dimensions"} */
