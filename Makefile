@@ -94,25 +94,39 @@ FUZZ_SECONDS ?= 40
 check:
 	$(MAKE) -j2 all
 	$(MAKE) -j2 all SAN=1
-	$(MAKE) fuzz
+	$(MAKE) -j2 fuzz
 	BUILDS="build build-san" FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh
 
-# libFuzzer targets: tests/fuzz/fuzz_*.c, built with clang against the sources directly
+# libFuzzer targets: tests/fuzz/fuzz_*.c, built with clang against the
+# sources, compiled once into one archive with coverage instrumentation
+# (fuzzer-no-link) and linked into each target (each used to compile every
+# source again: ~1 minute per target on 2 cores). As before, every file gets
+# the AVX-512 flags.
 FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BUILD = build-fuzz
+FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(FUZZ_SRCS))
 FUZZ_LIB_SRCS = $(foreach c,base net text engine models api,$(call srcs_of,$(c)))
-fuzz:
+FUZZ_LIB_OBJS = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS))
+FUZZ_CFLAGS = -std=c17 -D_GNU_SOURCE -g -O1 -I$(FUZZ_BUILD)/inc/tests -Isrc $(ISA_avx512) -DHEARTH_VERSION='"fuzz"'
+fuzz: $(FUZZ_BINS)
+$(FUZZ_BUILD)/inc.stamp:
 	@mkdir -p $(FUZZ_BUILD)/inc/tests
 	@for d in $(COMPONENTS); do ln -sfn $(CURDIR)/src/$$d $(FUZZ_BUILD)/inc/tests/$$d; done
-	@for f in $(FUZZ_SRCS); do n=$$(basename $$f .c); \
-	  echo "clang $$n"; \
-	  clang -std=c17 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -I$(FUZZ_BUILD)/inc/tests -Isrc \
-	    $(ISA_avx512) -DHEARTH_VERSION='"fuzz"' -o $(FUZZ_BUILD)/$$n $$f $(FUZZ_LIB_SRCS) $(LDLIBS) || exit 1; done
+	@touch $@
+$(FUZZ_BUILD)/obj/%.o: src/%.c $(FUZZ_BUILD)/inc.stamp
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+$(FUZZ_BUILD)/libsrc.a: $(FUZZ_LIB_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_BUILD)/libsrc.a
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_BUILD)/libsrc.a $(LDLIBS)
 
 clean:
 	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+-include $(shell find $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)
 
 # benchmark programs: bench/bench_*.c, built by `make bench` (not by all)
 BENCH_SRCS = $(wildcard bench/bench_*.c)
