@@ -92,8 +92,9 @@ int hearth_wordpiece_encode_spans(const hearth_wordpiece *wp, const char *text, 
  * wordpiece_decode.c). skip_special leaves out [CLS] [SEP] [PAD] [MASK]
  * [UNK] and tokens the vocab marks as control. Returns HEARTH_OK;
  * HEARTH_EINVAL naming the position of an id outside the vocab (nothing is
- * appended); HEARTH_ELIMIT or HEARTH_ENOMEM when out cannot grow (out then
- * holds a prefix). Thread-safe. */
+ * appended) or a token longer than HEARTH_WORDPIECE_DECODE_MAX_TOKEN (out
+ * then holds the text before it); HEARTH_ELIMIT or HEARTH_ENOMEM when out
+ * cannot grow (out then holds a prefix). Thread-safe. */
 int hearth_wordpiece_decode(const hearth_wordpiece *wp, const int32_t *ids, size_t n, bool skip_special,
                             hearth_buf *out, hearth_err *err);
 
