@@ -511,7 +511,8 @@ static void openai_embeddings(hearth_request *req, void *ctx)
 }
 
 /* TEI: {"inputs": str | [str], "add_special_tokens": true, "prompt_name"} ->
- * [[{"id","text","special","start","stop"}]], as TEI answers: a special
+ * [[{"id","text","special","start","stop"}]], every token, past the model's
+ * limit too (as TEI: clients count tokens with it), as TEI answers: a special
  * token has its vocabulary text and null offsets; any other has the input's
  * bytes [start, stop) it came from, and text is that slice of the input
  * (not the vocabulary's lowercased, "##"-prefixed piece). */
@@ -547,7 +548,7 @@ static void tei_tokenize(hearth_request *req, hearth_api *api)
             hearth_respond_error(req, 503, "overloaded", "out of memory for the offsets of inputs[%d]", i);
             goto out;
         }
-        if (hearth_bert_tokenize_spans(m->bert, text, len, HEARTH_BERT_TRUNCATE_RIGHT, &ids, spans, &err) != 0) {
+        if (hearth_bert_tokenize_spans(m->bert, text, len, HEARTH_BERT_NO_LIMIT, &ids, spans, &err) != 0) {
             hearth_ids_deinit(&ids);
             free(spans);
             free(joined);

@@ -254,7 +254,7 @@ int hearth_bert_tokenize_spans(const hearth_bert *m, const char *text, size_t n,
     if (rc)
         goto done;
     size_t room = (size_t)m->max_tokens - 2, keep = body.n, first = 0;
-    if (body.n > room) {
+    if (body.n > room && trunc != HEARTH_BERT_NO_LIMIT) {
         if (trunc == HEARTH_BERT_NO_TRUNCATE) {
             rc = hearth_err_set(err, HEARTH_ELIMIT,
                                 "bert: the text is %zu tokens with [CLS] and [SEP]; the model takes at most %lld",

@@ -47,8 +47,14 @@ double hearth_bert_flops(const hearth_bert *m, int n_seqs, const int32_t *lens);
 /* What to do with a text longer than the model's limit (TEI's "truncate"
  * and "truncation_direction"): refuse it, keep its first tokens, or keep its
  * last ones (as Hugging Face's truncation_side "left" does: the tokens are
- * cut before [CLS] and [SEP] are added, so both stay). */
-enum hearth_bert_truncate { HEARTH_BERT_NO_TRUNCATE, HEARTH_BERT_TRUNCATE_RIGHT, HEARTH_BERT_TRUNCATE_LEFT };
+ * cut before [CLS] and [SEP] are added, so both stay); or, only to count or
+ * show them (TEI's /tokenize), keep every token whatever the limit. */
+enum hearth_bert_truncate {
+    HEARTH_BERT_NO_TRUNCATE,
+    HEARTH_BERT_TRUNCATE_RIGHT,
+    HEARTH_BERT_TRUNCATE_LEFT,
+    HEARTH_BERT_NO_LIMIT,
+};
 
 /* Tokenizes text with [CLS] ... [SEP] into out. A text longer than the model's
  * limit is cut to fit as trunc says, or with HEARTH_BERT_NO_TRUNCATE gives

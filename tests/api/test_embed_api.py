@@ -306,6 +306,11 @@ def test_bad_inputs():
         check_error(st, doc, 413, "tokens", "at most 256")  # names the length and the model's limit
         st, doc = post(p, "/embed", {"inputs": long_text, "truncate": True})
         assert st == 200 and len(doc[0]) == DIM
+        # /tokenize counts past the limit, as TEI's: every token, as many as
+        # /embed's 413 says the text has
+        st, toks = post(p, "/tokenize", {"inputs": long_text})
+        assert st == 200 and len(toks[0]) > 256, (st, toks)
+        check_error(*post(p, "/embed", {"inputs": long_text}), 413, "is %d tokens" % len(toks[0]))
         check_error(*post(p, "/embed", {"inputs": "x", "truncation_direction": "Up"}), 400, "truncation_direction")
         check_error(*post(p, "/embed", {"inputs": "x", "truncation_direction": 1}), 400, "truncation_direction")
         check_error(*post(p, "/v1/embeddings", {"input": "x", "model": "nope"}), 404, "nope")

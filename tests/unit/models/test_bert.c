@@ -343,6 +343,9 @@ static void test_tokenize(void)
     CHECK_EQ_INT(ids.n, MAXLEN);
     for (size_t i = 0; i < ids.n && i < MAXLEN; i++)
         CHECK_EQ_INT(ids.v[i], cut[i]);
+    /* no limit: all nine words */
+    CHECK_EQ_INT(hearth_bert_tokenize(m, t, strlen(t), HEARTH_BERT_NO_LIMIT, &ids, &err), 0);
+    CHECK_EQ_INT(ids.n, 11);
     /* from the left: [CLS] + the last six words + [SEP], and their spans */
     hearth_tok_span spans[64];
     CHECK_EQ_INT(hearth_bert_tokenize_spans(m, t, strlen(t), HEARTH_BERT_TRUNCATE_LEFT, &ids, spans, &err), 0);
