@@ -18,6 +18,7 @@
  * /detokenize gives back the text sent; the prompt is never truncated
  * ("truncated" is always false): one longer than the context is a 400. */
 #include "gen_common.h"
+#include "respond.h"
 
 #include "models/gguf.h"
 #include "text/unicode.h"
@@ -142,16 +143,6 @@ out:
     cJSON_Delete(doc);
 }
 
-static void send_buf(hearth_request *req, hearth_buf *out, int rc)
-{
-    if (rc) {
-        hearth_respond_error(req, 413, "request_too_large", "the answer is too large to return");
-        return;
-    }
-    hearth_response res = {200, "application/json", NULL, out->data, out->len};
-    hearth_respond(req, &res);
-}
-
 /* {"content": str, "add_special": false, "parse_special": true, "with_pieces": false}
  *   -> {"tokens": [id] | [{"id", "piece"}]}; a piece that is not whole UTF-8
  *   characters is given as its list of bytes, as llama-server does. */
@@ -208,7 +199,7 @@ void hearth_api_llama_tokenize(hearth_request *req, hearth_api *api, const cJSON
     }
     if (!rc)
         rc = hearth_buf_appends(&out, "]}");
-    send_buf(req, &out, rc);
+    hearth_api_send_buf(req, &out, rc, "answer");
 out:
     hearth_buf_deinit(&out);
     hearth_ids_deinit(&ids);
@@ -260,7 +251,7 @@ static void detokenize(hearth_request *req, void *ctx)
         rc = hearth_json_quote(&out, text.data ? text.data : "", text.len);
     if (!rc)
         rc = hearth_buf_appends(&out, "}");
-    send_buf(req, &out, rc);
+    hearth_api_send_buf(req, &out, rc, "answer");
 out:
     free(ids);
     hearth_buf_deinit(&text);
@@ -309,7 +300,7 @@ static void props(hearth_request *req, void *ctx)
         rc = hearth_json_quote(&out, m->bos_text, strlen(m->bos_text));
     if (!rc)
         rc = hearth_buf_appends(&out, ",\"build_info\":\"hearth " HEARTH_VERSION "\"}");
-    send_buf(req, &out, rc);
+    hearth_api_send_buf(req, &out, rc, "answer");
     hearth_buf_deinit(&out);
 }
 

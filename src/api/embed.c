@@ -20,6 +20,7 @@
  * batches before knowing their token counts). */
 #include "models.h"
 #include "embed_parse.h"
+#include "respond.h"
 
 #include "base/log.h"
 #include "base/numfmt.h"
@@ -582,12 +583,7 @@ static void tei_tokenize(hearth_request *req, hearth_api *api)
     }
     if (!rc)
         rc = hearth_buf_append(&out, "]", 1);
-    if (rc) {
-        hearth_respond_error(req, 413, "request_too_large", "the token list is too large to return");
-    } else {
-        hearth_response res = {200, "application/json", NULL, out.data, out.len};
-        hearth_respond(req, &res);
-    }
+    hearth_api_send_buf(req, &out, rc, "token list");
 out:
     hearth_buf_deinit(&out);
     hearth_embed_parsed_free(&p);

@@ -4,23 +4,10 @@
  * with hearth's own fields under "meta"). */
 #include "api.h"
 #include "models.h"
+#include "respond.h"
 
 #include <cjson/cJSON.h>
 #include <stdatomic.h>
-#include <stdlib.h>
-#include <string.h>
-
-static void send_json(hearth_request *req, int status, cJSON *doc)
-{
-    char *text = doc ? cJSON_PrintUnformatted(doc) : NULL;
-    if (!text) {
-        hearth_respond_error(req, 500, "server_error", "out of memory formatting the response");
-        return;
-    }
-    hearth_response res = {status, "application/json", NULL, text, strlen(text)};
-    hearth_respond(req, &res);
-    free(text);
-}
 
 static void health(hearth_request *req, void *ctx)
 {
@@ -68,7 +55,7 @@ static void models(hearth_request *req, void *ctx)
         cJSON_AddStringToObject(meta, "source", m->source);
         cJSON_AddItemToArray(data, o);
     }
-    send_json(req, 200, doc);
+    hearth_api_send_json(req, 200, doc);
     cJSON_Delete(doc);
 }
 

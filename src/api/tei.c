@@ -9,10 +9,9 @@
  * limit and --max-client-batch, like /tokenize. */
 #include "models.h"
 #include "embed_parse.h"
+#include "respond.h"
 
 #include <cjson/cJSON.h>
-#include <stdlib.h>
-#include <string.h>
 
 static const char *dtype_name(enum hearth_bert_dtype d)
 {
@@ -66,15 +65,8 @@ static void info(hearth_request *req, void *ctx)
     cJSON_AddStringToObject(doc, "version", HEARTH_VERSION);
     cJSON_AddNullToObject(doc, "sha");
     cJSON_AddNullToObject(doc, "docker_label");
-    char *text = cJSON_PrintUnformatted(doc);
+    hearth_api_send_json(req, 200, doc);
     cJSON_Delete(doc);
-    if (!text) {
-        hearth_respond_error(req, 500, "server_error", "out of memory formatting the response");
-        return;
-    }
-    hearth_response res = {200, "application/json", NULL, text, strlen(text)};
-    hearth_respond(req, &res);
-    free(text);
 }
 
 /* POST /decode -> ["text", ...], one per id list. */
@@ -113,12 +105,7 @@ static void decode(hearth_request *req, void *ctx)
     }
     if (!rc)
         rc = hearth_buf_append(&out, "]", 1);
-    if (rc) {
-        hearth_respond_error(req, 413, "request_too_large", "the decoded text is too large to return");
-    } else {
-        hearth_response res = {200, "application/json", NULL, out.data, out.len};
-        hearth_respond(req, &res);
-    }
+    hearth_api_send_buf(req, &out, rc, "decoded text");
 out:
     hearth_buf_deinit(&text);
     hearth_buf_deinit(&out);
