@@ -1,11 +1,13 @@
-/* embed_queue.c: one scheduler thread per encoder model, a mutex + condvar
- * queue of jobs, batches packed greedily in arrival order.
+/* embed_queue.c: scheduler threads (engines, see below) on one mutex +
+ * condvar queue of jobs per encoder model, batches packed greedily in
+ * arrival order.
  *
  * Packing takes whole sequences from the oldest job first, so a large
  * request cannot starve small ones behind it for more than its own size, and
  * no sequence is split. A job's sequences may span several batches. Vectors are
  * normalized here, per job, so jobs with and without normalization share a
- * batch. Rejected: a fixed wait window to "collect" a batch (adds its full
+ * batch; so do jobs that want every token's vector (a pass's output rows are
+ * laid out per sequence, one pooled row or one per token). Rejected: a fixed wait window to "collect" a batch (adds its full
  * length to every request when the server is idle).
  *
  * Restarts: a batch is whatever was queued when the engine came free. Under
@@ -337,6 +339,40 @@ static void finish_jobs(hearth_embed_queue *q, hearth_embed_job *list)
     }
 }
 
+/* Hands the pass's results to their jobs (the lock is held): vectors copied
+ * into place (pooled ones normalized when the job asks), or the failure
+ * recorded; returns the jobs now complete, unlinked from the queue. */
+static hearth_embed_job *deliver(engine *e, int n, int rc)
+{
+    hearth_embed_queue *q = e->q;
+    size_t dim = (size_t)q->dim;
+    hearth_embed_job *finished = NULL;
+    for (int i = 0; i < n; i++) {
+        hearth_embed_job *job = e->b_job[i];
+        int at = e->b_index[i];
+        if (rc) {
+            job->status = rc;
+        } else {
+            size_t rows = e->b_all[i] ? (size_t)e->b_lens[i] : 1;
+            float *dst = job->out + (e->b_all[i] ? job->rows[at] : (size_t)at) * dim;
+            memcpy(dst, e->b_out + e->b_row[i] * dim, rows * dim * sizeof(float));
+            if (!e->b_all[i] && job->normalize)
+                l2_normalize(dst, q->dim);
+        }
+        job->finished++;
+        /* complete when every sequence is back, or when nothing more will be scheduled
+         * (a failure or a cancellation) and what was scheduled is back */
+        bool complete = job->finished == job->n || (job->finished == job->next && !schedulable(job));
+        if (complete && !job->completed) {
+            job->completed = true;
+            unlink_job(q, job);
+            job->link = finished;
+            finished = job;
+        }
+    }
+    return finished;
+}
+
 static void *scheduler(void *arg)
 {
     engine *e = arg;
@@ -401,34 +437,7 @@ static void *scheduler(void *arg)
         if (rc)
             HLOG_ERROR("embedding batch of %d sequences failed: %s", n, err.msg);
         pthread_mutex_lock(&q->lock);
-        for (int i = 0; i < n; i++) {
-            hearth_embed_job *job = e->b_job[i];
-            if (rc) {
-                job->status = rc;
-            } else if (job->all_tokens) {
-                float *dst = job->out + job->rows[e->b_index[i]] * (size_t)q->dim;
-                memcpy(dst, e->b_out + e->b_row[i] * (size_t)q->dim,
-                       (size_t)e->b_lens[i] * (size_t)q->dim * sizeof(float));
-            } else {
-                float *dst = job->out + (size_t)e->b_index[i] * (size_t)q->dim;
-                memcpy(dst, e->b_out + e->b_row[i] * (size_t)q->dim, (size_t)q->dim * sizeof(float));
-                if (job->normalize)
-                    l2_normalize(dst, q->dim);
-            }
-            job->finished++;
-            /* complete when every sequence is back, or when nothing more will be scheduled
-             * (a failure or a cancellation) and what was scheduled is back */
-            bool complete = job->finished == job->n ||
-                            (job->finished == job->next && !schedulable(job));
-            if (rc)
-                job->status = rc;
-            if (complete && !job->completed) {
-                job->completed = true;
-                unlink_job(q, job);
-                job->link = finished;
-                finished = job;
-            }
-        }
+        finished = deliver(e, n, rc);
         q->stats.batches++;
         q->stats.sequences += (uint64_t)n;
         q->stats.tokens += e->b_tokens;
