@@ -1,5 +1,6 @@
-/* embed.c: the embedding APIs: TEI's POST /embed, /embed_all, /similarity
- * and /tokenize, and OpenAI's POST /v1/embeddings.
+/* embed.c: the embedding APIs: TEI's POST /embed, /embed_all and
+ * /similarity, and OpenAI's POST /v1/embeddings (TEI's tokenizer endpoints
+ * are tei.c's).
  *
  * On the loop thread a handler validates the JSON, tokenizes (bounded by the
  * body limit and --max-client-batch; a few microseconds a sentence) and
@@ -244,10 +245,7 @@ static embed_req *req_new(int n, int64_t dim)
     return r;
 }
 
-/* The prompt put before each text input: the one the request names, else
- * the default (--default-prompt[-name], else the model's own; none for most
- * models). On a name the model lacks, responds 400 and returns false. */
-static bool find_prompt(hearth_request *req, hearth_embed_model *m, const char *name, const char **text, size_t *len)
+bool hearth_api_embed_prompt_or_respond(hearth_request *req, hearth_embed_model *m, const char *name, const char **text, size_t *len)
 {
     *text = m->prompt;
     *len = m->prompt_len;
@@ -267,8 +265,7 @@ static bool find_prompt(hearth_request *req, hearth_embed_model *m, const char *
     return false;
 }
 
-/* prompt + text as one NUL-terminated malloc'd string (NULL on ENOMEM). */
-static char *with_prompt(const char *prompt, size_t plen, const char *text, size_t tlen, size_t *len)
+char *hearth_api_with_prompt(const char *prompt, size_t plen, const char *text, size_t tlen, size_t *len)
 {
     *len = plen + tlen;
     char *s = malloc(*len + 1);
@@ -290,7 +287,7 @@ static bool add_text(hearth_request *req, embed_req *r, hearth_embed_model *m, i
     const char *text = in->text;
     size_t len = in->text_len;
     char *joined = NULL;
-    if (prompt && !(text = joined = with_prompt(prompt, plen, in->text, in->text_len, &len))) {
+    if (prompt && !(text = joined = hearth_api_with_prompt(prompt, plen, in->text, in->text_len, &len))) {
         hearth_respond_error(req, 503, "unavailable_error", "out of memory");
         return false;
     }
@@ -386,8 +383,7 @@ hearth_embed_model *hearth_api_embed_model_or_respond(hearth_request *req, heart
     return m;
 }
 
-/* Parses the body for api; responds and returns false on bad input. */
-static bool parse(hearth_request *req, hearth_api *api, enum hearth_embed_api which, hearth_embed_parsed *p)
+bool hearth_api_embed_parse_or_respond(hearth_request *req, hearth_api *api, enum hearth_embed_api which, hearth_embed_parsed *p)
 {
     size_t len;
     const char *body = hearth_request_body(req, &len);
@@ -423,7 +419,7 @@ static void embed_inputs(hearth_request *req, hearth_api *api, hearth_embed_mode
                                                          : HEARTH_BERT_TRUNCATE_RIGHT;
     const char *prompt;
     size_t plen;
-    if (!find_prompt(req, m, p->prompt_name, &prompt, &plen)) {
+    if (!hearth_api_embed_prompt_or_respond(req, m, p->prompt_name, &prompt, &plen)) {
         req_free(r);
         return;
     }
@@ -468,7 +464,7 @@ static void tei_route(hearth_request *req, hearth_api *api, enum hearth_embed_ap
 {
     hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
     hearth_embed_parsed p;
-    if (!m || !parse(req, api, which, &p))
+    if (!m || !hearth_api_embed_parse_or_respond(req, api, which, &p))
         return;
     embed_inputs(req, api, m, &p, fmt);
     hearth_embed_parsed_free(&p);
@@ -503,105 +499,12 @@ static void openai_embeddings(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
     hearth_embed_parsed p;
-    if (!parse(req, api, HEARTH_EMBED_OPENAI, &p))
+    if (!hearth_api_embed_parse_or_respond(req, api, HEARTH_EMBED_OPENAI, &p))
         return;
     hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, p.model);
     if (m)
         embed_inputs(req, api, m, &p, FMT_OPENAI); /* OpenAI's embeddings are unit vectors: p.normalize is true */
     hearth_embed_parsed_free(&p);
-}
-
-/* TEI: {"inputs": str | [str], "add_special_tokens": true, "prompt_name"} ->
- * [[{"id","text","special","start","stop"}]], every token, past the model's
- * limit too (as TEI: clients count tokens with it), as TEI answers: a special
- * token has its vocabulary text and null offsets; any other has the input's
- * bytes [start, stop) it came from, and text is that slice of the input
- * (not the vocabulary's lowercased, "##"-prefixed piece). */
-static void tei_tokenize(hearth_request *req, hearth_api *api)
-{
-    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
-    hearth_embed_parsed p;
-    if (!m || !parse(req, api, HEARTH_EMBED_TEI_TOKENIZE, &p))
-        return;
-    const char *prompt;
-    size_t plen;
-    if (!find_prompt(req, m, p.prompt_name, &prompt, &plen)) {
-        hearth_embed_parsed_free(&p);
-        return;
-    }
-    const hearth_vocab *v = hearth_bert_vocab(m->bert);
-    hearth_buf out;
-    hearth_buf_init(&out, (size_t)256 << 20);
-    int rc = hearth_buf_append(&out, "[", 1);
-    for (int i = 0; i < p.n && !rc; i++) {
-        hearth_ids ids;
-        hearth_ids_init(&ids, (size_t)1 << 24);
-        hearth_err err = {0};
-        /* with a prompt, offsets and texts are of the prompt + input, as TEI gives them */
-        size_t len = p.inputs[i].text_len;
-        char *joined = prompt ? with_prompt(prompt, plen, p.inputs[i].text, len, &len) : NULL;
-        const char *text = prompt ? joined : p.inputs[i].text;
-        hearth_tok_span *spans = malloc((len + 2) * sizeof *spans);
-        if (!spans || !text) {
-            hearth_ids_deinit(&ids);
-            free(spans);
-            free(joined);
-            hearth_respond_error(req, 503, "overloaded", "out of memory for the offsets of inputs[%d]", i);
-            goto out;
-        }
-        if (hearth_bert_tokenize_spans(m->bert, text, len, HEARTH_BERT_NO_LIMIT, &ids, spans, &err) != 0) {
-            hearth_ids_deinit(&ids);
-            free(spans);
-            free(joined);
-            hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d]: %s", i, err.msg);
-            goto out;
-        }
-        rc = hearth_buf_appends(&out, i ? ",[" : "[");
-        bool first = true;
-        for (size_t k = 0; k < ids.n && !rc; k++) {
-            int32_t id = ids.v[k];
-            bool special = k == 0 || k + 1 == ids.n; /* the [CLS] and [SEP] hearth_bert_tokenize_spans adds */
-            if (special && !p.add_special)
-                continue;
-            rc = hearth_buf_printf(&out, "%s{\"id\":%d,\"text\":", first ? "" : ",", id);
-            if (!rc && special)
-                rc = hearth_json_quote(&out, v->text[id], v->len[id]);
-            else if (!rc)
-                rc = hearth_json_quote(&out, text + spans[k].start, spans[k].stop - spans[k].start);
-            if (!rc && special)
-                rc = hearth_buf_appends(&out, ",\"special\":true,\"start\":null,\"stop\":null}");
-            else if (!rc)
-                rc = hearth_buf_printf(&out, ",\"special\":false,\"start\":%u,\"stop\":%u}", spans[k].start,
-                                       spans[k].stop);
-            first = false;
-        }
-        if (!rc)
-            rc = hearth_buf_append(&out, "]", 1);
-        hearth_ids_deinit(&ids);
-        free(spans);
-        free(joined);
-    }
-    if (!rc)
-        rc = hearth_buf_append(&out, "]", 1);
-    hearth_api_send_buf(req, &out, rc, "token list");
-out:
-    hearth_buf_deinit(&out);
-    hearth_embed_parsed_free(&p);
-}
-
-/* /tokenize is shared: TEI's body has "inputs", llama-server's has "content". */
-static void tokenize(hearth_request *req, void *ctx)
-{
-    hearth_api *api = ctx;
-    size_t len;
-    const char *body = hearth_request_body(req, &len);
-    cJSON *doc = cJSON_ParseWithLength(body, len);
-    bool llama = doc && cJSON_GetObjectItemCaseSensitive(doc, "content") != NULL;
-    if (llama)
-        hearth_api_llama_tokenize(req, api, doc);
-    cJSON_Delete(doc);
-    if (!llama)
-        tei_tokenize(req, api);
 }
 
 int hearth_api_register_embed(hearth_api *api, hearth_server *s)
@@ -615,8 +518,6 @@ int hearth_api_register_embed(hearth_api *api, hearth_server *s)
         rc = hearth_server_route(s, "POST", "/v1/embeddings", openai_embeddings, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/embeddings", openai_embeddings, api);
-    if (!rc)
-        rc = hearth_server_route(s, "POST", "/tokenize", tokenize, api);
     if (!rc)
         rc = hearth_api_register_tei(api, s);
     return rc;

@@ -5,6 +5,7 @@
 #define HEARTH_API_MODELS_H
 
 #include "api.h"
+#include "embed_parse.h"
 
 #include "base/pool.h"
 #include "engine/embed_queue.h"
@@ -86,7 +87,19 @@ struct hearth_api_state {
 hearth_embed_model *hearth_api_find_embed(hearth_api *api, const char *name);
 /* The same, or responds (503 while loading, 404 naming the model) and returns NULL (embed.c). */
 hearth_embed_model *hearth_api_embed_model_or_respond(hearth_request *req, hearth_api *api, const char *name);
-/* Registers TEI's GET /info and POST /decode (tei.c). */
+/* embed.c's helpers for tei.c. The body parsed as which, or a 400/413
+ * answered and false (free p after true). */
+bool hearth_api_embed_parse_or_respond(hearth_request *req, hearth_api *api, enum hearth_embed_api which,
+                                       hearth_embed_parsed *p);
+/* The prompt put before each text input: the one the request names, else
+ * the default (--default-prompt[-name], else the model's own; none for most
+ * models): *text NULL for none. On a name the model lacks, responds 400 and
+ * returns false. */
+bool hearth_api_embed_prompt_or_respond(hearth_request *req, hearth_embed_model *m, const char *name, const char **text,
+                                        size_t *len);
+/* prompt + text as one NUL-terminated malloc'd string of *len bytes (NULL on ENOMEM). */
+char *hearth_api_with_prompt(const char *prompt, size_t plen, const char *text, size_t tlen, size_t *len);
+/* Registers TEI's GET /info, POST /tokenize and POST /decode (tei.c). */
 int hearth_api_register_tei(hearth_api *api, hearth_server *s);
 /* The generation model a request names (NULL name: the first one); NULL when none matches. */
 hearth_gen_entry *hearth_api_find_gen(hearth_api *api, const char *name);

@@ -1,7 +1,8 @@
 /* tei.c: Text Embeddings Inference's endpoints around /embed that describe
  * and serve the tokenizer: GET /info (the model and the batching limits, in
- * TEI's Info shape) and POST /decode ({"ids": [int] | [[int]],
- * "skip_special_tokens": true} -> [str], as TEI's tokenizer decodes).
+ * TEI's Info shape), POST /tokenize (shared with llama-server's form) and
+ * POST /decode ({"ids": [int] | [[int]], "skip_special_tokens": true} ->
+ * [str], as TEI's tokenizer decodes).
  *
  * Both answer for the model /embed uses (the first embedding model), as TEI
  * serves one model per process. Both run on the loop thread: /info formats
@@ -12,6 +13,7 @@
 #include "respond.h"
 
 #include <cjson/cJSON.h>
+#include <stdlib.h>
 
 static const char *dtype_name(enum hearth_bert_dtype d)
 {
@@ -76,16 +78,9 @@ static void decode(hearth_request *req, void *ctx)
     hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
     if (!m)
         return;
-    size_t len;
-    const char *body = hearth_request_body(req, &len);
-    char msg[512];
     hearth_embed_parsed p;
-    int st = hearth_embed_parse(body, len, HEARTH_EMBED_TEI_DECODE, api->state->embed.max_client_batch, &p, msg,
-                                sizeof msg);
-    if (st) {
-        hearth_respond_error(req, st, st == 413 ? "request_too_large" : "invalid_request_error", "%s", msg);
+    if (!hearth_api_embed_parse_or_respond(req, api, HEARTH_EMBED_TEI_DECODE, &p))
         return;
-    }
     hearth_buf out, text;
     hearth_buf_init(&out, (size_t)256 << 20);
     hearth_buf_init(&text, (size_t)64 << 20);
@@ -112,9 +107,104 @@ out:
     hearth_embed_parsed_free(&p);
 }
 
+/* TEI: {"inputs": str | [str], "add_special_tokens": true, "prompt_name"} ->
+ * [[{"id","text","special","start","stop"}]], every token, past the model's
+ * limit too (as TEI: clients count tokens with it), as TEI answers: a special
+ * token has its vocabulary text and null offsets; any other has the input's
+ * bytes [start, stop) it came from, and text is that slice of the input
+ * (not the vocabulary's lowercased, "##"-prefixed piece). */
+static void tei_tokenize(hearth_request *req, hearth_api *api)
+{
+    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, NULL);
+    hearth_embed_parsed p;
+    if (!m || !hearth_api_embed_parse_or_respond(req, api, HEARTH_EMBED_TEI_TOKENIZE, &p))
+        return;
+    const char *prompt;
+    size_t plen;
+    if (!hearth_api_embed_prompt_or_respond(req, m, p.prompt_name, &prompt, &plen)) {
+        hearth_embed_parsed_free(&p);
+        return;
+    }
+    const hearth_vocab *v = hearth_bert_vocab(m->bert);
+    hearth_buf out;
+    hearth_buf_init(&out, (size_t)256 << 20);
+    int rc = hearth_buf_append(&out, "[", 1);
+    for (int i = 0; i < p.n && !rc; i++) {
+        hearth_ids ids;
+        hearth_ids_init(&ids, (size_t)1 << 24);
+        hearth_err err = {0};
+        /* with a prompt, offsets and texts are of the prompt + input, as TEI gives them */
+        size_t len = p.inputs[i].text_len;
+        char *joined = prompt ? hearth_api_with_prompt(prompt, plen, p.inputs[i].text, len, &len) : NULL;
+        const char *text = prompt ? joined : p.inputs[i].text;
+        hearth_tok_span *spans = malloc((len + 2) * sizeof *spans);
+        if (!spans || !text) {
+            hearth_ids_deinit(&ids);
+            free(spans);
+            free(joined);
+            hearth_respond_error(req, 503, "overloaded", "out of memory for the offsets of inputs[%d]", i);
+            goto out;
+        }
+        if (hearth_bert_tokenize_spans(m->bert, text, len, HEARTH_BERT_NO_LIMIT, &ids, spans, &err) != 0) {
+            hearth_ids_deinit(&ids);
+            free(spans);
+            free(joined);
+            hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d]: %s", i, err.msg);
+            goto out;
+        }
+        rc = hearth_buf_appends(&out, i ? ",[" : "[");
+        bool first = true;
+        for (size_t k = 0; k < ids.n && !rc; k++) {
+            int32_t id = ids.v[k];
+            bool special = k == 0 || k + 1 == ids.n; /* the [CLS] and [SEP] hearth_bert_tokenize_spans adds */
+            if (special && !p.add_special)
+                continue;
+            rc = hearth_buf_printf(&out, "%s{\"id\":%d,\"text\":", first ? "" : ",", id);
+            if (!rc && special)
+                rc = hearth_json_quote(&out, v->text[id], v->len[id]);
+            else if (!rc)
+                rc = hearth_json_quote(&out, text + spans[k].start, spans[k].stop - spans[k].start);
+            if (!rc && special)
+                rc = hearth_buf_appends(&out, ",\"special\":true,\"start\":null,\"stop\":null}");
+            else if (!rc)
+                rc = hearth_buf_printf(&out, ",\"special\":false,\"start\":%u,\"stop\":%u}", spans[k].start,
+                                       spans[k].stop);
+            first = false;
+        }
+        if (!rc)
+            rc = hearth_buf_append(&out, "]", 1);
+        hearth_ids_deinit(&ids);
+        free(spans);
+        free(joined);
+    }
+    if (!rc)
+        rc = hearth_buf_append(&out, "]", 1);
+    hearth_api_send_buf(req, &out, rc, "token list");
+out:
+    hearth_buf_deinit(&out);
+    hearth_embed_parsed_free(&p);
+}
+
+/* /tokenize is shared: TEI's body has "inputs", llama-server's has "content". */
+static void tokenize(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    size_t len;
+    const char *body = hearth_request_body(req, &len);
+    cJSON *doc = cJSON_ParseWithLength(body, len);
+    bool llama = doc && cJSON_GetObjectItemCaseSensitive(doc, "content") != NULL;
+    if (llama)
+        hearth_api_llama_tokenize(req, api, doc);
+    cJSON_Delete(doc);
+    if (!llama)
+        tei_tokenize(req, api);
+}
+
 int hearth_api_register_tei(hearth_api *api, hearth_server *s)
 {
     int rc = hearth_server_route(s, "GET", "/info", info, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/tokenize", tokenize, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/decode", decode, api);
     return rc;
