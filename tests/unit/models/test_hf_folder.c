@@ -367,6 +367,24 @@ static void bad_folders(void)
                "config_sentence_transformers.json", "'prompts' is not an object");
     bad_folder("f_prompt", "config_sentence_transformers.json", "{\"prompts\":{\"query\":1}}", 0, HEARTH_EINVAL,
                "config_sentence_transformers.json", "prompt 'query' is not a string");
+    {
+        /* 33 prompts (one past HEARTH_HF_MAX_PROMPTS), a name of 64 bytes, a text of 4097 */
+        char many[33 * 24 + 32], name[128], text[4200];
+        size_t at = (size_t)snprintf(many, sizeof many, "{\"prompts\":{");
+        for (int i = 0; i < 33; i++)
+            at += (size_t)snprintf(many + at, sizeof many - at, "%s\"p%d\":\"x\"", i ? "," : "", i);
+        snprintf(many + at, sizeof many - at, "}}");
+        bad_folder("f_prompt_many", "config_sentence_transformers.json", many, 0, HEARTH_EUNSUPPORTED,
+                   "config_sentence_transformers.json", "more than 32 prompts");
+        snprintf(name, sizeof name, "{\"prompts\":{\"%064d\":\"x\"}}", 0);
+        bad_folder("f_prompt_name", "config_sentence_transformers.json", name, 0, HEARTH_EINVAL,
+                   "config_sentence_transformers.json", "name is 64 bytes");
+        at = (size_t)snprintf(text, sizeof text, "{\"prompts\":{\"q\":\"");
+        memset(text + at, 'a', 4097);
+        snprintf(text + at + 4097, sizeof text - at - 4097, "\"}}");
+        bad_folder("f_prompt_text", "config_sentence_transformers.json", text, 0, HEARTH_EINVAL,
+                   "config_sentence_transformers.json", "4097 bytes");
+    }
     bad_folder("f_prompt_def", "config_sentence_transformers.json",
                "{\"prompts\":{\"query\":\"q: \"},\"default_prompt_name\":\"passage\"}", 0, HEARTH_EINVAL,
                "config_sentence_transformers.json", "'passage' is not one of the prompts");
