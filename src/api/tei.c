@@ -4,12 +4,11 @@
  * POST /decode ({"ids": [int] | [[int]], "skip_special_tokens": true} ->
  * [str], as TEI's tokenizer decodes).
  *
- * Both answer for the model /embed uses (the first embedding model), as TEI
- * serves one model per process. Both run on the loop thread: /info formats
- * a few fields, /decode a few microseconds per id, bounded by the body
- * limit and --max-client-batch, like /tokenize. */
+ * All three answer for the model /embed uses (the first embedding model),
+ * as TEI serves one model per process, and run on the loop thread: /info
+ * formats a few fields, /tokenize and /decode take a few microseconds per
+ * sentence or per id, bounded by the body limit and --max-client-batch. */
 #include "models.h"
-#include "embed_parse.h"
 #include "respond.h"
 
 #include <cjson/cJSON.h>
