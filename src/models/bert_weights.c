@@ -78,6 +78,23 @@ int bert_prepack_weights(hearth_bert *m, hearth_err *err)
                 return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory packing layer %lld's weights",
                                       m->path, (long long)i);
         }
+    /* each panel set chained to the one the forward pass multiplies by next
+     * (layer_mats' order is the pass's), the last to the first: a pass on
+     * one thread fetches each weight's start during the one before
+     * (matmul.c, "Fetching ahead"), and the next pass's during its last */
+    hearth_cpu_prepacked *first = NULL, *prev = NULL;
+    for (int64_t i = 0; i < m->n_layer; i++)
+        for (int k = 0; k < 6; k++) {
+            hearth_cpu_prepacked *pw = layer_mats(&m->layers[i], k)->packed;
+            if (!pw)
+                continue;
+            if (prev)
+                hearth_cpu_prepack_chain(prev, pw);
+            first = first ? first : pw;
+            prev = pw;
+        }
+    if (prev)
+        hearth_cpu_prepack_chain(prev, first);
     return HEARTH_OK;
 }
 

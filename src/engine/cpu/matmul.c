@@ -132,6 +132,18 @@ static const hearth_cpu_kernels *kernels_of(hearth_cpu_isa isa)
     }
 }
 
+struct hearth_cpu_prepacked {
+    hearth_cpu_isa isa;
+    hearth_dtype wt;
+    const void *W; /* for the row dots of short batches (M < gemm_min_m); NULL with panels16 */
+    size_t w_row_bytes;
+    int64_t N, K, n_pad;
+    /* slice s (KC deep, the last kc) at s * KC * n_pad: n_pad / nr panels of [kc][nr]; one of: */
+    float *panels;      /* f32 */
+    uint16_t *panels16; /* F16 weights' own values (the ISA has gemm_tile_f16) */
+    const struct hearth_cpu_prepacked *next; /* hearth_cpu_prepack_chain's hint, or NULL */
+};
+
 typedef struct job {
     const hearth_cpu_kernels *kt;
     hearth_vec_dot_fn dot;
@@ -149,6 +161,8 @@ typedef struct job {
     const float *prepacked; /* the whole W in panels (hearth_cpu_prepack), or NULL: pack per call */
     const uint16_t *prepacked16; /* or the whole F16 W in f16 panels */
     int64_t n_pad;          /* N rounded up to nr: the prepacked slices' width */
+    const hearth_cpu_prepacked *next; /* the weight chained after this one, or NULL */
+    int threads;                      /* the pool's: fetching ahead across tasks needs one */
     size_t block_bytes;
     int64_t block;
     _Atomic int failed;
@@ -241,13 +255,16 @@ static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, f
     }
 }
 
-/* One KC slice of a task: every MR-row strip of X against every panel. */
+/* One KC slice of a task: every MR-row strip of X against every panel. The
+ * lines of ahead (NULL: none) are shared out evenly over the tiles, each
+ * taking at most kc, what one leaves going to the next. */
 static void gemm_slice(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, const float *panels,
-                       const uint16_t *panels16)
+                       const uint16_t *panels16, hearth_gemm_ahead *ahead)
 {
     const hearth_cpu_kernels *kt = j->kt;
     const int nr = kt->nr_max, mr = kt->mr_max;
     int64_t n_panels = (n1 - n0 + nr - 1) / nr;
+    int64_t left = ahead ? ahead->lines : 0, quota = ceil_div(left, ceil_div(j->M, mr) * n_panels);
     for (int64_t m0 = 0; m0 < j->M; m0 += mr) {
         int rows = j->M - m0 < mr ? (int)(j->M - m0) : mr;
         for (int64_t p = 0; p < n_panels; p++) {
@@ -255,10 +272,16 @@ static void gemm_slice(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t
             int cols = n1 - nc < nr ? (int)(n1 - nc) : nr;
             const float *x = j->X + m0 * j->ldx + k0;
             float *y = j->Y + m0 * j->ldy + nc;
+            if (ahead) {
+                ahead->lines = quota < left ? quota : left;
+                left -= ahead->lines;
+            }
             if (panels16)
-                kt->gemm_tile_f16(x, j->ldx, panels16 + p * kc * nr, kc, y, j->ldy, rows, cols, k0 > 0);
+                kt->gemm_tile_f16(x, j->ldx, panels16 + p * kc * nr, kc, y, j->ldy, rows, cols, k0 > 0, ahead);
             else
-                kt->gemm_tile(x, j->ldx, panels + p * kc * nr, kc, y, j->ldy, rows, cols, k0 > 0);
+                kt->gemm_tile(x, j->ldx, panels + p * kc * nr, kc, y, j->ldy, rows, cols, k0 > 0, ahead);
+            if (ahead)
+                left += ahead->lines; /* what the tile did not take */
         }
     }
 }
@@ -283,6 +306,68 @@ static void gemm_slice(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t
  * cause, not measured). */
 #define PANEL_COPY_MIN_M 128
 
+/* W rows per f32 GEMM task: at least two tasks per thread so an uneven last
+ * chunk is absorbed, whole panels of nr, at most GEMM_CHUNK_MAX. */
+static int64_t gemm_chunk(int64_t N, int64_t nr, int64_t threads)
+{
+    int64_t chunk = ceil_div(ceil_div(N, 2 * threads), nr) * nr;
+    return chunk > GEMM_CHUNK_MAX ? GEMM_CHUNK_MAX : chunk;
+}
+
+/* Fetching ahead. A slice's first X strip reads its panels from memory, and
+ * at small M the hardware prefetcher does not keep up: one thread on the
+ * Zen 5, MiniLM's 36 GEMMs at 41 rows ran at 125-148 GFLOP/s with the
+ * weights coming from memory, ~185 with one layer's weights hot in L2. So,
+ * on f32 panels read in place (under PANEL_COPY_MIN_M rows; the copy
+ * streams its slice itself), the tiles of a slice prefetch into L2 the
+ * panels read next, one 64-byte line per k step, the lines spread evenly
+ * over the slice's tiles: the task's next slice; after its last slice, on a
+ * one-thread pool (tasks run in order on this thread), the next task's
+ * first slice; after the last task, the first slice of the first task of
+ * the weight chained next (hearth_cpu_prepack_chain: the caller's next
+ * matmul). With several threads only the next slice: which task a thread
+ * runs next is not known (guessing lost 3-6% against the next slice alone
+ * at 2 threads). Measured on the Zen 5 (2026-12-02, RESULTS.md):
+ *   - a throwaway driver, the 36 GEMMs back to back, A/B interleaved in one
+ *     process, one thread: 13 rows +29%, 41 rows +18%, 101 rows +8%; the
+ *     next slice alone +2-14%;
+ *   - `hearth embed --bench -t 1`, two processes at once (as two served
+ *     engines), 10 interleaved rounds: batch 1 +6.4% (10 of 10), batch 8
+ *     +3.2%, batch 32 (copy path) -1.5%, within its noise;
+ *   - served MiniLM, 8 connections, 12 rounds: 1 sentence per request
+ *     +5.2%, 8 per request -0.6%.
+ * Tried: all of a slice's lines in its first tiles, as L1 prefetches (+2%
+ * served at 1 per request; -3% at 8, the lines evicting the tile's panel
+ * from L1), a burst of prefetches before each tile instead of one per k
+ * step (0-10% in the driver against 10-29%), and two loops in the tile,
+ * with and without the prefetch, instead of a test per step (batch 1 -3%
+ * against +6%). F16 panels do not fetch ahead: llama pp128 showed no gain
+ * (as a next-slice prefetch for them before, see panels_f16). */
+static hearth_gemm_ahead ahead_of(const job *j, int64_t t, int64_t n_tasks, int64_t n0, int64_t width, int64_t k0)
+{
+    const int64_t nr = j->kt->nr_max;
+    int64_t k1 = k0 + KC;
+    if (k1 < j->K) { /* this task's next slice */
+        int64_t kc1 = j->K - k1 < KC ? j->K - k1 : KC;
+        return (hearth_gemm_ahead){(const char *)(j->prepacked + k1 * j->n_pad + n0 * kc1),
+                                   width * kc1 * (int64_t)sizeof(float) / 64};
+    }
+    if (j->threads != 1)
+        return (hearth_gemm_ahead){NULL, 0};
+    int64_t kc0 = j->K < KC ? j->K : KC;
+    if (t + 1 < n_tasks) { /* the next task's first slice */
+        int64_t m0 = (t + 1) * j->chunk, m1 = m0 + j->chunk < j->N ? m0 + j->chunk : j->N;
+        return (hearth_gemm_ahead){(const char *)(j->prepacked + m0 * kc0),
+                                   ceil_div(m1 - m0, nr) * nr * kc0 * (int64_t)sizeof(float) / 64};
+    }
+    const hearth_cpu_prepacked *nx = j->next;
+    if (!nx || !nx->panels) /* the chained weight's first task's first slice */
+        return (hearth_gemm_ahead){NULL, 0};
+    int64_t nkc = nx->K < KC ? nx->K : KC, rows = gemm_chunk(nx->N, nr, 1);
+    rows = rows < nx->n_pad ? rows : nx->n_pad;
+    return (hearth_gemm_ahead){(const char *)nx->panels, rows * nkc * (int64_t)sizeof(float) / 64};
+}
+
 static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
 {
     job *j = ctx;
@@ -304,7 +389,11 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
                 memcpy(copy, p32, (size_t)(width * kc) * sizeof(float));
                 p32 = copy;
             }
-            gemm_slice(j, n0, n1, k0, kc, p32, j->prepacked16 ? j->prepacked16 + at : NULL);
+            /* f32 panels read in place fetch ahead (the copy streams a slice at its start) */
+            hearth_gemm_ahead ahead = {NULL, 0};
+            if (j->prepacked && !copy)
+                ahead = ahead_of(j, t, n_tasks, n0, width, k0);
+            gemm_slice(j, n0, n1, k0, kc, p32, j->prepacked16 ? j->prepacked16 + at : NULL, &ahead);
         }
         return;
     }
@@ -319,7 +408,7 @@ static void gemm_task(void *ctx, int64_t t, int64_t n_tasks)
     for (int64_t k0 = 0; k0 < j->K; k0 += KC) {
         int64_t kc = j->K - k0 < KC ? j->K - k0 : KC;
         pack(j, n0, n1, k0, kc, panels, tmp);
-        gemm_slice(j, n0, n1, k0, kc, panels, NULL);
+        gemm_slice(j, n0, n1, k0, kc, panels, NULL, NULL);
     }
 }
 
@@ -358,14 +447,6 @@ static int run_qgemm(hearth_pool *pool, job *j, int threads)
     return atomic_load(&j->failed) ? HEARTH_ENOMEM : 0;
 }
 
-
-/* W rows per f32 GEMM task: at least two tasks per thread so an uneven last
- * chunk is absorbed, whole panels of nr, at most GEMM_CHUNK_MAX. */
-static int64_t gemm_chunk(int64_t N, int64_t nr, int64_t threads)
-{
-    int64_t chunk = ceil_div(ceil_div(N, 2 * threads), nr) * nr;
-    return chunk > GEMM_CHUNK_MAX ? GEMM_CHUNK_MAX : chunk;
-}
 
 static int isa_usable(hearth_cpu_isa isa)
 {
@@ -444,17 +525,6 @@ int hearth_cpu_matmul_on(hearth_cpu_isa isa, hearth_pool *pool, hearth_dtype wt,
     }
     return atomic_load(&j.failed) ? HEARTH_ENOMEM : 0;
 }
-
-struct hearth_cpu_prepacked {
-    hearth_cpu_isa isa;
-    hearth_dtype wt;
-    const void *W; /* for the row dots of short batches (M < gemm_min_m); NULL with panels16 */
-    size_t w_row_bytes;
-    int64_t N, K, n_pad;
-    /* slice s (KC deep, the last kc) at s * KC * n_pad: n_pad / nr panels of [kc][nr]; one of: */
-    float *panels;      /* f32 */
-    uint16_t *panels16; /* F16 weights' own values (the ISA has gemm_tile_f16) */
-};
 
 /* F16 weights are held as f16 panels where the ISA has a tile for them: the
  * same bytes as the weights, so a model can drop its mapped copy, and every
@@ -566,6 +636,12 @@ void hearth_cpu_prepacked_free(hearth_cpu_prepacked *pw)
     free(pw);
 }
 
+void hearth_cpu_prepack_chain(hearth_cpu_prepacked *pw, const hearth_cpu_prepacked *next)
+{
+    if (pw)
+        pw->next = next;
+}
+
 size_t hearth_cpu_prepacked_bytes(const hearth_cpu_prepacked *pw)
 {
     if (!pw)
@@ -593,6 +669,7 @@ static job panels_job(const hearth_cpu_prepacked *pw, const float *X, int64_t x_
         .kt = kernels_of(pw->isa), .wt = pw->wt, .W = pw->W, .w_row_bytes = pw->w_row_bytes, .N = pw->N,
         .K = pw->K, .M = M, .ldx = x_stride, .ldy = y_stride, .X = X, .Y = Y, .prepacked = pw->panels,
         .prepacked16 = pw->panels16, .n_pad = pw->n_pad, .block_bytes = info->block_bytes, .block = info->block,
+        .next = pw->next, .threads = threads,
     };
     j.chunk = gemm_chunk(pw->N, j.kt->nr_max, threads); /* as the packing path */
     return j;

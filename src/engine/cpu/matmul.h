@@ -114,6 +114,11 @@ bool hearth_cpu_prepack_wanted(hearth_dtype wt);
 /* Whether prepacking wt gives panels of wt's own size that every call runs
  * on, so the weights need not be kept (F16 where the ISA has an f16 tile). */
 bool hearth_cpu_prepack_replaces(hearth_dtype wt);
+/* Tells pw which prepacked weight the caller multiplies by after it (NULL:
+ * none), so a call on pw's f32 panels on a one-thread pool fetches the
+ * start of next's during its last tiles (matmul.c, "Fetching ahead"). A
+ * hint: no result changes; next must outlive pw's calls. */
+void hearth_cpu_prepack_chain(hearth_cpu_prepacked *pw, const hearth_cpu_prepacked *next);
 /* Bytes of panels held. */
 size_t hearth_cpu_prepacked_bytes(const hearth_cpu_prepacked *pw);
 /* Whether calls on pw still read the weights it was made from (false for

@@ -17,16 +17,25 @@
  * block size, so slices never split a block. */
 #define HEARTH_GEMM_KC 256
 
+/* Memory the driver reads after the tiles now running (the next panels): a
+ * tile may prefetch up to kc of its 64-byte lines, one per k step, and
+ * advance at and lines past them (matmul.c, "Fetching ahead"). A hint: a
+ * tile that ignores it computes the same. */
+typedef struct hearth_gemm_ahead {
+    const char *at;
+    int64_t lines;
+} hearth_gemm_ahead;
+
 /* The weight panel layout the GEMM tile reads: kc rows of nr_max floats,
  * element [k][j] = W[n0 + j][k0 + k] (zero past the last row of W), 64-byte
- * aligned. */
+ * aligned. ahead may be NULL. */
 typedef void (*hearth_gemm_tile_fn)(const float *x, int64_t ldx, const float *panel, int64_t kc, float *y,
-                                    int64_t ldy, int mr, int nr, int accumulate);
+                                    int64_t ldy, int mr, int nr, int accumulate, hearth_gemm_ahead *ahead);
 
 /* The same on a panel of f16 values in that layout (2-byte elements, 64-byte
  * aligned): F16 weights prepacked as they are, widened in registers. */
 typedef void (*hearth_gemm_tile_f16_fn)(const float *x, int64_t ldx, const uint16_t *panel, int64_t kc, float *y,
-                                        int64_t ldy, int mr, int nr, int accumulate);
+                                        int64_t ldy, int mr, int nr, int accumulate, hearth_gemm_ahead *ahead);
 
 /* n elements of a weight row (n a multiple of the type's block) to f32. */
 typedef void (*hearth_to_f32_fn)(const void *src, float *dst, int64_t n);

@@ -39,8 +39,9 @@ int hearth_cpu_matmul_ref(hearth_pool *pool, hearth_dtype wt, const void *W, siz
 }
 
 static void tile_scalar(const float *x, int64_t ldx, const float *p, int64_t kc, float *y, int64_t ldy, int mr, int nr,
-                        int accumulate)
+                        int accumulate, hearth_gemm_ahead *ahead)
 {
+    (void)ahead; /* a hint for vector tiles */
     float c[4][8] = {{0}};
     for (int64_t k = 0; k < kc; k++)
         for (int r = 0; r < mr; r++)

@@ -478,6 +478,9 @@ static void prepacked_matches_plain_calls(void)
             free(w);
             continue;
         }
+        /* chained to itself: calls on one thread fetch its own start ahead
+         * after their last task, which must change no result */
+        hearth_cpu_prepack_chain(pw, pw);
         bool f16_panels = !hearth_cpu_prepacked_needs_weights(pw);
         /* f16 panels where this CPU's kernels take them; f32 otherwise */
         CHECK_MSG(f16_panels == (ts[i] == HEARTH_F16 && hearth_cpu_matmul_isa() != HEARTH_ISA_SCALAR), "%s", name);
@@ -627,11 +630,61 @@ static void f16_tiles_match_f32_tiles(void)
                     float y16[8 * 40], y32[8 * 40];
                     for (int e = 0; e < 8 * 40; e++)
                         y16[e] = y32[e] = (float)e;
-                    kt->gemm_tile_f16(x, LDX, p16, KC, y16, 40, mr, cols, acc);
-                    kt->gemm_tile(x, LDX, p32, KC, y32, 40, mr, cols, acc);
+                    kt->gemm_tile_f16(x, LDX, p16, KC, y16, 40, mr, cols, acc, NULL);
+                    kt->gemm_tile(x, LDX, p32, KC, y32, 40, mr, cols, acc, NULL);
                     CHECK_MSG(memcmp(y16, y32, sizeof y16) == 0, "%s mr %d cols %d acc %d", kt->name, mr, cols, acc);
                 }
         free(p16);
+        free(p32);
+    }
+}
+
+/* A tile given memory to fetch ahead computes what it computes without,
+ * bit for bit, and takes at most kc lines of it, advancing past what it
+ * took; the AVX-512 tile (where fetching ahead was measured) takes
+ * min(lines, kc). */
+static void tiles_fetch_ahead(void)
+{
+    for (int isa = HEARTH_ISA_SCALAR; isa < HEARTH_ISA_COUNT_; isa++) {
+        if (!hearth_cpu_isa_available((hearth_cpu_isa)isa))
+            continue;
+        const hearth_cpu_kernels *kt = isa == HEARTH_ISA_SCALAR ? &hearth_cpu_kernels_scalar
+                                       : isa == HEARTH_ISA_AVX2 ? &hearth_cpu_kernels_avx2
+                                                                : &hearth_cpu_kernels_avx512;
+        enum { KC = 100, LDX = 101, LINES = 250 };
+        int nr = kt->nr_max;
+        float *p32 = aligned_alloc(64, (size_t)KC * nr * 4), x[8 * LDX];
+        char *far = aligned_alloc(64, (size_t)LINES * 64);
+        for (int e = 0; e < KC * nr; e++)
+            p32[e] = frand();
+        for (int e = 0; e < 8 * LDX; e++)
+            x[e] = frand();
+        for (int mr = 1; mr <= kt->mr_max; mr++) {
+            float y0[8 * 40], y1[8 * 40];
+            for (int e = 0; e < 8 * 40; e++)
+                y0[e] = (float)e;
+            kt->gemm_tile(x, LDX, p32, KC, y0, 40, mr, nr, 1, NULL);
+            /* three calls take 100 + 100 + the last 50 lines */
+            hearth_gemm_ahead ahead = {far, LINES};
+            for (int call = 0; call < 3; call++) {
+                int64_t before = ahead.lines, want = before < KC ? before : KC;
+                const char *at = ahead.at;
+                for (int e = 0; e < 8 * 40; e++)
+                    y1[e] = (float)e;
+                kt->gemm_tile(x, LDX, p32, KC, y1, 40, mr, nr, 1, &ahead);
+                int64_t took = before - ahead.lines;
+                CHECK_MSG(took >= 0 && took <= want && ahead.at == at + 64 * took, "%s mr %d call %d: took %lld lines",
+                          kt->name, mr, call, (long long)took);
+                if (isa == HEARTH_ISA_AVX512)
+                    CHECK_MSG(took == want, "%s mr %d call %d: took %lld lines, want %lld", kt->name, mr, call,
+                              (long long)took, (long long)want);
+                CHECK_MSG(memcmp(y0, y1, sizeof y0) == 0, "%s mr %d call %d: fetching ahead changed the result",
+                          kt->name, mr, call);
+            }
+            if (isa == HEARTH_ISA_AVX512)
+                CHECK(ahead.lines == 0 && ahead.at == far + 64 * LINES);
+        }
+        free(far);
         free(p32);
     }
 }
@@ -724,6 +777,7 @@ int main(void)
     RUN(prepacked_matches_plain_calls);
     RUN(prepacked_group_matches_single_calls);
     RUN(f16_tiles_match_f32_tiles);
+    RUN(tiles_fetch_ahead);
     RUN(bad_arguments_are_rejected);
     RUN(bad_group_arguments_are_rejected);
     RUN(scratch_is_reused_and_bounded);
