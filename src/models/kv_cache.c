@@ -68,8 +68,8 @@ hearth_kv *hearth_kv_new_typed(const hearth_llama *m, int n_slots, int64_t n_ctx
     kv->bytes = (uint64_t)bytes;
     kv->type = type;
     kv->elt = elt;
-    kv->attn = llama_attn_pick(type);
-    kv->put_f16 = llama_kv_put_pick();
+    kv->attn = hearth_attn_pick(type);
+    kv->put_f16 = hearth_kv_put_pick();
     kv->len = calloc((size_t)n_slots, sizeof *kv->len);
     kv->pend = calloc((size_t)n_slots, sizeof *kv->pend);
     kv->k = malloc((size_t)elems * elt);

@@ -20,7 +20,7 @@
  * the cache before any later token of the chunk attends to it.
  *
  * Attention is split over (token, head) on the pool; each task is one head
- * of one token over its slot's positions (llama_attn.h: an online softmax
+ * of one token over its slot's positions (engine/cpu/attn.h: an online softmax
  * that streams K and V once and needs no scratch).
  *
  * Scratch activations live in the model, sized at first use for the chunk

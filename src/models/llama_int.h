@@ -4,14 +4,14 @@
 #define HEARTH_MODELS_LLAMA_INT_H
 
 #include "models/llama.h"
-#include "models/llama_attn.h"
+#include "engine/cpu/attn.h"
 #include "engine/cpu/matmul.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 /* Largest head_dim accepted: attention and RoPE keep a head on the stack. */
-#define LLAMA_HEAD_DIM_MAX 1024
+#define LLAMA_HEAD_DIM_MAX HEARTH_ATTN_HEAD_DIM_MAX
 /* Tokens run through the layers at once; a longer batch is cut into chunks of
  * this many so the activation scratch stays bounded (a few MB per 100M
  * parameters) whatever the batch size. */
@@ -80,8 +80,8 @@ struct hearth_kv {
     char *k, *v;
     hearth_dtype type;
     size_t elt;              /* bytes per element: 4 or 2 */
-    llama_attn_fn attn;      /* one head's attention for this type, widest vectors the CPU allows */
-    llama_kv_put_fn put_f16; /* f32 rows into an f16 cache */
+    hearth_attn_fn attn;      /* one head's attention for this type, widest vectors the CPU allows */
+    hearth_kv_put_fn put_f16; /* f32 rows into an f16 cache */
     uint64_t bytes;
 };
 

@@ -1,29 +1,29 @@
-/* llama_attn_avx2.c: llama_attn_impl.h for 8 floats (AVX2 + FMA + F16C flags
+/* attn_avx2.c: attn_impl.h for 8 floats (AVX2 + FMA + F16C flags
  * from the Makefile), for f32 and f16 caches, and the F16C store; called only
  * when hearth_cpu() reports AVX2, FMA and F16C. */
-#include "models/llama_attn.h"
+#include "engine/cpu/attn.h"
 
 #include <immintrin.h>
 
-#define ATTN_NAME llama_attn_head_avx2
+#define ATTN_NAME hearth_attn_head_avx2
 #define ATTN_VBYTES 32
 #define ATTN_KV float
-#include "models/llama_attn_impl.h"
+#include "engine/cpu/attn_impl.h"
 
 static inline vf load_h(const uint16_t *p)
 {
     return (vf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-#define ATTN_NAME llama_attn_head_avx2_f16
+#define ATTN_NAME hearth_attn_head_avx2_f16
 #define ATTN_KV uint16_t
 #define ATTN_KV_LOAD(p) load_h(p)
 #define ATTN_KV_AT(p, i) _cvtsh_ss((p)[i])
-#include "models/llama_attn_impl.h"
+#include "engine/cpu/attn_impl.h"
 
-/* vcvtps2ph rounds to nearest even like hearth_f32_to_fp16 (test_llama
+/* vcvtps2ph rounds to nearest even like hearth_f32_to_fp16 (test_attn
  * compares the two on every ISA). */
-void llama_kv_put_f16_avx2(void *dst, const float *src, int64_t n)
+void hearth_kv_put_f16_avx2(void *dst, const float *src, int64_t n)
 {
     uint16_t *d = dst;
     int64_t i = 0;

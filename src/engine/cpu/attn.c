@@ -1,21 +1,21 @@
-/* llama_attn.c: the baseline (SSE2, 4 floats) attention heads, the scalar
- * f16 store, and the choice of width. The body is llama_attn_impl.h;
- * llama_attn_avx2.c and llama_attn_avx512.c compile it for 8 and 16 floats.
+/* attn.c: the baseline (SSE2, 4 floats) attention heads, the scalar
+ * f16 store, and the choice of width. The body is attn_impl.h;
+ * attn_avx2.c and attn_avx512.c compile it for 8 and 16 floats.
  * The baseline has no F16C, so its f16 heads convert element by element:
  * correct, and only for CPUs that old.
  *
  * Rejected: hearth_cpu_attn_head from engine/cpu/ops.h, which needs a scratch
  * of n_pos scores per call: pool tasks have no thread index, so that scratch
  * would be n_tokens * n_head * n_ctx floats. */
-#include "models/llama_attn.h"
+#include "engine/cpu/attn.h"
 
 #include "base/cpu.h"
 #include "engine/cpu/quant.h"
 
-#define ATTN_NAME llama_attn_head_sse
+#define ATTN_NAME hearth_attn_head_sse
 #define ATTN_VBYTES 16
 #define ATTN_KV float
-#include "models/llama_attn_impl.h"
+#include "engine/cpu/attn_impl.h"
 
 static inline vf load_h(const uint16_t *p)
 {
@@ -25,13 +25,13 @@ static inline vf load_h(const uint16_t *p)
     return v;
 }
 
-#define ATTN_NAME llama_attn_head_sse_f16
+#define ATTN_NAME hearth_attn_head_sse_f16
 #define ATTN_KV uint16_t
 #define ATTN_KV_LOAD(p) load_h(p)
 #define ATTN_KV_AT(p, i) hearth_fp16_to_f32((p)[i])
-#include "models/llama_attn_impl.h"
+#include "engine/cpu/attn_impl.h"
 
-void llama_kv_put_f16_scalar(void *dst, const float *src, int64_t n)
+void hearth_kv_put_f16_scalar(void *dst, const float *src, int64_t n)
 {
     uint16_t *d = dst;
     for (int64_t i = 0; i < n; i++)
@@ -50,20 +50,20 @@ static bool has_avx512(const hearth_cpu_info *c)
            c->avx512_bf16;
 }
 
-llama_attn_fn llama_attn_pick(hearth_dtype kv_type)
+hearth_attn_fn hearth_attn_pick(hearth_dtype kv_type)
 {
     const hearth_cpu_info *c = hearth_cpu();
     bool f16 = kv_type == HEARTH_F16;
     if (kv_type != HEARTH_F32 && !f16)
         return NULL;
     if (has_avx512(c))
-        return f16 ? llama_attn_head_avx512_f16 : llama_attn_head_avx512;
+        return f16 ? hearth_attn_head_avx512_f16 : hearth_attn_head_avx512;
     if (has_avx2(c))
-        return f16 ? llama_attn_head_avx2_f16 : llama_attn_head_avx2;
-    return f16 ? llama_attn_head_sse_f16 : llama_attn_head_sse;
+        return f16 ? hearth_attn_head_avx2_f16 : hearth_attn_head_avx2;
+    return f16 ? hearth_attn_head_sse_f16 : hearth_attn_head_sse;
 }
 
-llama_kv_put_fn llama_kv_put_pick(void)
+hearth_kv_put_fn hearth_kv_put_pick(void)
 {
-    return has_avx2(hearth_cpu()) ? llama_kv_put_f16_avx2 : llama_kv_put_f16_scalar;
+    return has_avx2(hearth_cpu()) ? hearth_kv_put_f16_avx2 : hearth_kv_put_f16_scalar;
 }

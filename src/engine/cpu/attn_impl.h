@@ -1,5 +1,5 @@
-/* llama_attn_impl.h: the body of one attention head, included by
- * llama_attn.c (baseline SSE2), llama_attn_avx2.c and llama_attn_avx512.c,
+/* attn_impl.h: the body of one attention head, included by
+ * attn.c (baseline SSE2), attn_avx2.c and attn_avx512.c,
  * each defining first ATTN_NAME, ATTN_VBYTES (vector bytes), ATTN_KV (the
  * cache's element: float or uint16_t for f16) with, for f16, ATTN_KV_LOAD(p)
  * (VL elements at p as a vf) and ATTN_KV_AT(p, i) (one element as float),
@@ -15,7 +15,7 @@
  * scores and their max; when the max grows the running sum and the output
  * accumulator are rescaled by exp(old - new). So no scratch of n_pos floats
  * is needed, whatever the context. */
-#include "models/llama_int.h"
+#include "engine/cpu/attn.h"
 
 #include <math.h>
 #include <string.h>
@@ -71,7 +71,7 @@ ATTN_LINKAGE void ATTN_NAME(float *out, const float *q, const void *Kv, const vo
                             int64_t n_pos, int64_t hd, float scale)
 {
     const ATTN_KV *K = Kv, *V = Vv;
-    float acc[LLAMA_HEAD_DIM_MAX], sc[ATTN_BLOCK];
+    float acc[HEARTH_ATTN_HEAD_DIM_MAX], sc[ATTN_BLOCK];
     int64_t hv = hd - hd % VL;
     memset(acc, 0, (size_t)hd * sizeof acc[0]);
     float mx = -INFINITY, sum = 0;

@@ -1,10 +1,10 @@
-/* llama_attn_avx512.c: the attention heads for AVX-512 (flags from the
+/* attn_avx512.c: the attention heads for AVX-512 (flags from the
  * Makefile), for f32 and f16 caches; called only when hearth_cpu() reports
  * AVX-512F.
  *
  * Head sizes that are a multiple of 16 up to 128 (all the llama, qwen2 and
  * qwen3 models) take a path written for the width; others the generic body
- * of llama_attn_impl.h at 16 floats. An f16 cache is widened 16 elements at
+ * of attn_impl.h at 16 floats. An f16 cache is widened 16 elements at
  * a time by vcvtph2ps as it is loaded.
  *
  * Why a path of its own: profiles of batched decode (hearth run --bench
@@ -18,7 +18,7 @@
  * when a block raises the running max, the sum and the accumulators are
  * rescaled by exp(old - new). q is scaled once up front instead of every
  * score. */
-#include "models/llama_attn.h"
+#include "engine/cpu/attn.h"
 
 #include "engine/cpu/exp_avx512.h"
 
@@ -31,7 +31,7 @@
 #define ATTN_VBYTES 64
 #define ATTN_KV float
 #define ATTN_LINKAGE static
-#include "models/llama_attn_impl.h"
+#include "engine/cpu/attn_impl.h"
 
 static inline vf load_h(const uint16_t *p)
 {
@@ -43,7 +43,7 @@ static inline vf load_h(const uint16_t *p)
 #define ATTN_KV_LOAD(p) load_h(p)
 #define ATTN_KV_AT(p, i) _cvtsh_ss((p)[i])
 #define ATTN_LINKAGE static
-#include "models/llama_attn_impl.h"
+#include "engine/cpu/attn_impl.h"
 
 /* 16 cache elements from p (F: f16, else f32) as floats */
 AI __m512 kv16(const int F, const void *p)
@@ -180,13 +180,13 @@ static void dispatch(int F, float *out, const float *q, const void *K, const voi
         attn_any(out, q, K, V, stride, n_pos, hd, scale);
 }
 
-void llama_attn_head_avx512(float *out, const float *q, const void *K, const void *V, int64_t stride,
+void hearth_attn_head_avx512(float *out, const float *q, const void *K, const void *V, int64_t stride,
                             int64_t n_pos, int64_t hd, float scale)
 {
     dispatch(0, out, q, K, V, stride, n_pos, hd, scale);
 }
 
-void llama_attn_head_avx512_f16(float *out, const float *q, const void *K, const void *V, int64_t stride,
+void hearth_attn_head_avx512_f16(float *out, const float *q, const void *K, const void *V, int64_t stride,
                                 int64_t n_pos, int64_t hd, float scale)
 {
     dispatch(1, out, q, K, V, stride, n_pos, hd, scale);
