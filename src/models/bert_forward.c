@@ -28,20 +28,19 @@
  * where it reaches its peak); a scratch arena kept in the model (the
  * activations are the calling thread's pass scratch instead, so engines
  * running passes at once each have their own, and the model stays free of
- * size-dependent state); a fused
- * AVX-512 head (K transposed once, scores 16 keys a vector, exp, P V) in
- * place of the two small matmuls (tried on the Zen 5: 1.2 us against 1.1 us
- * per head of 13 tokens x 32 dims alone, and no gain in the pass, where most
- * of a single-head task was the reading of its rows: see attn_task). */
+ * size-dependent state); a fused AVX-512 head of its own, K transposed once
+ * (1.2 us against the two small matmuls' 1.1 us per head of 13 tokens x 32
+ * dims, when tasks were single heads). The heads now run through
+ * engine/cpu/attn.h, one query at a time (see attn_task). */
 #include "models/bert.h"
 #include "models/bert_impl.h"
 
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/quant.h"
+#include "engine/cpu/attn.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +57,7 @@ typedef struct fwd {
     const bert_layer *l;
     const float *bias;       /* the bias of the pass being run */
     const float *ln_w, *ln_b;
-    _Atomic int failed;      /* a status from a pool task, 0 if none */
+    hearth_attn_fn attn;     /* one head over a sequence, the widest this CPU allows */
 } fwd;
 
 /* Rows [r0, r1) of task t. */
@@ -93,14 +92,17 @@ static void embed_task(void *ctx, int64_t t, int64_t n_tasks)
 }
 
 /* One sequence and a group of heads_per_task heads: first the group's Q/K/V
- * biases are added row by row over the group's contiguous columns (folding
- * the 1/sqrt(head_dim) scale into Q), then per head S = Q K^T, P =
- * softmax(S) row by row, ctx = P V, the two products through the matmul
- * kernels on this thread (V is first transposed, since the matmul takes its
- * second operand as rows). Grouping heads matters more than the arithmetic:
- * the rows were just written by the Q/K/V GEMM, mostly on the other core,
- * and a task per single head read them as 3 x len scattered 128-byte pieces
- * (~3 us of a ~6 us task at 13 tokens); a group reads them as longer runs. */
+ * biases are added row by row over the group's contiguous columns, then per
+ * head and query row, ctx = softmax(q K^T / sqrt(head_dim)) V over the
+ * sequence's rows, read in place from the qkv buffer (engine/cpu/attn.h's
+ * head: 16 keys scored at a time, an online softmax). Grouping heads
+ * matters: the rows were just written by the Q/K/V GEMM, mostly on the
+ * other core, and a task per single head read them as 3 x len scattered
+ * 128-byte pieces (~3 us of a ~6 us task at 13 tokens). The heads replaced
+ * two small matmuls per head (S = Q K^T, then P V with V transposed, each
+ * packing its operand): `hearth embed --bench -t 1`, two processes at once,
+ * 6 interleaved rounds on the Zen 5, batch 1 / 8 / 32 +3.9% / +2.8% /
+ * +3.5% sentences/s (5, 6 and 6 rounds of 6 faster). */
 static void attn_task(void *ctx, int64_t t, int64_t n_tasks)
 {
     fwd *f = ctx;
@@ -111,36 +113,19 @@ static void attn_task(void *ctx, int64_t t, int64_t n_tasks)
     int64_t h1 = h0 + f->heads_per_task < m->n_head ? h0 + f->heads_per_task : m->n_head;
     int64_t r0 = f->start[s], len = f->start[s + 1] - r0, c0 = h0 * hd, cw = (h1 - h0) * hd;
     float scale = 1.0f / sqrtf((float)hd);
-    float *scores = malloc((size_t)(len * len + hd * len) * sizeof *scores), *vt = scores + len * len;
-    if (!scores) {
-        atomic_store(&f->failed, HEARTH_ENOMEM);
-        return;
-    }
     for (int64_t i = 0; i < len; i++) {
         float *q = f->qkv + (r0 + i) * 3 * h + c0, *k = q + h, *v = q + 2 * h;
         hearth_cpu_add(q, q, l->bq + c0, cw);
-        hearth_cpu_scale(q, q, scale, cw);
         hearth_cpu_add(k, k, l->bk + c0, cw);
         hearth_cpu_add(v, v, l->bv + c0, cw);
     }
-    int rc = 0;
     float *base = f->qkv + r0 * 3 * h;
-    for (int64_t head = h0; head < h1 && rc == 0; head++) {
+    for (int64_t head = h0; head < h1; head++) {
         int64_t ch = head * hd;
         for (int64_t i = 0; i < len; i++)
-            for (int64_t d = 0; d < hd; d++)
-                vt[d * len + i] = base[i * 3 * h + 2 * h + ch + d];
-        rc = hearth_cpu_matmul(NULL, HEARTH_F32, base + h + ch, (size_t)(3 * h) * sizeof(float), len, hd, base + ch,
-                               3 * h, len, scores, len);
-        for (int64_t i = 0; rc == 0 && i < len; i++)
-            hearth_cpu_softmax(scores + i * len, scores + i * len, len);
-        if (rc == 0)
-            rc = hearth_cpu_matmul(NULL, HEARTH_F32, vt, (size_t)len * sizeof(float), hd, len, scores, len, len,
-                                   f->ctx + r0 * h + ch, h);
+            f->attn(f->ctx + (r0 + i) * h + ch, base + i * 3 * h + ch, base + h + ch, base + 2 * h + ch, 3 * h, len,
+                    hd, scale);
     }
-    if (rc)
-        atomic_store(&f->failed, rc);
-    free(scores);
 }
 
 /* x = LN(x + y + bias) */
@@ -195,9 +180,6 @@ static int run_layer(fwd *f, hearth_pool *pool, int64_t i, hearth_err *err)
         return rc;
     hearth_pool_run(pool, attn_task, f,
                     (int64_t)f->n_seqs * ((m->n_head + f->heads_per_task - 1) / f->heads_per_task));
-    if ((rc = atomic_load(&f->failed)))
-        return hearth_err_set(err, rc, "bert: %s: layer %lld attention: %s", m->path, (long long)i,
-                              hearth_status_name(rc));
     if ((rc = linear(f, pool, &l->o, f->ctx, h, f->y, h, "attention output", i, err)))
         return rc;
     f->bias = l->bo;
@@ -267,7 +249,7 @@ int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, c
     int rc = check_input(m, n_seqs, ids, lens, err);
     if (rc || n_seqs == 0)
         return rc;
-    fwd f = {.m = m, .n_seqs = n_seqs, .ids = ids, .lens = lens};
+    fwd f = {.m = m, .n_seqs = n_seqs, .ids = ids, .lens = lens, .attn = hearth_attn_pick(HEARTH_F32)};
     f.start = malloc(((size_t)n_seqs + 1) * sizeof *f.start);
     if (!f.start)
         return hearth_err_set(err, HEARTH_ENOMEM, "bert: out of memory");

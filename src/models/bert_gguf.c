@@ -28,6 +28,8 @@
 #include "models/gguf.h"
 #include "models/gguf_vocab.h"
 
+#include "engine/cpu/attn.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +160,12 @@ static int read_hparams(hearth_bert *m, const hearth_gguf *g, hearth_err *err)
     if (m->hidden % m->n_head)
         return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: bert.attention.head_count (%lld) does not divide bert.embedding_length (%lld)",
                               m->path, (long long)m->n_head, (long long)m->hidden);
+    if (m->hidden / m->n_head > HEARTH_ATTN_HEAD_DIM_MAX)
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED,
+                              "bert: %s: bert.attention.head_count (%lld) makes heads of %lld of bert.embedding_length "
+                              "(%lld); the attention takes at most %d",
+                              m->path, (long long)m->n_head, (long long)(m->hidden / m->n_head), (long long)m->hidden,
+                              HEARTH_ATTN_HEAD_DIM_MAX);
     if ((rc = hearth_gguf_get_f32(g, "bert.attention.layer_norm_epsilon", &m->eps, err)))
         return rc;
     if (!(m->eps > 0 && m->eps <= 0.1f))

@@ -18,6 +18,8 @@
 #include "models/hf_json.h"
 #include "models/hf_tokenizer.h"
 
+#include "engine/cpu/attn.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +71,15 @@ int hearth_bert_config_parse(hearth_bert_config *c, const char *json, size_t len
         rc = hearth_err_set(err, HEARTH_EINVAL,
                             "%s: key 'num_attention_heads' (%lld) does not divide 'hidden_size' (%lld)", path,
                             (long long)c->num_attention_heads, (long long)c->hidden_size);
+        goto done;
+    }
+    if (c->hidden_size / c->num_attention_heads > HEARTH_ATTN_HEAD_DIM_MAX) {
+        rc = hearth_err_set(err, HEARTH_EUNSUPPORTED,
+                            "%s: key 'num_attention_heads' (%lld) makes heads of %lld of 'hidden_size' (%lld); the "
+                            "attention takes at most %d",
+                            path, (long long)c->num_attention_heads,
+                            (long long)(c->hidden_size / c->num_attention_heads), (long long)c->hidden_size,
+                            HEARTH_ATTN_HEAD_DIM_MAX);
         goto done;
     }
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_eps");

@@ -298,6 +298,9 @@ static void bad_configs(void)
                "'hidden_size' is missing");
     bad_config("{\"model_type\":\"bert\",\"hidden_size\":30,\"num_attention_heads\":4," GOOD_KEYS "}", HEARTH_EINVAL,
                "'num_attention_heads' (4) does not divide 'hidden_size' (30)");
+    /* heads of 2048: past what the attention keeps on its stack (1024 is taken) */
+    bad_config("{\"model_type\":\"bert\",\"hidden_size\":4096,\"num_attention_heads\":2," GOOD_KEYS "}",
+               HEARTH_EUNSUPPORTED, "'num_attention_heads' (2) makes heads of 2048");
     bad_config("{\"model_type\":\"bert\",\"hidden_size\":8,\"num_attention_heads\":2,\"hidden_act\":\"relu\"," GOOD_KEYS
                "}",
                HEARTH_EUNSUPPORTED, "'hidden_act' is \"relu\"");
