@@ -47,6 +47,7 @@
  * while the packed tile keeps both operands in L1). */
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/matmul_impl.h"
+#include "engine/cpu/panel_mem.h"
 #include "engine/cpu/rowdot_multi.h"
 #include "engine/cpu/scratch.h"
 
@@ -57,7 +58,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define KC HEARTH_GEMM_KC
 /* W rows per GEMM task at most: a 256 x KC panel is 256 KiB, within L2. */
@@ -559,28 +559,6 @@ bool hearth_cpu_prepack_replaces(hearth_dtype wt)
     return panels_f16(kernels_of(hearth_cpu_matmul_isa()), wt);
 }
 
-/* Memory for a whole W's panels: 64-byte aligned, and from 2 MiB on
- * starting on a huge page, asked for huge pages (THP "madvise" mode, as on
- * this machine): the 2 MiB pieces inside get them, the tail 4 KiB pages, so
- * nothing is rounded up. Opening the 110M F16 llama (`hearth run`, 8
- * tokens) took 0.78-0.84 s with 4 KiB pages, most of it page faults under
- * the hypervisor, and 0.42-0.62 s with this (0.16-0.17 s before F16 was
- * prepacked: the packing itself is the rest). */
-static void *panels_alloc(size_t bytes)
-{
-    const size_t huge = (size_t)2 << 20, page = 4096;
-    if (bytes < huge)
-        return aligned_alloc(64, (bytes + 63) / 64 * 64);
-    size_t size = (bytes + page - 1) / page * page;
-    void *p = NULL;
-    if (posix_memalign(&p, huge, size) != 0)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    (void)madvise(p, size, MADV_HUGEPAGE); /* advice: without it, 4 KiB pages */
-#endif
-    return p;
-}
-
 hearth_cpu_prepacked *hearth_cpu_prepack(hearth_dtype wt, const void *W, size_t w_row_bytes, int64_t N, int64_t K)
 {
     hearth_cpu_isa isa = hearth_cpu_matmul_isa();
@@ -596,11 +574,12 @@ hearth_cpu_prepacked *hearth_cpu_prepack(hearth_dtype wt, const void *W, size_t 
     bool f16 = panels_f16(kt, wt);
     size_t elt = f16 ? sizeof(uint16_t) : sizeof(float);
     hearth_cpu_prepacked *pw = calloc(1, sizeof *pw);
-    void *panels = pw ? panels_alloc((size_t)n_pad * (size_t)K * elt) : NULL;
+    /* in huge pages shared with the other sets (panel_mem.h) */
+    void *panels = pw ? hearth_cpu_panel_alloc((size_t)n_pad * (size_t)K * elt) : NULL;
     float *tmp = f16 ? NULL : malloc((size_t)nr * KC * sizeof(float));
     if (!pw || !panels || (!f16 && !tmp)) {
         free(tmp);
-        free(panels);
+        hearth_cpu_panel_free(panels);
         free(pw);
         return NULL;
     }
@@ -631,8 +610,8 @@ void hearth_cpu_prepacked_free(hearth_cpu_prepacked *pw)
 {
     if (!pw)
         return;
-    free(pw->panels);
-    free(pw->panels16);
+    hearth_cpu_panel_free(pw->panels);
+    hearth_cpu_panel_free(pw->panels16);
     free(pw);
 }
 
