@@ -255,6 +255,21 @@ static void pack(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t kc, f
     }
 }
 
+/* Rows of the strip that starts with left rows to go: mr, except that the
+ * last two strips share their rows evenly where the last would have 1-3.
+ * A tile of fewer than 4 rows has fewer independent FMA chains than the
+ * two FMA pipes' latency needs (2 per row), so it costs what 4 rows cost:
+ * 8 + 1 rows as 5 + 4 cost 9 row-times instead of 12. The same sums either
+ * way (each row's are its own). Served MiniLM at 1 sentence per request
+ * (passes of any row count), 8 connections, 12 interleaved rounds on the
+ * Zen 5: +2.1% sentences/s (10 rounds of 12 faster). */
+static int strip_rows(int64_t left, int mr)
+{
+    if (left > mr && left < mr + 4)
+        return (int)((left + 1) / 2);
+    return left < mr ? (int)left : mr;
+}
+
 /* One KC slice of a task: every MR-row strip of X against every panel. The
  * lines of ahead (NULL: none) are shared out evenly over the tiles, each
  * taking at most kc, what one leaves going to the next. */
@@ -265,8 +280,9 @@ static void gemm_slice(const job *j, int64_t n0, int64_t n1, int64_t k0, int64_t
     const int nr = kt->nr_max, mr = kt->mr_max;
     int64_t n_panels = (n1 - n0 + nr - 1) / nr;
     int64_t left = ahead ? ahead->lines : 0, quota = ceil_div(left, ceil_div(j->M, mr) * n_panels);
-    for (int64_t m0 = 0; m0 < j->M; m0 += mr) {
-        int rows = j->M - m0 < mr ? (int)(j->M - m0) : mr;
+    int rows;
+    for (int64_t m0 = 0; m0 < j->M; m0 += rows) {
+        rows = strip_rows(j->M - m0, mr);
         for (int64_t p = 0; p < n_panels; p++) {
             int64_t nc = n0 + p * nr;
             int cols = n1 - nc < nr ? (int)(n1 - nc) : nr;
