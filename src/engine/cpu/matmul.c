@@ -355,10 +355,11 @@ static int64_t gemm_chunk(int64_t N, int64_t nr, int64_t threads)
  * Tried: all of a slice's lines in its first tiles, as L1 prefetches (+2%
  * served at 1 per request; -3% at 8, the lines evicting the tile's panel
  * from L1), a burst of prefetches before each tile instead of one per k
- * step (0-10% in the driver against 10-29%), and two loops in the tile,
- * with and without the prefetch, instead of a test per step (batch 1 -3%
- * against +6%). F16 panels do not fetch ahead: llama pp128 showed no gain
- * (as a next-slice prefetch for them before, see panels_f16). */
+ * step (0-10% in the driver against 10-29%), and a test per step in every
+ * tile (6% lost at 404 rows with 2 threads, where nothing is fetched ahead:
+ * the ISA picks a tile of its own when there are lines to fetch). F16
+ * panels do not fetch ahead: llama pp128 showed no gain (as a next-slice
+ * prefetch for them before, see panels_f16). */
 static hearth_gemm_ahead ahead_of(const job *j, int64_t t, int64_t n_tasks, int64_t n0, int64_t width, int64_t k0)
 {
     const int64_t nr = j->kt->nr_max;

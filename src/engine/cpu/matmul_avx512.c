@@ -90,29 +90,31 @@ static inline __attribute__((always_inline)) __m512 panel_row(const void *p, int
     return _mm512_load_ps((const float *)p + i);
 }
 
-/* The micro-tile for a compile-time row count R (1..8) and panel type: inlined
- * into one function per pair, so the accumulators stay in registers. */
-static inline __attribute__((always_inline)) void tile(const int R, const int F16, const float *x, int64_t ldx,
-                                                       const void *p, int64_t kc, float *y, int64_t ldy, int nr,
-                                                       int accumulate, hearth_gemm_ahead *ahead)
+/* The micro-tile for a compile-time row count R (1..8), panel type and
+ * whether it fetches ahead (PF): inlined into one function per triple, so
+ * the accumulators stay in registers. PF takes up to kc lines of ahead, one
+ * per k step, into L2 (matmul.c, "Fetching ahead"). The tiles without it
+ * are the loop as it was: a test per step in the one loop cost 6% at 404
+ * rows with 2 threads, where no tile fetches ahead (`hearth embed --bench`,
+ * 6 interleaved rounds), and two loops in one function lost at 13 rows. */
+static inline __attribute__((always_inline)) void tile(const int R, const int F16, const int PF, const float *x,
+                                                       int64_t ldx, const void *p, int64_t kc, float *y,
+                                                       int64_t ldy, int nr, int accumulate, hearth_gemm_ahead *ahead)
 {
     __m512 c0[8], c1[8];
 #pragma GCC unroll 8
     for (int r = 0; r < R; r++)
         c0[r] = c1[r] = _mm512_setzero_ps();
-    /* up to kc lines of what the driver reads next, one per k step, into L2
-     * (matmul.c, "Fetching ahead"); a test per step measured better than
-     * a second loop without the prefetch */
     const char *pf = NULL;
     int64_t n_pf = 0;
-    if (ahead && ahead->lines > 0) {
+    if (PF) {
         pf = ahead->at;
         n_pf = ahead->lines < kc ? ahead->lines : kc;
         ahead->at += 64 * n_pf;
         ahead->lines -= n_pf;
     }
     for (int64_t k = 0; k < kc; k++) {
-        if (k < n_pf)
+        if (PF && k < n_pf)
             _mm_prefetch(pf + 64 * k, _MM_HINT_T1);
         __m512 b0 = panel_row(p, 32 * k, F16), b1 = panel_row(p, 32 * k + 16, F16);
 #pragma GCC unroll 8
@@ -139,12 +141,17 @@ static inline __attribute__((always_inline)) void tile(const int R, const int F1
     static void tile_##R(const float *x, int64_t ldx, const float *p, int64_t kc, float *y, int64_t ldy, \
                          int nr, int acc, hearth_gemm_ahead *ahead)                                 \
     {                                                                                               \
-        tile(R, 0, x, ldx, p, kc, y, ldy, nr, acc, ahead);                                          \
+        tile(R, 0, 0, x, ldx, p, kc, y, ldy, nr, acc, ahead);                                       \
+    }                                                                                               \
+    static void tile_pf_##R(const float *x, int64_t ldx, const float *p, int64_t kc, float *y,      \
+                            int64_t ldy, int nr, int acc, hearth_gemm_ahead *ahead)                 \
+    {                                                                                               \
+        tile(R, 0, 1, x, ldx, p, kc, y, ldy, nr, acc, ahead);                                       \
     }                                                                                               \
     static void tile16_##R(const float *x, int64_t ldx, const uint16_t *p, int64_t kc, float *y,    \
                            int64_t ldy, int nr, int acc, hearth_gemm_ahead *ahead)                  \
     {                                                                                               \
-        tile(R, 1, x, ldx, p, kc, y, ldy, nr, acc, ahead);                                          \
+        tile(R, 1, 0, x, ldx, p, kc, y, ldy, nr, acc, ahead);                                       \
     }
 TILE_R(1) TILE_R(2) TILE_R(3) TILE_R(4) TILE_R(5) TILE_R(6) TILE_R(7) TILE_R(8)
 
@@ -155,9 +162,12 @@ static void gemm_tile(const float *x, int64_t ldx, const float *p, int64_t kc, f
                             hearth_gemm_ahead *);
     static const rows_fn by_rows[9] = {NULL, tile_1, tile_2, tile_3, tile_4,
                                                    tile_5, tile_6, tile_7, tile_8};
-    by_rows[mr](x, ldx, p, kc, y, ldy, nr, acc, ahead);
+    static const rows_fn by_rows_pf[9] = {NULL,        tile_pf_1, tile_pf_2, tile_pf_3, tile_pf_4,
+                                          tile_pf_5, tile_pf_6, tile_pf_7, tile_pf_8};
+    (ahead && ahead->lines > 0 ? by_rows_pf : by_rows)[mr](x, ldx, p, kc, y, ldy, nr, acc, ahead);
 }
 
+/* f16 panels do not fetch ahead (matmul.c): ahead is left as it is */
 static void gemm_tile_f16(const float *x, int64_t ldx, const uint16_t *p, int64_t kc, float *y, int64_t ldy, int mr,
                           int nr, int acc, hearth_gemm_ahead *ahead)
 {
