@@ -218,6 +218,19 @@ static size_t queued_tokens(const hearth_embed_queue *q, size_t cap)
     return tokens;
 }
 
+/* Whether an engine has something to do (the lock is held): a sequence to
+ * schedule, or a cancelled job with nothing in flight to drop. Jobs stay
+ * queued while their sequences are in flight; an engine that woke for
+ * those alone would find no batch and, waiting on the queue's head as it
+ * did, spin on the lock for the rest of the other engine's pass. */
+static bool has_work(const hearth_embed_queue *q)
+{
+    for (const hearth_embed_job *job = q->head; job; job = job->link)
+        if ((job->next < job->n && schedulable(job)) || (atomic_load(&job->cancelled) && job->finished == job->next))
+            return true;
+    return false;
+}
+
 /* Picks e's next batch under the lock; returns its sequence count and sets
  * b_tokens. Jobs that are cancelled or fully scheduled are moved to
  * *finished (linked by link). With other engines waiting, the batch is this
@@ -381,7 +394,7 @@ static void *scheduler(void *arg)
         hearth_embed_job *finished = NULL;
         pthread_mutex_lock(&q->lock);
         q->n_idle++;
-        while (!q->stopping && (!q->head || q->wide_running))
+        while (!q->stopping && (!has_work(q) || q->wide_running))
             pthread_cond_wait(&q->wake, &q->lock);
         q->n_idle--;
         if (q->stopping) {

@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -535,6 +536,43 @@ static void engines_run_passes_at_once(void)
     atomic_store(&g_slow_ms, 0);
 }
 
+static double cpu_seconds(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+/* An engine whose queue holds only jobs in flight on the other engine
+ * sleeps: engine A ends its pass (0-300 ms) while B's (100-400 ms) runs,
+ * and until B's ends nothing uses the CPU (the fake passes sleep). An
+ * engine that took a queued job for work spun on the lock those 100 ms. */
+static void idle_engine_sleeps_while_the_other_runs(void)
+{
+    reset_passes();
+    atomic_store(&g_slow_ms, 300);
+    hearth_embed_queue *q = two_engines(16, 100);
+    tjob a, b;
+    make_job(&a, 1, 1000, 4, false);
+    make_job(&b, 1, 2000, 4, false);
+    double t0 = cpu_seconds();
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &a.job), HEARTH_OK);
+    usleep(100000);
+    CHECK_EQ_INT(hearth_embed_queue_submit(q, &b.job), HEARTH_OK);
+    wait_done(&a);
+    wait_done(&b);
+    double used = cpu_seconds() - t0;
+    CHECK_EQ_INT(a.status, 0);
+    CHECK_EQ_INT(b.status, 0);
+    CHECK_EQ_INT(atomic_load(&g_max_running), 2);
+    /* the waits above poll every ms: a few ms of CPU at most */
+    CHECK_MSG(used < 0.04, "%.3f s of CPU in 0.4 s of sleeping passes", used);
+    free_job(&a);
+    free_job(&b);
+    hearth_embed_queue_free(q);
+    atomic_store(&g_slow_ms, 0);
+}
+
 /* With the other engine waiting, an engine takes half of what is queued and
  * the other the rest: one job of 8 equal sequences runs as two passes of 4,
  * one per engine, and completes once with all 8 vectors. */
@@ -691,6 +729,7 @@ int main(void)
     RUN(a_pass_goes_on_when_a_restart_would_not_pay);
     RUN(restarts_are_bounded);
     RUN(engines_run_passes_at_once);
+    RUN(idle_engine_sleeps_while_the_other_runs);
     RUN(waiting_engines_share_the_queue);
     RUN(a_lone_free_engine_takes_everything);
     RUN(a_lone_request_runs_wide);
