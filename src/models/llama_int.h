@@ -80,7 +80,7 @@ struct hearth_kv {
     char *k, *v;
     hearth_dtype type;
     size_t elt;              /* bytes per element: 4 or 2 */
-    hearth_attn_fn attn;      /* one head's attention for this type, widest vectors the CPU allows */
+    hearth_attn_fn attn;     /* one head's attention for this type, widest vectors the CPU allows */
     hearth_kv_put_fn put_f16; /* f32 rows into an f16 cache */
     uint64_t bytes;
 };

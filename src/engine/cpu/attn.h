@@ -18,7 +18,7 @@
  * (one head's columns read in place from a KV cache or a Q/K/V buffer).
  * hd <= HEARTH_ATTN_HEAD_DIM_MAX; n_pos >= 1. */
 typedef void (*hearth_attn_fn)(float *out, const float *q, const void *K, const void *V, int64_t stride,
-                              int64_t n_pos, int64_t hd, float scale);
+                               int64_t n_pos, int64_t hd, float scale);
 /* n floats to f16, rounded to nearest even (the same bits on every ISA). */
 typedef void (*hearth_kv_put_fn)(void *dst, const float *src, int64_t n);
 

@@ -342,14 +342,15 @@ static int64_t gemm_chunk(int64_t N, int64_t nr, int64_t threads)
  * first slice; after the last task, the first slice of the first task of
  * the weight chained next (hearth_cpu_prepack_chain: the caller's next
  * matmul). With several threads only the next slice: which task a thread
- * runs next is not known (guessing lost 3-6% against the next slice alone
+ * runs next is not known (guessing lost 2-6% against the next slice alone
  * at 2 threads). Measured on the Zen 5 (2026-12-02, RESULTS.md):
  *   - a throwaway driver, the 36 GEMMs back to back, A/B interleaved in one
  *     process, one thread: 13 rows +29%, 41 rows +18%, 101 rows +8%; the
  *     next slice alone +2-14%;
  *   - `hearth embed --bench -t 1`, two processes at once (as two served
  *     engines), 10 interleaved rounds: batch 1 +6.4% (10 of 10), batch 8
- *     +3.2%, batch 32 (copy path) -1.5%, within its noise;
+ *     +3.2%, batch 32 (copy path) -1.5% (before the tiles that fetch
+ *     ahead had functions of their own, below);
  *   - served MiniLM, 8 connections, 12 rounds: 1 sentence per request
  *     +5.2%, 8 per request -0.6%.
  * Tried: all of a slice's lines in its first tiles, as L1 prefetches (+2%
