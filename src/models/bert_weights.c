@@ -64,34 +64,30 @@ static bert_mat *layer_mats(bert_layer *l, int k)
     return mats[k];
 }
 
+/* Each panel set is chained to the one the forward pass multiplies by next
+ * (layer_mats' order is the pass's), the last to the first: a pass on one
+ * thread fetches each weight's start during the one before (matmul.c,
+ * "Fetching ahead"), and the next pass's during its last. */
 int bert_prepack_weights(hearth_bert *m, hearth_err *err)
 {
-    for (int64_t i = 0; i < m->n_layer; i++)
-        for (int k = 0; k < 6; k++) {
-            bert_mat *w = layer_mats(&m->layers[i], k);
-            if (w->type != HEARTH_F32 || w->packed)
-                continue;
-            w->packed = hearth_cpu_prepack(w->type, w->data, w->row_bytes, w->rows, w->cols);
-            /* NULL is not an error when this CPU's kernels take no panels;
-             * it is when they do and the memory was not there */
-            if (!w->packed && hearth_cpu_prepack_wanted(w->type))
-                return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory packing layer %lld's weights",
-                                      m->path, (long long)i);
-        }
-    /* each panel set chained to the one the forward pass multiplies by next
-     * (layer_mats' order is the pass's), the last to the first: a pass on
-     * one thread fetches each weight's start during the one before
-     * (matmul.c, "Fetching ahead"), and the next pass's during its last */
     hearth_cpu_prepacked *first = NULL, *prev = NULL;
     for (int64_t i = 0; i < m->n_layer; i++)
         for (int k = 0; k < 6; k++) {
-            hearth_cpu_prepacked *pw = layer_mats(&m->layers[i], k)->packed;
-            if (!pw)
+            bert_mat *w = layer_mats(&m->layers[i], k);
+            if (w->type == HEARTH_F32 && !w->packed) {
+                w->packed = hearth_cpu_prepack(w->type, w->data, w->row_bytes, w->rows, w->cols);
+                /* NULL is not an error when this CPU's kernels take no
+                 * panels; it is when they do and the memory was not there */
+                if (!w->packed && hearth_cpu_prepack_wanted(w->type))
+                    return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory packing layer %lld's weights",
+                                          m->path, (long long)i);
+            }
+            if (!w->packed)
                 continue;
             if (prev)
-                hearth_cpu_prepack_chain(prev, pw);
-            first = first ? first : pw;
-            prev = pw;
+                hearth_cpu_prepack_chain(prev, w->packed);
+            first = first ? first : w->packed;
+            prev = w->packed;
         }
     if (prev)
         hearth_cpu_prepack_chain(prev, first);
