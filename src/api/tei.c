@@ -137,18 +137,18 @@ static void tei_tokenize(hearth_request *req, hearth_api *api)
         char *joined = prompt ? hearth_api_with_prompt(prompt, plen, p.inputs[i].text, len, &len) : NULL;
         const char *text = prompt ? joined : p.inputs[i].text;
         hearth_tok_span *spans = malloc((len + 2) * sizeof *spans);
-        if (!spans || !text) {
+        /* the answer's status for this input: 0, or 503 / 400 and the request ends */
+        int status = 503;
+        if (spans && text)
+            status = hearth_bert_tokenize_spans(m->bert, text, len, HEARTH_BERT_NO_LIMIT, &ids, spans, &err) ? 400 : 0;
+        if (status) {
             hearth_ids_deinit(&ids);
             free(spans);
             free(joined);
-            hearth_respond_error(req, 503, "overloaded", "out of memory for the offsets of inputs[%d]", i);
-            goto out;
-        }
-        if (hearth_bert_tokenize_spans(m->bert, text, len, HEARTH_BERT_NO_LIMIT, &ids, spans, &err) != 0) {
-            hearth_ids_deinit(&ids);
-            free(spans);
-            free(joined);
-            hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d]: %s", i, err.msg);
+            if (status == 503)
+                hearth_respond_error(req, 503, "overloaded", "out of memory for the offsets of inputs[%d]", i);
+            else
+                hearth_respond_error(req, 400, "invalid_request_error", "inputs[%d]: %s", i, err.msg);
             goto out;
         }
         rc = hearth_buf_appends(&out, i ? ",[" : "[");
