@@ -245,7 +245,8 @@ static embed_req *req_new(int n, int64_t dim)
     return r;
 }
 
-bool hearth_api_embed_prompt_or_respond(hearth_request *req, hearth_embed_model *m, const char *name, const char **text, size_t *len)
+bool hearth_api_embed_prompt_or_respond(hearth_request *req, hearth_embed_model *m, const char *name, const char **text,
+                                        size_t *len)
 {
     *text = m->prompt;
     *len = m->prompt_len;
@@ -383,7 +384,8 @@ hearth_embed_model *hearth_api_embed_model_or_respond(hearth_request *req, heart
     return m;
 }
 
-bool hearth_api_embed_parse_or_respond(hearth_request *req, hearth_api *api, enum hearth_embed_api which, hearth_embed_parsed *p)
+bool hearth_api_embed_parse_or_respond(hearth_request *req, hearth_api *api, enum hearth_embed_api which,
+                                       hearth_embed_parsed *p)
 {
     size_t len;
     const char *body = hearth_request_body(req, &len);

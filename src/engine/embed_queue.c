@@ -7,8 +7,9 @@
  * no sequence is split. A job's sequences may span several batches. Vectors are
  * normalized here, per job, so jobs with and without normalization share a
  * batch; so do jobs that want every token's vector (a pass's output rows are
- * laid out per sequence, one pooled row or one per token). Rejected: a fixed wait window to "collect" a batch (adds its full
- * length to every request when the server is idle).
+ * laid out per sequence, one pooled row or one per token). Rejected: a fixed
+ * wait window to "collect" a batch (adds its full length to every request
+ * when the server is idle).
  *
  * Restarts: a batch is whatever was queued when the engine came free. Under
  * steady load from clients that each wait for their answer, they fall into
