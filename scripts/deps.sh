@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# scripts/deps.sh: installs what hearth builds, tests and benchmarks with, from
-# Debian 12's packages. Needs root (or sudo). Safe to run again.
+# scripts/deps.sh: installs what hearth builds, tests and benchmarks with:
+# Debian 12's packages, then the pinned PyPI packages of tests/requirements.txt
+# in a virtual environment, build/venv. Needs root (or sudo) for apt. Safe to
+# run again.
+#
+# The CUDA toolkit (nvcc 13, for `make CUDA=1`) is not installed here: it comes
+# with the machine (/usr/local/cuda); `make CUDA=1` says so when it is missing.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # build: compiler, sanitizer and libFuzzer runtimes (clang), JSON, Unicode, regex, BLAS
-# tests: curl, wrk, Python with Debian's torch (and the pthread OpenBLAS it needs to be fast)
+# tests: curl, wrk, Python with Debian's torch (and the pthread OpenBLAS it needs to be fast),
+#        python3-venv for the PyPI clients below
 # benchmarks: nginx (bench/http.sh), uvicorn (bench/embed.sh's Python baseline), PyYAML (gguf-py)
 $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential clang libclang-rt-14-dev git ca-certificates \
     libcjson-dev libutf8proc-dev libpcre2-dev libopenblas-dev libopenblas0-pthread \
-    curl wrk procps python3 python3-numpy python3-torch \
+    curl wrk procps python3 python3-numpy python3-torch python3-venv \
     nginx-light python3-uvicorn python3-uvloop python3-httptools python3-yaml >/dev/null
-# tests/api drives the server through the official openai npm client
-command -v node >/dev/null && command -v npm >/dev/null || $SUDO apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-api_tests="$(dirname "$0")/../tests/api"
-if [ -f "$api_tests/package-lock.json" ]; then
-    npm ci --prefix "$api_tests" --no-audit --no-fund --loglevel=error >/dev/null
+# PyPI: the official clients and peers the tests drive (openai, tritonclient,
+# onnxruntime, transformers), pinned. --system-site-packages keeps Debian's torch
+# and numpy visible; tests/run.sh runs every Python suite with this interpreter.
+venv=build/venv
+if [ ! -x "$venv/bin/python" ]; then
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
-echo "deps: installed"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-input -r tests/requirements.txt
+echo "deps: installed (Python packages in $venv)"

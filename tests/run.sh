@@ -4,6 +4,11 @@
 # "N passed, N failed". With FUZZ_SECONDS set, each libFuzzer target in
 # build-fuzz/ also runs that long.
 #
+# Python suites run with build/venv's interpreter (scripts/deps.sh makes it:
+# Debian's python3 with its torch, plus the pinned PyPI clients of
+# tests/requirements.txt), or $HEARTH_PYTHON; without either, Debian's
+# python3, where a suite that needs a PyPI package fails naming the fix.
+#
 # Every test prints TAP-style lines, "ok - name" or "not ok - name": the unit
 # binaries through tests/harness.h, the Python suites (integration, api)
 # through tests/lib/hearth_test.py. A suite that crashes or exits non-zero
@@ -18,6 +23,11 @@ export PYTHONDONTWRITEBYTECODE=1
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 FILTER=${1:-}
+PYTHON=${HEARTH_PYTHON:-}
+if [ -z "$PYTHON" ]; then
+    PYTHON=/usr/bin/python3
+    [ -x build/venv/bin/python ] && PYTHON=$PWD/build/venv/bin/python
+fi
 
 passed=0
 failed=0
@@ -65,10 +75,7 @@ for BUILD in $BUILDS; do
         run_suite "${tag}unit/${bin#$BUILD/tests/}" "$bin"
     done
     for py in $(find tests/integration tests/api -name 'test_*.py' 2>/dev/null | sort); do
-        run_suite "${tag}${py#tests/}" /usr/bin/python3 "$py"
-    done
-    for js in $(find tests/api -name 'test_*.mjs' 2>/dev/null | sort); do
-        run_suite "${tag}${js#tests/}" node "$js"
+        run_suite "${tag}${py#tests/}" "$PYTHON" "$py"
     done
 done
 if [ -n "${FUZZ_SECONDS:-}" ]; then

@@ -1,6 +1,6 @@
 """The text-generation APIs over HTTP: llama-server's /completion (streamed and
 not), /tokenize, /detokenize, /props, OpenAI's /v1/completions and
-/v1/chat/completions as raw HTTP (the node suite drives them through the
+/v1/chat/completions as raw HTTP (test_openai_client.py drives them through the
 official client), the scheduler seen from outside: concurrent seeded streams,
 a disconnect that frees the slot, queue overflow, prefix reuse across turns.
 

@@ -2,7 +2,7 @@
  * decodes them to, with skip_special_tokens on and off, for the
  * bert-base-uncased vocabulary (../shared/vocab/bert-base-uncased-vocab.txt,
  * and the same ids in ggml-vocab-bert-bge.gguf). Written by
- * wordpiece_decode_cases.js with npm's tokenizers 0.23.2 (the Rust library:
+ * wordpiece_decode_cases.py with PyPI's tokenizers (the Rust library:
  * BertNormalizer, BertPreTokenizer, WordPiece, decoders.WordPiece("##",
  * cleanup), [PAD] [UNK] [CLS] [SEP] [MASK] as special tokens); the ids of a
  * text are its encoding between [CLS] and [SEP]. Included by the text and
