@@ -8,6 +8,12 @@
 #   make fuzz         libFuzzer targets (clang) in build-fuzz/
 #   make check        everything CI runs: the suite on the plain and the
 #                     sanitizer builds, then each fuzzer for FUZZ_SECONDS (40)
+#   make CUDA=1       the CUDA build in build-cuda/: src/**/*.cu through nvcc
+#                     for CUDA_ARCH (90, Hopper), linked so that the binary runs
+#                     on a GPU machine that lacks hearth's Debian libraries
+#                     (scripts/gpu-pack.sh packs it for a visit there)
+#   make CUDA=1 check-cuda   the GPU suites against build-cuda/, on the GPU
+#                     machine (no rebuild: build here, run there)
 #
 # Each component in src/ is a static library compiled against an "include
 # view": build/inc/<component>/ holds links to only the components it may
@@ -15,6 +21,32 @@
 
 CC ?= cc
 SAN ?= 0
+CUDA ?= 0
+# CUDA=1: nvcc compiles every .cu of a component into its library, and every
+# .c sees HEARTH_CUDA (which empties engine/gpu_none.c). Without it no .cu
+# file and no CUDA header is seen. The binary links the CUDA runtime
+# statically (cudart_static, which NVIDIA's licence lets a program carry),
+# utf8proc and PCRE2 statically, and cJSON (Debian ships no static cJSON)
+# from lib/ beside the binary through an $$ORIGIN rpath.
+ifeq ($(CUDA),1)
+NVCC ?= nvcc
+NVCC_PATH := $(shell command -v $(NVCC) 2>/dev/null)
+ifeq ($(NVCC_PATH),)
+$(error make CUDA=1 needs nvcc, the CUDA toolkit's compiler (13.x), and '$(NVCC)' is not on the PATH: install the toolkit, add its bin/ to PATH or set NVCC=/path/to/nvcc (plain `make` needs no CUDA))
+endif
+CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(NVCC_PATH)))
+CUDA_ARCH ?= 90
+BUILD ?= build-cuda$(if $(filter 1,$(SAN)),-san)
+CUDA_DEFS = -DHEARTH_CUDA=1 -DHEARTH_CUDA_ARCH=$(CUDA_ARCH)
+NVCCFLAGS = -std=c++17 -O2 -g -lineinfo -MMD -MP $(CUDA_DEFS) \
+            -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] \
+            -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter,-fno-strict-aliasing
+CJSON_SO := $(shell $(CC) -print-file-name=libcjson.so.1)
+LIB_LDLIBS = -Wl,-Bstatic -lutf8proc -lpcre2-8 -Wl,-Bdynamic -lcjson
+CUDA_LDLIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -lstdc++
+# $$ORIGIN/lib for build-cuda/hearth, $$ORIGIN/../../lib for build-cuda/tests/<component>/test_*
+CUDA_LDFLAGS = -Wl,-rpath,'$$ORIGIN/lib:$$ORIGIN/../../lib'
+endif
 ifeq ($(SAN),1)
 BUILD ?= build-san
 SANFLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -26,9 +58,10 @@ OPT = -O2 -g
 endif
 
 WARN = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wvla -Wno-format-truncation -Wno-missing-field-initializers
-CFLAGS_BASE = -std=c17 -D_GNU_SOURCE $(OPT) $(WARN) -pthread -MMD -MP -fno-strict-aliasing $(SANFLAGS) $(EXTRA_CFLAGS)
-LDLIBS = -lcjson -lutf8proc -lpcre2-8 -lm -lpthread -ldl
-LDFLAGS = -pthread $(SANFLAGS) $(EXTRA_LDFLAGS)
+CFLAGS_BASE = -std=c17 -D_GNU_SOURCE $(OPT) $(WARN) -pthread -MMD -MP -fno-strict-aliasing $(SANFLAGS) $(CUDA_DEFS) $(EXTRA_CFLAGS)
+LIB_LDLIBS ?= -lcjson -lutf8proc -lpcre2-8
+LDLIBS = $(LIB_LDLIBS) $(CUDA_LDLIBS) -lm -lpthread -ldl
+LDFLAGS = -pthread $(SANFLAGS) $(CUDA_LDFLAGS) $(EXTRA_LDFLAGS)
 
 # Per-ISA kernel files are compiled for their ISA and only called after
 # hearth_cpu() says the CPU has it.
@@ -49,14 +82,15 @@ DEPS_tests = $(COMPONENTS)
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 srcs_of = $(shell find src/$(1) -name '*.c' 2>/dev/null | sort)
-objs_of = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(call srcs_of,$(1)))
+cus_of = $(if $(filter 1,$(CUDA)),$(shell find src/$(1) -name '*.cu' 2>/dev/null | sort))
+objs_of = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(call srcs_of,$(1))) $(patsubst src/%.cu,$(BUILD)/obj/%.cu.o,$(call cus_of,$(1)))
 LIBS = $(foreach c,$(filter-out cli,$(COMPONENTS)),$(BUILD)/lib$(c).a)
 # Link order: dependents before their dependencies.
 LINK_LIBS = $(BUILD)/libapi.a $(BUILD)/libmodels.a $(BUILD)/libengine.a $(BUILD)/libtext.a $(BUILD)/libnet.a $(BUILD)/libbase.a
 
-.PHONY: all test fuzz clean check
+.PHONY: all test fuzz clean check check-cuda
 .SECONDARY:
-all: $(BUILD)/hearth $(BUILD)/tests.stamp
+all: $(BUILD)/hearth $(BUILD)/tests.stamp $(if $(filter 1,$(CUDA)),$(BUILD)/lib/libcjson.so.1)
 
 # include views
 $(BUILD)/inc/%.stamp:
@@ -68,6 +102,9 @@ define component_rules
 $(BUILD)/obj/$(1)/%.o: src/$(1)/%.c $(BUILD)/inc/$(1).stamp
 	@mkdir -p $$(dir $$@)
 	$$(CC) $$(CFLAGS_BASE) $$(if $$(findstring _avx512,$$*),$$(ISA_avx512),$$(if $$(findstring _avx2,$$*),$$(ISA_avx2))) -I$(BUILD)/inc/$(1) -DHEARTH_VERSION='"$(VERSION)"' -c $$< -o $$@
+$(BUILD)/obj/$(1)/%.cu.o: src/$(1)/%.cu $(BUILD)/inc/$(1).stamp
+	@mkdir -p $$(dir $$@)
+	$$(NVCC) $$(NVCCFLAGS) -I$(BUILD)/inc/$(1) -c $$< -o $$@
 $(BUILD)/lib$(1).a: $(call objs_of,$(1))
 	@mkdir -p $$(dir $$@)
 	@rm -f $$@
@@ -89,6 +126,19 @@ $(BUILD)/tests.stamp: $(TEST_BINS)
 
 test: all
 	BUILD=$(BUILD) tests/run.sh
+
+# The CUDA build's own copy of cJSON, found through the binaries' rpath.
+$(BUILD)/lib/libcjson.so.1:
+	@mkdir -p $(dir $@)
+	cp -L $(CJSON_SO) $@
+
+# On the GPU machine, over binaries built here and carried there (that machine
+# lacks hearth's Debian headers, so nothing is rebuilt): the suites whose name
+# says gpu, with a GPU required.
+check-cuda:
+	@[ "$(CUDA)" = 1 ] || { echo "check-cuda: run it as make CUDA=1 check-cuda"; exit 2; }
+	@[ -x $(BUILD)/hearth ] || { echo "check-cuda: $(BUILD)/hearth is missing: build it with make CUDA=1 (or scripts/gpu-pack.sh)"; exit 2; }
+	BUILDS=$(BUILD) HEARTH_REQUIRE_GPU=1 tests/run.sh gpu
 
 FUZZ_SECONDS ?= 40
 check:
@@ -123,7 +173,7 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_BUILD)/libsrc.a
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_BUILD)/libsrc.a $(LDLIBS)
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-cuda build-cuda-san
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 -include $(shell find $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)

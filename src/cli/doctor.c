@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "base/cpu.h"
+#include "engine/gpu.h"
 #include "net/loop.h"
 #include "net/server.h"
 
@@ -12,7 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-static cJSON *build_info(void)
+static cJSON *build_info(const hearth_gpu_list *gl)
 {
     cJSON *b = cJSON_CreateObject();
     cJSON_AddStringToObject(b, "compiler", __VERSION__);
@@ -32,7 +33,9 @@ static cJSON *build_info(void)
     cJSON_AddItemToArray(isa, cJSON_CreateString("avx2"));
     cJSON_AddItemToArray(isa, cJSON_CreateString("avx512"));
 #endif
-    cJSON_AddBoolToObject(b, "cuda", 0);
+    cJSON_AddBoolToObject(b, "cuda", gl->compiled && !strcmp(gl->backend, "cuda"));
+    if (gl->built_arch)
+        cJSON_AddNumberToObject(b, "cuda_arch", gl->built_arch);
     return b;
 }
 
@@ -51,6 +54,47 @@ static cJSON *cpu_info(void)
     const char *kernels = c->avx512f ? "avx512" : c->avx2 && c->fma ? "avx2" : "scalar";
     cJSON_AddStringToObject(o, "kernels_selected", kernels);
     return o;
+}
+
+/* CUDA's version encoding (1000 * major + 10 * minor) as "13.0". */
+static void add_cuda_version(cJSON *o, const char *key, int v)
+{
+    char s[32];
+    snprintf(s, sizeof s, "%d.%d", v / 1000, v % 1000 / 10);
+    cJSON_AddStringToObject(o, key, v ? s : "none");
+}
+
+/* Each GPU as the backend's probe found it (engine/gpu.h), and why none is
+ * usable when none is. */
+static void gpu_info(cJSON *doc, const hearth_gpu_list *gl)
+{
+    cJSON *arr = cJSON_AddArrayToObject(doc, "gpus");
+    for (int i = 0; i < gl->n; i++) {
+        const hearth_gpu_info *g = &gl->gpus[i];
+        cJSON *o = cJSON_CreateObject();
+        char dev[32], cc[16];
+        snprintf(dev, sizeof dev, "%s:%d", gl->backend, g->index);
+        snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
+        cJSON_AddStringToObject(o, "device", dev);
+        cJSON_AddStringToObject(o, "name", g->name);
+        cJSON_AddStringToObject(o, "compute_capability", cc);
+        cJSON_AddNumberToObject(o, "multiprocessors", g->multiprocessors);
+        cJSON_AddNumberToObject(o, "memory_bytes", (double)g->total_bytes);
+        cJSON_AddNumberToObject(o, "free_bytes", (double)g->free_bytes);
+        cJSON_AddStringToObject(o, "pci_bus_id", g->pci_bus_id);
+        add_cuda_version(o, "driver", gl->driver_version);
+        add_cuda_version(o, "runtime", gl->runtime_version);
+        cJSON_AddBoolToObject(o, "usable", g->usable);
+        if (!g->usable)
+            cJSON_AddStringToObject(o, "why", g->why);
+        cJSON_AddItemToArray(arr, o);
+    }
+    cJSON *b = cJSON_AddObjectToObject(doc, "gpu_backend");
+    cJSON_AddStringToObject(b, "name", gl->backend);
+    add_cuda_version(b, "driver", gl->driver_version);
+    add_cuda_version(b, "runtime", gl->runtime_version);
+    if (gl->why[0])
+        cJSON_AddStringToObject(b, "why_none_usable", gl->why);
 }
 
 static cJSON *limits_info(void)
@@ -85,13 +129,15 @@ int hearth_cmd_doctor(int argc, char **argv)
         fprintf(stderr, "hearth doctor: unknown option '%s'\n", argv[i]);
         return 2;
     }
+    hearth_gpu_list gl;
+    hearth_gpu_probe(&gl);
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "version", HEARTH_VERSION);
-    cJSON_AddItemToObject(doc, "build", build_info());
+    cJSON_AddItemToObject(doc, "build", build_info(&gl));
     cJSON_AddItemToObject(doc, "cpu", cpu_info());
     cJSON *mem = cJSON_AddObjectToObject(doc, "memory");
     cJSON_AddNumberToObject(mem, "total_bytes", (double)hearth_mem_total());
-    cJSON_AddItemToObject(doc, "gpus", cJSON_CreateArray()); /* a CUDA build lists its devices here */
+    gpu_info(doc, &gl);
     cJSON_AddStringToObject(doc, "poller", hearth_loop_default_poller_name());
     cJSON_AddItemToObject(doc, "limits", limits_info());
     char *text = cJSON_Print(doc);

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# scripts/gpu-pack.sh: builds the CUDA hearth here and packs what a visit to the
+# GPU machine needs into gpu/ (git-ignored), so that visit spends its minutes on
+# tests and benchmarks, not on compiling (that machine lacks hearth's Debian
+# headers and libraries anyway):
+#
+#   gpu/build-cuda/hearth, gpu/build-cuda/lib/   the binary and the cJSON it loads
+#                                                through its $ORIGIN rpath
+#   gpu/build-cuda/tests/...                     the GPU unit suites (test_*gpu*, test_*cuda*)
+#   gpu/shared/models/stories260K/               the real model the GPU tests decode
+#
+# On the GPU machine, with gpu carried (the device tool's carry: ["gpu"]):
+#
+#   cp -a gpu/build-cuda . && HEARTH_SHARED=$PWD/gpu/shared HEARTH_PYTHON=python3 make CUDA=1 check-cuda
+#   gpu/build-cuda/hearth doctor
+#
+# Usage: scripts/gpu-pack.sh [extra make arguments, e.g. CUDA_ARCH=90]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SHARED=${HEARTH_SHARED:-$(cd .. && pwd)/shared}
+[ -d "$SHARED/models/stories260K" ] || { echo "gpu-pack: $SHARED/models/stories260K is missing (set HEARTH_SHARED)" >&2; exit 1; }
+make -j"$(nproc)" CUDA=1 "$@" >/dev/null
+rm -rf gpu
+mkdir -p gpu/build-cuda/lib gpu/shared/models
+cp -a build-cuda/hearth gpu/build-cuda/
+cp -a build-cuda/lib/. gpu/build-cuda/lib/
+(cd build-cuda && find tests -type f -perm -u+x \( -name 'test_*gpu*' -o -name 'test_*cuda*' \)) | while read -r t; do
+    mkdir -p "gpu/build-cuda/$(dirname "$t")"
+    cp -a "build-cuda/$t" "gpu/build-cuda/$t"
+done
+cp -a "$SHARED/models/stories260K" gpu/shared/models/
+# what will travel: the device tool takes at most 64 MiB with the working tree
+echo "gpu-pack: gpu/ holds $(du -sh gpu | cut -f1) ($(find gpu -type f | wc -l) files); carry \"gpu\""
