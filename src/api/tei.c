@@ -8,6 +8,7 @@
  * as TEI serves one model per process, and run on the loop thread: /info
  * formats a few fields, /tokenize and /decode take a few microseconds per
  * sentence or per id, bounded by the body limit and --max-client-batch. */
+#include "json_body.h"
 #include "models.h"
 #include "respond.h"
 
@@ -190,8 +191,13 @@ static void tokenize(hearth_request *req, void *ctx)
     hearth_api *api = ctx;
     size_t len;
     const char *body = hearth_request_body(req, &len);
-    cJSON *doc = cJSON_ParseWithLength(body, len);
-    bool llama = doc && cJSON_GetObjectItemCaseSensitive(doc, "content") != NULL;
+    char msg[512];
+    cJSON *doc = hearth_json_body_parse(body, len, msg, sizeof msg);
+    if (!doc) {
+        hearth_respond_error(req, 400, "invalid_request_error", "%s", msg);
+        return;
+    }
+    bool llama = cJSON_GetObjectItemCaseSensitive(doc, "content") != NULL;
     if (llama)
         hearth_api_llama_tokenize(req, api, doc);
     cJSON_Delete(doc);
