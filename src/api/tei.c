@@ -7,7 +7,9 @@
  * All three answer for the model /embed uses (the first embedding model),
  * as TEI serves one model per process, and run on the loop thread: /info
  * formats a few fields, /tokenize and /decode take a few microseconds per
- * sentence or per id, bounded by the body limit and --max-client-batch. */
+ * sentence or per id, bounded by the body limit and --max-client-batch.
+ * They use embed.c's helpers (models.h); serve registers them beside
+ * embed.c's routes, so embed.c does not call back into this file. */
 #include "json_body.h"
 #include "models.h"
 #include "respond.h"
