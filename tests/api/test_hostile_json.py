@@ -1,11 +1,13 @@
 """Hostile JSON bodies against every JSON API, on the demo models (issue 16):
 a NUL in a string (escaped or raw) must be refused, never cut the text
 there; text after the JSON value must be refused; invalid JSON gets the same
-"not valid JSON (at byte N)" on every API."""
+"not valid JSON (at byte N)" on every API. Also TEI's root routes (POST /,
+POST /invocations as /embed; GET /ping as /health)."""
 import json
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from hearth_test import Server, request, run  # noqa: E402
@@ -137,6 +139,50 @@ def test_invalid_json_says_so_with_the_offset_on_every_api():
             check_error(st, doc, ["the request body is not a JSON object"], (path, "array"))
 
 
+def test_tei_root_routes_embed():
+    """@huggingface/inference posts to an endpoint's root, SageMaker to /invocations."""
+    with server() as srv:
+        body = json.dumps({"inputs": ["hello world", "a b c"]}).encode()
+        st, want = post(srv.port, "/embed", body)
+        assert st == 200 and len(want) == 2, (st, want)
+        for path in ("/", "/invocations"):
+            st, got = post(srv.port, path, body)
+            assert st == 200, (path, st, got)
+            assert len(got) == 2 and all(abs(a - b) < 1e-6 for u, v in zip(got, want) for a, b in zip(u, v)), path
+        st, doc = post(srv.port, "/invocations", b'{"inputs": "a"} b')
+        check_error(st, doc, ["at byte"], "invocations trailing")
+
+
+def test_ping_is_public_and_follows_health():
+    srv = Server("--demo", "--demo-dir", tempfile.mkdtemp(prefix="hearth-demo-"), "--log-level", "warn",
+                 "--api-key", "sekrit", wait_ready=False)
+    seen = set()
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline:
+            try:
+                st, _, body = request(srv.port, "GET", "/ping")
+            except OSError:
+                time.sleep(0.01)
+                continue
+            seen.add(st)
+            if st == 503:
+                assert json.loads(body)["status"] == "loading", body
+            else:
+                assert st == 200 and json.loads(body)["status"] == "ok", (st, body)
+                break
+            time.sleep(0.01)
+        # a fresh demo folder takes about a second to write and load: long enough to be seen loading
+        assert seen == {503, 200}, seen
+        # a health check: no key needed, where the APIs want one
+        assert request(srv.port, "GET", "/health")[0] == 200
+        assert request(srv.port, "POST", "/embed", body=b'{"inputs": "a"}')[0] == 401
+        st, _, _ = request(srv.port, "HEAD", "/ping")
+        assert st == 200, st
+    finally:
+        assert srv.stop() == 0
+
+
 if __name__ == "__main__":
     run([test_every_api_answers_the_plain_bodies,
          test_escaped_nul_is_refused_on_every_api,
@@ -145,4 +191,6 @@ if __name__ == "__main__":
          test_raw_nul_byte_in_a_string_is_refused,
          test_escaped_backslash_before_u0000_is_text,
          test_text_after_the_json_is_refused,
-         test_invalid_json_says_so_with_the_offset_on_every_api])
+         test_invalid_json_says_so_with_the_offset_on_every_api,
+         test_tei_root_routes_embed,
+         test_ping_is_public_and_follows_health])
