@@ -76,6 +76,30 @@ def test_nul_error_names_the_field_and_the_byte():
         check_error(st, doc, ["a key in 'nested'", "NUL"], "key")
 
 
+def test_nul_scanner_follows_strings_escapes_and_nesting():
+    """Brackets, commas and escaped quotes inside strings do not move the path;
+    an escaped backslash then \\u0000 is a NUL; deep paths are named."""
+    cases = [
+        (r'{"x": "{,[\"", "inputs": "a\u0000"}', "'inputs'"),
+        (r'{"inputs": "a\\\u0000"}', "'inputs'"),
+        (r'{"a\"b": 1, "inputs": ["x", "y", "\u0000"]}', "'inputs[2]'"),
+        (r'{"a": [[{"b": 1}, {"b": 2, "c": "\u0000"}]], "inputs": "a"}', "'a[0][1].c'"),
+        (r'{"inputs": "a", "a": [{"ok": 1}, {"k\u0000": 1}]}', "a key in 'a[1]'"),
+    ]
+    with server() as srv:
+        for raw, where in cases:
+            st, doc = post(srv.port, "/embed", raw.encode())
+            check_error(st, doc, [where, "NUL", "at byte %d" % raw.index("\\u0000")], raw)
+        # nested past what a message names: still refused
+        deep = '{"inputs": "a", "d": ' + "[" * 100 + '"\\u0000"' + "]" * 100 + "}"
+        st, doc = post(srv.port, "/embed", deep.encode())
+        check_error(st, doc, ["NUL", "..."], "deep")
+        # the same texts without the NUL are fine
+        for raw in (r'{"x": "{,[\"", "inputs": "a\\u0000"}', r'{"inputs": "a\\\\u0000"}'):
+            st, doc = post(srv.port, "/embed", raw.encode())
+            assert st == 200, (raw, st, doc)
+
+
 def test_nul_in_the_model_name_is_not_served_as_the_model():
     """"stories\\u0000evil" was served as "stories": the name must not be cut."""
     with server() as srv:
@@ -187,6 +211,7 @@ if __name__ == "__main__":
     run([test_every_api_answers_the_plain_bodies,
          test_escaped_nul_is_refused_on_every_api,
          test_nul_error_names_the_field_and_the_byte,
+         test_nul_scanner_follows_strings_escapes_and_nesting,
          test_nul_in_the_model_name_is_not_served_as_the_model,
          test_raw_nul_byte_in_a_string_is_refused,
          test_escaped_backslash_before_u0000_is_text,
