@@ -59,9 +59,14 @@ void hearth_api_config_default(hearth_api_config *cfg);
 
 /* Registers /health, /metrics and /v1/models. api must outlive the server. */
 int hearth_api_register_system(hearth_api *api, hearth_server *s);
-/* Registers the embedding APIs: TEI /embed, /embed_all, /similarity, /tokenize, /decode and /info,
- * OpenAI /v1/embeddings. */
+/* Registers the embedding APIs: TEI's POST /embed (also at / and /invocations,
+ * where @huggingface/inference and SageMaker post), /embed_all and
+ * /similarity; OpenAI's POST /v1/embeddings (and /embeddings). */
 int hearth_api_register_embed(hearth_api *api, hearth_server *s);
+/* Registers TEI's routes around /embed (tei.c): GET /info, GET /ping (the
+ * health check TEI and SageMaker call: public, answered as /health), POST
+ * /tokenize (shared with llama-server's form) and POST /decode. */
+int hearth_api_register_tei(hearth_api *api, hearth_server *s);
 /* Registers the generation APIs: llama-server's /completion, /detokenize,
  * /props and OpenAI's /v1/completions, /v1/chat/completions. */
 int hearth_api_register_generation(hearth_api *api, hearth_server *s);

@@ -1,6 +1,8 @@
-/* embed.c: the embedding APIs: TEI's POST /embed, /embed_all and
- * /similarity, and OpenAI's POST /v1/embeddings (TEI's tokenizer endpoints
- * are tei.c's).
+/* embed.c: the embedding APIs: TEI's POST /embed (also at / and
+ * /invocations, TEI's root routes), /embed_all and /similarity, and OpenAI's
+ * POST /v1/embeddings. TEI's endpoints around them (/info, /ping, /tokenize,
+ * /decode) are tei.c's, registered on their own: tei.c uses this file's
+ * helpers (models.h), and this file knows nothing of tei.c.
  *
  * On the loop thread a handler validates the JSON, tokenizes (bounded by the
  * body limit and --max-client-batch; a few microseconds a sentence) and
@@ -520,7 +522,11 @@ int hearth_api_register_embed(hearth_api *api, hearth_server *s)
         rc = hearth_server_route(s, "POST", "/v1/embeddings", openai_embeddings, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/embeddings", openai_embeddings, api);
+    /* TEI's root routes: @huggingface/inference posts to an endpoint's URL
+     * itself, SageMaker to /invocations; both mean /embed */
     if (!rc)
-        rc = hearth_api_register_tei(api, s);
+        rc = hearth_server_route(s, "POST", "/", tei_embed, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/invocations", tei_embed, api);
     return rc;
 }

@@ -4,6 +4,7 @@
  * one was wrong. Limits that depend on the model (its vocabulary, its
  * length, its dimensions) are the caller's: this file sees no model. */
 #include "embed_parse.h"
+#include "json_body.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -105,17 +106,9 @@ int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, 
                        char *msg, size_t n)
 {
     memset(out, 0, sizeof *out);
-    if (len == 0)
-        return fail(msg, n, 400, "the request body is empty: expected a JSON object");
-    out->doc = cJSON_ParseWithLength(body, len);
-    if (!out->doc || !cJSON_IsObject(out->doc)) {
-        const char *where = cJSON_GetErrorPtr();
-        int st = out->doc || !where || where < body || where > body + len
-                     ? fail(msg, n, 400, "the request body is not a JSON object")
-                     : fail(msg, n, 400, "the request body is not valid JSON (at byte %ld)", (long)(where - body));
-        hearth_embed_parsed_free(out);
-        return st;
-    }
+    out->doc = hearth_json_body_parse(body, len, msg, n);
+    if (!out->doc)
+        return 400;
     const cJSON *doc = out->doc;
     bool openai = api == HEARTH_EMBED_OPENAI, decode = api == HEARTH_EMBED_TEI_DECODE;
     bool take_ids = openai || decode, take_text = !decode;

@@ -46,8 +46,9 @@ typedef struct hearth_embed_parsed {
     cJSON *doc;            /* owned: texts point into it */
 } hearth_embed_parsed;
 
-/* Parses body[0..len) for api. Returns 0, or the HTTP status to answer (400,
- * or 413 past max_inputs) with msg saying what is wrong. On failure nothing
+/* Parses body[0..len) for api (the body read by hearth_json_body_parse: one
+ * object, no NUL in its strings). Returns 0, or the HTTP status to answer
+ * (400, or 413 past max_inputs) with msg saying what is wrong. On failure nothing
  * needs freeing; on success call hearth_embed_parsed_free. */
 int hearth_embed_parse(const char *body, size_t len, enum hearth_embed_api api, int max_inputs, hearth_embed_parsed *out,
                        char *msg, size_t msg_size);

@@ -20,6 +20,7 @@
  * the scheduler thread (the per-token events are a few fixed fields: printf
  * into a reused buffer costs no allocation per token). */
 #include "gen_common.h"
+#include "json_body.h"
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -297,16 +298,10 @@ cJSON *hearth_gen_parse_body(hearth_request *req)
 {
     size_t len;
     const char *body = hearth_request_body(req, &len);
-    if (len == 0) {
-        hearth_respond_error(req, 400, "invalid_request_error", "the request body is empty: expected a JSON object");
-        return NULL;
-    }
-    cJSON *doc = cJSON_ParseWithLength(body, len);
-    if (!doc || !cJSON_IsObject(doc)) {
-        hearth_respond_error(req, 400, "invalid_request_error", "the request body is not a JSON object");
-        cJSON_Delete(doc);
-        return NULL;
-    }
+    char msg[512];
+    cJSON *doc = hearth_json_body_parse(body, len, msg, sizeof msg);
+    if (!doc)
+        hearth_respond_error(req, 400, "invalid_request_error", "%s", msg);
     return doc;
 }
 

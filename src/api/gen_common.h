@@ -72,7 +72,9 @@ void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_cal
 
 /* ---- request parsing (each responds on bad input) ---- */
 
-/* The JSON object in the body, or NULL after a 400. Free with cJSON_Delete. */
+/* The JSON object in the body, as hearth_json_body_parse reads it (one
+ * object, no NUL in its strings), or NULL after a 400 saying what is wrong.
+ * Free with cJSON_Delete. */
 cJSON *hearth_gen_parse_body(hearth_request *req);
 /* The generation model named (NULL: the first), or NULL after a 503 (loading)
  * or 404 (no such model / none loaded). */

@@ -99,13 +99,11 @@ bool hearth_api_embed_prompt_or_respond(hearth_request *req, hearth_embed_model 
                                         size_t *len);
 /* prompt + text as one NUL-terminated malloc'd string of *len bytes (NULL on ENOMEM). */
 char *hearth_api_with_prompt(const char *prompt, size_t plen, const char *text, size_t tlen, size_t *len);
-/* Registers TEI's GET /info, POST /tokenize and POST /decode (tei.c). */
-int hearth_api_register_tei(hearth_api *api, hearth_server *s);
 /* The generation model a request names (NULL name: the first one); NULL when none matches. */
 hearth_gen_entry *hearth_api_find_gen(hearth_api *api, const char *name);
 
 /* llama-server's /tokenize ({"content": ...}): /tokenize is shared with TEI's
- * form ({"inputs": ...}); embed.c dispatches on the body (completion.c). */
+ * form ({"inputs": ...}); tei.c dispatches on the body (completion.c). */
 void hearth_api_llama_tokenize(hearth_request *req, hearth_api *api, const cJSON *doc);
 
 /* Appends the model families' metrics (models.c). */

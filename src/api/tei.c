@@ -2,16 +2,23 @@
  * and serve the tokenizer: GET /info (the model and the batching limits, in
  * TEI's Info shape), POST /tokenize (shared with llama-server's form) and
  * POST /decode ({"ids": [int] | [[int]], "skip_special_tokens": true} ->
- * [str], as TEI's tokenizer decodes).
+ * [str], as TEI's tokenizer decodes); and GET /ping, the health check TEI
+ * answers for SageMaker, public and answered as /health.
  *
- * All three answer for the model /embed uses (the first embedding model),
- * as TEI serves one model per process, and run on the loop thread: /info
- * formats a few fields, /tokenize and /decode take a few microseconds per
- * sentence or per id, bounded by the body limit and --max-client-batch. */
+ * /info, /tokenize and /decode answer for the model /embed uses (the first
+ * embedding model), as TEI serves one model per process, and run on the loop
+ * thread: /info formats a few fields, /tokenize and /decode take a few
+ * microseconds per sentence or per id, bounded by the body limit and
+ * --max-client-batch. They use embed.c's helpers (models.h); serve registers
+ * them beside embed.c's routes, so embed.c does not call back into this
+ * file. /embed's root aliases (POST /, /invocations) are embed.c's, beside
+ * /embed. */
+#include "json_body.h"
 #include "models.h"
 #include "respond.h"
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 static const char *dtype_name(enum hearth_bert_dtype d)
@@ -68,6 +75,20 @@ static void info(hearth_request *req, void *ctx)
     cJSON_AddNullToObject(doc, "docker_label");
     hearth_api_send_json(req, 200, doc);
     cJSON_Delete(doc);
+}
+
+/* GET /ping: TEI's name for the health check (SageMaker calls it), the
+ * same answer as /health (system.c): 503 while models load, then 200. */
+static void ping(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    static const char ok[] = "{\"status\":\"ok\"}";
+    static const char loading[] = "{\"status\":\"loading\",\"error\":{\"code\":503,\"type\":\"unavailable_error\","
+                                  "\"message\":\"models are loading\"}}";
+    bool ready = atomic_load(&api->ready);
+    hearth_response res = {ready ? 200 : 503, "application/json", NULL, ready ? ok : loading,
+                           ready ? sizeof ok - 1 : sizeof loading - 1};
+    hearth_respond(req, &res);
 }
 
 /* POST /decode -> ["text", ...], one per id list. */
@@ -190,8 +211,13 @@ static void tokenize(hearth_request *req, void *ctx)
     hearth_api *api = ctx;
     size_t len;
     const char *body = hearth_request_body(req, &len);
-    cJSON *doc = cJSON_ParseWithLength(body, len);
-    bool llama = doc && cJSON_GetObjectItemCaseSensitive(doc, "content") != NULL;
+    char msg[512];
+    cJSON *doc = hearth_json_body_parse(body, len, msg, sizeof msg);
+    if (!doc) {
+        hearth_respond_error(req, 400, "invalid_request_error", "%s", msg);
+        return;
+    }
+    bool llama = cJSON_GetObjectItemCaseSensitive(doc, "content") != NULL;
     if (llama)
         hearth_api_llama_tokenize(req, api, doc);
     cJSON_Delete(doc);
@@ -202,6 +228,8 @@ static void tokenize(hearth_request *req, void *ctx)
 int hearth_api_register_tei(hearth_api *api, hearth_server *s)
 {
     int rc = hearth_server_route(s, "GET", "/info", info, api);
+    if (!rc)
+        rc = hearth_server_route_flags(s, "GET", "/ping", ping, api, HEARTH_ROUTE_PUBLIC);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/tokenize", tokenize, api);
     if (!rc)

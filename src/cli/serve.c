@@ -144,6 +144,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     if (!rc)
         rc = hearth_api_register_embed(&api, s);
     if (!rc)
+        rc = hearth_api_register_tei(&api, s);
+    if (!rc)
         rc = hearth_api_register_generation(&api, s);
     if (!rc && debug_routes)
         rc = hearth_api_register_debug(s);
