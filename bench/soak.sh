@@ -3,7 +3,7 @@
 # and the demo llama): N requests (default 1,000,000) of /health, TEI /embed,
 # OpenAI /v1/embeddings, /completion and a streamed chat (bench/wrk/soak_mix.lua
 # says the mix): in slices of SLICE seconds, two wrk at once, one sending
-# /health on 4 connections and one the model requests on 4 connections.
+# /health on 2 connections and one the model requests on 6 connections.
 # After each slice it reads the server's resident memory (VmRSS); at the end it
 # prints the requests, the errors (non-2xx answers and socket errors, both must
 # be 0) and the RSS after the warm-up slice against the last and the highest
@@ -38,8 +38,8 @@ soak() {
     curl -sf "localhost:$PORT/health" >/dev/null || { echo "$label: the server did not start"; cat "$work/$label.log"; ok=0; return; }
     local done_n=0 done_m=0 bad=0 sock=0 first="" max=0 last=0 slices=0 t0=$SECONDS
     while [ "$done_n" -lt "$n" ]; do
-        wrk -t1 -c4 -d"${SLICE}s" -s bench/wrk/soak_mix.lua "http://127.0.0.1:$PORT" -- health >"$work/h.out" &
-        wrk -t1 -c4 -d"${SLICE}s" -s bench/wrk/soak_mix.lua "http://127.0.0.1:$PORT" -- models >"$work/m.out"
+        wrk -t1 -c2 -d"${SLICE}s" -s bench/wrk/soak_mix.lua "http://127.0.0.1:$PORT" -- health >"$work/h.out" &
+        wrk -t1 -c6 -d"${SLICE}s" -s bench/wrk/soak_mix.lua "http://127.0.0.1:$PORT" -- models >"$work/m.out"
         wait $!
         local f line r b s
         for f in h m; do
