@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from hearth_test import BIN, SHARED, free_port, run  # noqa: E402
 
 # Seconds a refusal may take: loading nothing is immediate; a hang is the bug.
-LIMIT_S = 10
+LIMIT_S = 5
 
 
 def serve_fails(model, *extra):
