@@ -34,11 +34,11 @@ static const char *file_kind(mode_t mode)
         return "a block device";
     if (S_ISSOCK(mode))
         return "a socket";
-    return "not a file of a known kind";
+    return "a file of an unknown kind";
 }
 
 /* Opens path for reading, without blocking, and only if it is a regular
- * file: *fd gets the descriptor (blocking again) and *st its status. */
+ * file: *fd_out gets the descriptor (blocking again) and *st its status. */
 static int open_regular(const char *path, int *fd_out, struct stat *st, hearth_err *err)
 {
     int fd;
