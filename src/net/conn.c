@@ -326,16 +326,13 @@ static void dispatch(hearth_conn *c)
         reject(c, 500, "server_error", "request head changed while buffered");
         return;
     }
-    const char *target = http->target;
-    size_t tlen = http->target_len;
-    const char *q = memchr(target, '?', tlen);
     hearth_request req = {
         .c = c,
         .http = http,
-        .path = target,
-        .path_len = q ? (size_t)(q - target) : tlen,
-        .query = q ? q + 1 : target + tlen,
-        .query_len = q ? tlen - (size_t)(q - target) - 1 : 0,
+        .path = http->path,
+        .path_len = http->path_len,
+        .query = http->query,
+        .query_len = http->query_len,
     };
     if (c->chunked) {
         req.body = c->body.data ? c->body.data : "";
