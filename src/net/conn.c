@@ -70,20 +70,25 @@ static void update_events(hearth_conn *c)
 int hearth_conn_open(hearth_io *io, int fd)
 {
     hearth_server *s = io->s;
+    /* --max-connections is per process, over all its I/O threads: counted
+     * here and in hearth_conn_close, the two places a connection starts and
+     * ends, whether it was accepted here or handed over by a sibling. */
+    if (atomic_fetch_add(&s->n_conns, 1) >= s->cfg.max_connections) {
+        atomic_fetch_sub(&s->n_conns, 1);
+        return HEARTH_ELIMIT;
+    }
     uint32_t id;
     if (io->n_free > 0) {
         id = io->free_ids[--io->n_free];
     } else {
-        if (io->conns_cap >= (uint32_t)s->cfg.max_connections)
-            return HEARTH_ELIMIT;
         uint32_t cap = io->conns_cap ? io->conns_cap * 2 : 256;
         hearth_conn **conns = realloc(io->conns, cap * sizeof *conns);
         if (!conns)
-            return HEARTH_ENOMEM;
+            goto nomem;
         uint32_t *free_ids = realloc(io->free_ids, cap * sizeof *free_ids);
         if (!free_ids) {
             io->conns = conns;
-            return HEARTH_ENOMEM;
+            goto nomem;
         }
         io->conns = conns;
         io->free_ids = free_ids;
@@ -98,7 +103,7 @@ int hearth_conn_open(hearth_io *io, int fd)
     hearth_conn *c = calloc(1, sizeof *c);
     if (!c) {
         io->free_ids[io->n_free++] = id;
-        return HEARTH_ENOMEM;
+        goto nomem;
     }
     static _Atomic uint32_t gen_counter = 1;
     c->io = io;
@@ -115,12 +120,16 @@ int hearth_conn_open(hearth_io *io, int fd)
     if (hearth_loop_add_fd(io->loop, fd, HEARTH_EV_READ, conn_io_cb, c) != 0) {
         free(c);
         io->free_ids[io->n_free++] = id;
+        atomic_fetch_sub(&s->n_conns, 1);
         return HEARTH_EIO;
     }
     io->conns[id] = c;
     io->open++;
     set_timer(c, TIMER_IDLE);
     return HEARTH_OK;
+nomem:
+    atomic_fetch_sub(&s->n_conns, 1);
+    return HEARTH_ENOMEM;
 }
 
 void hearth_conn_close(hearth_conn *c)
@@ -142,6 +151,7 @@ void hearth_conn_close(hearth_conn *c)
     io->conns[c->id] = NULL;
     io->free_ids[io->n_free++] = c->id;
     io->open--;
+    atomic_fetch_sub(&io->s->n_conns, 1);
     atomic_fetch_sub(&io->s->shared->slot[io->gslot].conns, 1);
     hearth_buf_deinit(&c->in);
     hearth_buf_deinit(&c->out);

@@ -13,6 +13,7 @@
  * every connection, and a single point of failure across workers). */
 #include "server_int.h"
 
+#include "base/clock.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -250,11 +251,22 @@ static void adopt_conn(hearth_io *io, int fd, bool counted)
         atomic_fetch_add(&st->conns, 1);
     atomic_fetch_add(&st->accepted, 1);
     int rc = io->draining ? HEARTH_ELIMIT : hearth_conn_open(io, fd);
-    if (rc != 0) {
-        if (rc != HEARTH_ELIMIT || !io->draining)
-            HLOG_WARN("dropping a connection: %s", rc == HEARTH_ELIMIT ? "--max-connections reached" : "out of memory");
-        atomic_fetch_sub(&st->conns, 1);
-        close(fd);
+    if (rc == 0)
+        return;
+    atomic_fetch_sub(&st->conns, 1);
+    close(fd); /* at once: a client past the limit learns now, not after a timeout */
+    if (rc == HEARTH_ELIMIT && !io->draining) {
+        /* a flood must not flood the log too: one line a second at most */
+        io->refused++;
+        uint64_t now = hearth_now_ns();
+        if (now - io->refused_warned_ns >= 1000000000ull) {
+            HLOG_WARN("dropped %llu connection%s: --max-connections %d reached in this process",
+                      (unsigned long long)io->refused, io->refused > 1 ? "s" : "", io->s->cfg.max_connections);
+            io->refused = 0;
+            io->refused_warned_ns = now;
+        }
+    } else if (rc != HEARTH_ELIMIT) {
+        HLOG_WARN("dropping a connection: %s", rc == HEARTH_ENOMEM ? "out of memory" : "cannot poll it");
     }
 }
 

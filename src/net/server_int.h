@@ -123,6 +123,8 @@ typedef struct hearth_io {
     bool draining;
     bool listening;
     hearth_timer drain_timer;
+    uint64_t refused;          /* connections dropped at --max-connections since the last warning */
+    uint64_t refused_warned_ns;
     hearth_http_date date;
     hearth_http_request scratch; /* parsed head of the request being handled (one at a time per thread) */
     pthread_mutex_t q_lock;
@@ -157,6 +159,7 @@ struct hearth_server {
     hearth_io *io;             /* cfg.threads */
     int cpus[HEARTH_MAX_SLOTS]; /* the CPUs this process may run on, in order (the first HEARTH_MAX_SLOTS) */
     int n_cpus;
+    _Atomic int n_conns;       /* open connections of this process, all I/O threads (--max-connections) */
     _Atomic int stopping;
     hearth_process_init_cb init_cb;
     void *init_ctx;
@@ -178,6 +181,9 @@ void hearth_io_begin_drain(hearth_io *io);
 void hearth_io_start_accepting(hearth_io *io);
 
 /* conn.c */
+/* Takes fd (non-blocking) onto io's loop. HEARTH_ELIMIT when this process
+ * already holds --max-connections; HEARTH_ENOMEM, HEARTH_EIO. On error fd is
+ * still the caller's to close. */
 int hearth_conn_open(hearth_io *io, int fd);
 void hearth_conn_close(hearth_conn *c);
 void hearth_conn_flush(hearth_conn *c);

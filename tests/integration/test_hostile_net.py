@@ -50,7 +50,47 @@ def test_http11_target_and_host_rules():
         assert st == 200, (st, body)
 
 
+def held_open(socks, wait=0.5):
+    """How many of socks the server still holds after wait seconds (the others got EOF or a reset)."""
+    time.sleep(wait)
+    n = 0
+    for s in socks:
+        s.setblocking(False)
+        try:
+            n += s.recv(1) != b""  # data would be a surprise: counted as open
+        except BlockingIOError:
+            n += 1
+        except OSError:
+            pass
+    return n
+
+
+def test_max_connections_holds_at_any_value():
+    for extra in ([], ["--threads", "2"]):
+        with Server("--max-connections", "8", *extra) as srv:
+            time.sleep(0.2)  # the readiness probe's connection has gone
+            socks = [connect(srv.port) for _ in range(20)]
+            held = held_open(socks)
+            assert held <= 8, "%d of 20 idle connections held with --max-connections 8 %s" % (held, extra)
+            assert held >= 6, held  # and the limit is not far below what was asked
+            # closing some makes room again
+            for s in socks:
+                s.close()
+            time.sleep(0.3)
+            conns = [Conn(srv.port) for _ in range(8)]
+            for c in conns:
+                c.send(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert c.response()[0] == 200
+            extra_conn = connect(srv.port)
+            assert held_open([extra_conn], 0.3) == 0, "a 9th connection was kept"
+            extra_conn.close()
+            for c in conns:
+                c.close()
+            srv.wait_log("max-connections 8 reached")
+
+
 if __name__ == "__main__":
     run([
         test_http11_target_and_host_rules,
+        test_max_connections_holds_at_any_value,
     ])
