@@ -89,8 +89,55 @@ def test_max_connections_holds_at_any_value():
             srv.wait_log("max-connections 8 reached")
 
 
+def alive(pid):
+    """True while pid runs (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def port_bindable(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as hearth binds
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen(1)
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def test_workers_die_with_a_killed_supervisor():
+    for extra in ([], ["--spawn"]):
+        srv = Server("--workers", "2", *extra)
+        deadline = time.time() + 10
+        while True:
+            pids = [int(p) for p in subprocess.run(["pgrep", "-P", str(srv.proc.pid)], capture_output=True,
+                                                   text=True).stdout.split()]
+            if len(pids) == 2 or time.time() > deadline:
+                break
+            time.sleep(0.05)
+        assert len(pids) == 2, pids
+        srv.proc.kill()
+        srv.proc.wait()
+        t0 = time.time()
+        while time.time() - t0 < 2 and (any(alive(p) for p in pids) or not port_bindable(srv.port)):
+            time.sleep(0.05)
+        left = [p for p in pids if alive(p)]
+        for p in left:
+            os.kill(p, signal.SIGKILL)
+        assert not left, "workers %s %s still running 2 s after the supervisor was killed" % (left, extra)
+        assert port_bindable(srv.port), "port %d still held" % srv.port
+        srv.stop()
+
+
 if __name__ == "__main__":
     run([
         test_http11_target_and_host_rules,
         test_max_connections_holds_at_any_value,
+        test_workers_die_with_a_killed_supervisor,
     ])
