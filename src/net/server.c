@@ -10,7 +10,15 @@
  * SCM_RIGHTS. Rejected: SO_REUSEPORT alone (the kernel's 4-tuple hash leaves
  * 32 connections split 20/12 about one time in five, and it lets a second
  * server join the port), and a single acceptor thread (one more hop for
- * every connection, and a single point of failure across workers). */
+ * every connection, and a single point of failure across workers).
+ *
+ * Draining (SIGTERM, SIGINT) stops accepting at once: each I/O thread stops
+ * polling the listener and the last one of the process closes its
+ * descriptor, as the supervisor closes its own, so once every process has
+ * let go the kernel refuses new connects (a balancer retries elsewhere at
+ * once) instead of queueing them unanswered until the process exits. Not
+ * shutdown(2) on the socket: it is shared with sibling workers, and one
+ * worker stopped on its own (to be respawned) must not stop the others. */
 #include "server_int.h"
 
 #include "base/clock.h"
@@ -423,10 +431,18 @@ void hearth_io_begin_drain(hearth_io *io)
     if (io->draining)
         return;
     io->draining = true;
-    atomic_store(&io->s->shared->slot[io->gslot].alive, 0);
+    hearth_server *s = io->s;
+    atomic_store(&s->shared->slot[io->gslot].alive, 0);
     if (io->listening) {
-        hearth_loop_del_fd(io->loop, io->s->listen_fd);
+        hearth_loop_del_fd(io->loop, s->listen_fd);
         io->listening = false;
+    }
+    /* The last thread of this process to let go closes the listener (no
+     * thread polls it any more, so the descriptor cannot be reused under a
+     * poller); a connect then fails fast once every process has done so. */
+    if (atomic_fetch_sub(&s->listen_users, 1) == 1 && s->listen_fd >= 0) {
+        close(s->listen_fd);
+        s->listen_fd = -1;
     }
     hearth_loop_timer_start(io->loop, &io->drain_timer, io->s->cfg.drain_timeout_ms);
     for (uint32_t i = 0; i < io->conns_cap; i++)
@@ -545,6 +561,7 @@ int hearth_serve_process(hearth_server *s)
     s->io = calloc((size_t)n, sizeof *s->io);
     if (!s->io)
         return 1;
+    atomic_store(&s->listen_users, n);
     int started = 0;
     for (int i = 0; i < n; i++) {
         if (io_init(s, &s->io[i], i, &err) != 0) {

@@ -159,6 +159,7 @@ struct hearth_server {
     hearth_io *io;             /* cfg.threads */
     int cpus[HEARTH_MAX_SLOTS]; /* the CPUs this process may run on, in order (the first HEARTH_MAX_SLOTS) */
     int n_cpus;
+    _Atomic int listen_users;  /* I/O threads of this process not yet draining; the last one closes listen_fd */
     _Atomic int n_conns;       /* open connections of this process, all I/O threads (--max-connections) */
     _Atomic int stopping;
     hearth_process_init_cb init_cb;

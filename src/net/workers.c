@@ -13,6 +13,8 @@
  * its parent dies (PR_SET_PDEATHSIG, kept across the exec of --spawn), so a
  * supervisor killed with SIGKILL does not leave orphans serving, and holding
  * the port, that a new `hearth serve` cannot bind; they drain as on a stop.
+ * On a stop the supervisor closes its own copy of the listening socket at
+ * once, so that the port is refused as soon as the workers let go of theirs.
  *
  * Rejected: respawning from a SIGCHLD handler (async-signal-safety makes it
  * fragile); the supervisor blocks its signals and takes them with sigwait.
@@ -137,6 +139,15 @@ static void forget_slots(hearth_server *s, int index)
     }
 }
 
+/* A stopping supervisor lets go of the listening socket at once (see the top). */
+static void close_listener(hearth_server *s)
+{
+    if (s->listen_fd >= 0) {
+        close(s->listen_fd);
+        s->listen_fd = -1;
+    }
+}
+
 static void describe(int status, char *out, size_t n)
 {
     if (WIFSIGNALED(status))
@@ -170,6 +181,7 @@ int hearth_workers_supervise(hearth_server *s)
             continue;
         if ((sig == SIGTERM || sig == SIGINT) && !stopping) {
             stopping = true;
+            close_listener(s);
             HLOG_INFO("shutting down: asking %d worker%s to drain", live, live > 1 ? "s" : "");
             for (int i = 0; i < n; i++)
                 if (ws[i].pid > 0)
@@ -202,7 +214,8 @@ int hearth_workers_supervise(hearth_server *s)
                 HLOG_ERROR("worker %d (pid %d) could not start (see its error above); stopping", i, (int)pid);
                 failed++;
                 stopping = true;
-                    for (int k = 0; k < n; k++)
+                close_listener(s);
+                for (int k = 0; k < n; k++)
                     if (ws[k].pid > 0)
                         kill(ws[k].pid, SIGTERM);
                 continue;

@@ -135,9 +135,52 @@ def test_workers_die_with_a_killed_supervisor():
         srv.stop()
 
 
+def refused_within(port, seconds):
+    """Seconds until a new connection is refused or cut without an answer; None if it never is."""
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=seconds)
+        except ConnectionRefusedError:
+            return time.time() - t0
+        try:
+            s.settimeout(max(0.01, seconds - (time.time() - t0)))
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = s.recv(4096)
+            if not data or (data.startswith(b"HTTP/1.1 503") and b"connection: close" in data.lower()):
+                return time.time() - t0
+        except (ConnectionResetError, BrokenPipeError):
+            return time.time() - t0
+        except (socket.timeout, TimeoutError):
+            pass
+        finally:
+            s.close()
+        time.sleep(0.01)
+    return None
+
+
+def test_no_connection_hangs_during_the_drain():
+    for extra in ([], ["--threads", "2"], ["--workers", "2"]):
+        srv = Server("--debug-routes", *extra)
+        c = Conn(srv.port)
+        c.send(b"GET /debug/sleep?ms=2500 HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.2)
+        srv.proc.send_signal(signal.SIGTERM)
+        took = refused_within(srv.port, 0.2)
+        assert took is not None, "a connect during the drain got no answer within 200 ms %s" % extra
+        # the request in flight still completes
+        st, h, body = c.response()
+        assert st == 200 and json.loads(body) == {"slept_ms": 2500}, (st, body)
+        c.close()
+        assert srv.proc.wait(10) == 0, srv.log
+        srv.stop()
+        print("# %s: refused %.0f ms after SIGTERM" % (extra or "one process", took * 1000))
+
+
 if __name__ == "__main__":
     run([
         test_http11_target_and_host_rules,
         test_max_connections_holds_at_any_value,
         test_workers_die_with_a_killed_supervisor,
+        test_no_connection_hangs_during_the_drain,
     ])
