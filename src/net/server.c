@@ -18,7 +18,11 @@
  * let go the kernel refuses new connects (a balancer retries elsewhere at
  * once) instead of queueing them unanswered until the process exits. Not
  * shutdown(2) on the socket: it is shared with sibling workers, and one
- * worker stopped on its own (to be respawned) must not stop the others. */
+ * worker stopped on its own (to be respawned) must not stop the others.
+ * Models still loading when the drain begins get as long as the drain; a
+ * loader that blocks longer (a path that is a FIFO, a hung network mount)
+ * cannot be interrupted safely, so the process then exits without waiting
+ * for it (serve_process, below). */
 #include "server_int.h"
 
 #include "base/clock.h"
@@ -34,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static void find_cpus(hearth_server *s);
@@ -545,6 +550,26 @@ static void *init_main(void *arg)
     return NULL;
 }
 
+/* Waits for the model-loading thread for at most the drain timeout; false when
+ * it is still running then. */
+static bool join_init(hearth_server *s, pthread_t t)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline); /* pthread_timedjoin_np's clock */
+    uint64_t ms = s->cfg.drain_timeout_ms;
+    deadline.tv_sec += (time_t)(ms / 1000);
+    deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    int rc;
+    do
+        rc = pthread_timedjoin_np(t, NULL, &deadline);
+    while (rc == EINTR);
+    return rc == 0;
+}
+
 int hearth_serve_process(hearth_server *s)
 {
     hearth_err err = {0};
@@ -592,8 +617,22 @@ int hearth_serve_process(hearth_server *s)
     }
     if (!atomic_load(&s->init_failed))
         HLOG_INFO("shutting down: draining in-flight requests (at most %llu ms)", (unsigned long long)s->cfg.drain_timeout_ms);
-    if (init_started)
-        pthread_join(init_thread, NULL); /* a load in progress finishes first */
+    /* the loops drain (and stop accepting) now, while a load may still be running */
+    atomic_store(&s->stopping, 1);
+    for (int i = 0; i < started; i++)
+        hearth_loop_wake(s->io[i].loop);
+    if (init_started && !join_init(s, init_thread)) {
+        for (int i = 0; i < started; i++)
+            pthread_join(s->io[i].tid, NULL);
+        /* The loader is stuck in a call that cannot be interrupted safely (a
+         * blocking open of a FIFO, a hung mount): it still uses the server and
+         * the api, so nothing may be freed under it, and returning would run
+         * exit handlers (and LeakSanitizer) beside it. The stop was asked
+         * for and every connection is closed: end the process here. */
+        HLOG_ERROR("models are still loading after the drain timeout (%llu ms); stopping without waiting for them",
+                   (unsigned long long)s->cfg.drain_timeout_ms);
+        _exit(1);
+    }
 stop:
     atomic_store(&s->stopping, 1);
     for (int i = 0; i < started; i++)

@@ -177,10 +177,45 @@ def test_no_connection_hangs_during_the_drain():
         print("# %s: refused %.0f ms after SIGTERM" % (extra or "one process", took * 1000))
 
 
+def test_stop_while_models_load():
+    """A loader that blocks (a --model path that is a FIFO opens only once a
+    writer comes) must not keep SIGTERM or SIGINT from stopping the process.
+    Where the loader refuses a FIFO at once with a clear error, that passes too."""
+    with tempfile.TemporaryDirectory() as d:
+        fifo = os.path.join(d, "model.gguf")
+        os.mkfifo(fifo)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            for extra in ([], ["--workers", "2"]):
+                srv = Server("--model", fifo, "--drain-timeout", "1000", *extra, wait_ready=False)
+                deadline = time.time() + 1.5
+                while time.time() < deadline and srv.proc.poll() is None:
+                    time.sleep(0.05)
+                if srv.proc.poll() is not None:  # refused at once: it must say why
+                    assert srv.proc.returncode != 0, srv.log
+                    assert "model.gguf" in srv.log, srv.log
+                    srv.stop()
+                    continue
+                # still loading: /health says so, and the signal ends it
+                st, _, _ = request(srv.port, "GET", "/health") if not extra else (503, None, None)
+                assert st == 503, st
+                t0 = time.time()
+                srv.proc.send_signal(sig)
+                try:
+                    srv.proc.wait(3)
+                except subprocess.TimeoutExpired:
+                    srv.proc.kill()
+                    srv.proc.wait()
+                    raise AssertionError("still running 3 s after %s while loading %s; log:\n%s" % (sig, extra, srv.log))
+                srv.stop()
+                assert "still loading" in srv.log, srv.log
+                print("# %s while loading %s: stopped in %.2f s" % (signal.Signals(sig).name, extra or "", time.time() - t0))
+
+
 if __name__ == "__main__":
     run([
         test_http11_target_and_host_rules,
         test_max_connections_holds_at_any_value,
         test_workers_die_with_a_killed_supervisor,
         test_no_connection_hangs_during_the_drain,
+        test_stop_while_models_load,
     ])
