@@ -13,6 +13,12 @@
  * parser is fast, and this keeps an idle keep-alive connection near 300 bytes
  * of user memory: no buffers are held while nothing is pending.
  *
+ * A response still in flight when the drain timeout runs out is ended by the
+ * server, not just dropped (hearth_conn_cut): an SSE stream gets a last error
+ * event and its terminating chunk, so a client can tell a cut from a finish,
+ * and the log says the server closed it. Other streams are closed without the
+ * terminator, so that a cut body never parses as complete.
+ *
  * Rejected: a read buffer per connection allocated up front (10,000 idle
  * connections would cost 40+ MiB), and a parser with saved state (more code
  * for a case, partial heads, that re-parsing handles well). */
@@ -143,7 +149,10 @@ void hearth_conn_close(hearth_conn *c)
     if (c->state == CONN_DEFERRED || c->state == CONN_STREAMING) {
         /* a request that never got its answer: count it as 499-like "other" */
         atomic_fetch_sub(&io->s->shared->slot[io->gslot].inflight, 1);
-        HLOG_INFO("%s closed by client before the response ended", c->log_line);
+        if (c->cut_by)
+            HLOG_WARN("%s closed by the server (%s) before the response ended", c->log_line, c->cut_by);
+        else
+            HLOG_INFO("%s closed by client before the response ended", c->log_line);
     }
     hearth_loop_timer_stop(io->loop, &c->timer);
     hearth_loop_del_fd(io->loop, c->fd);
@@ -201,6 +210,47 @@ void hearth_conn_drain(hearth_conn *c)
     c->keep_alive = false;
     if (c->state == CONN_HEAD && c->in.len == 0 && c->out.len == 0)
         hearth_conn_close(c);
+}
+
+void hearth_conn_cut(hearth_conn *c, const char *why)
+{
+    char msg[128];
+    snprintf(msg, sizeof msg, "the server is shutting down: the response was cut (%s)", why);
+    if (c->state == CONN_STREAMING && c->sse && !c->is_head) {
+        hearth_buf ev;
+        hearth_buf_init(&ev, 4096);
+        int rc = hearth_buf_appends(&ev, "data: ");
+        if (!rc)
+            rc = hearth_format_error(&ev, 503, "unavailable_error", msg);
+        if (!rc)
+            rc = hearth_buf_appends(&ev, "\n\n");
+        if (!rc && c->stream_close_delimited)
+            rc = hearth_buf_append(&c->out, ev.data, ev.len);
+        else if (!rc)
+            rc = hearth_http_chunk_format(&c->out, ev.data, ev.len);
+        if (!rc && !c->stream_close_delimited)
+            hearth_http_chunk_end(&c->out);
+        hearth_buf_deinit(&ev);
+    } else if (c->state == CONN_DEFERRED) {
+        hearth_buf body;
+        hearth_buf_init(&body, 4096);
+        hearth_format_error(&body, 503, "unavailable_error", msg);
+        c->keep_alive = false;
+        hearth_response res = {503, "application/json", NULL, body.data, body.len};
+        hearth_conn_respond(c, &res);
+        hearth_buf_deinit(&body);
+    }
+    /* no waiting for a slow reader: the loop stops right after this */
+    while (c->out.len > 0) {
+        ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        hearth_buf_consume(&c->out, (size_t)n);
+    }
+    c->cut_by = why;
+    hearth_conn_close(c);
 }
 
 static void log_and_count(hearth_conn *c)

@@ -207,6 +207,7 @@ static void apply(hearth_io *io, reply_msg *m)
             c->keep_alive = false;
         /* HTTP/1.0 has no chunked coding: the body ends when the connection closes */
         c->stream_close_delimited = c->http10;
+        c->sse = m->content_type && strncmp(m->content_type, "text/event-stream", 17) == 0;
         if (c->http10)
             c->keep_alive = false;
         hearth_http_head head = {

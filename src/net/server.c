@@ -419,9 +419,13 @@ static void drain_timeout(hearth_loop *loop, void *arg)
     }
     if (io->open > 0)
         HLOG_WARN("drain timeout: closing %d connections with requests still in flight", io->open);
-    for (uint32_t i = 0; i < io->conns_cap; i++)
-        if (io->conns[i])
-            hearth_conn_close(io->conns[i]);
+    for (uint32_t i = 0; i < io->conns_cap; i++) {
+        hearth_conn *c = io->conns[i];
+        if (c && (c->state == CONN_DEFERRED || c->state == CONN_STREAMING))
+            hearth_conn_cut(c, "drain timeout");
+        else if (c)
+            hearth_conn_close(c);
+    }
     hearth_loop_stop(loop);
 }
 

@@ -88,6 +88,7 @@ typedef struct hearth_conn {
     bool lingering;
     bool http10;
     bool stream_close_delimited;
+    bool sse;                /* the stream is text/event-stream: it can carry a last error event */
     bool got_body_bytes;     /* for Expect: 100-continue: the client already started the body */
     bool cors;               /* the response carries CORS headers */
     bool sent_continue;
@@ -106,6 +107,7 @@ typedef struct hearth_conn {
     hearth_release_cb release;
     void *release_arg;
     char log_line[96];       /* "METHOD /path" for the access log of a deferred request */
+    const char *cut_by;      /* why the server itself closed c mid-response (the log says so), or NULL */
 } hearth_conn;
 
 /* One I/O thread: its loop, its connections, its reply queue. */
@@ -189,6 +191,12 @@ int hearth_conn_open(hearth_io *io, int fd);
 void hearth_conn_close(hearth_conn *c);
 void hearth_conn_flush(hearth_conn *c);
 void hearth_conn_drain(hearth_conn *c);
+/* Ends c whose request is still in flight when the drain timeout runs out,
+ * then closes it: an SSE stream gets a last error event ({"error":{...}},
+ * 503) and, when chunked, the terminating chunk; a deferred request not yet
+ * begun gets a 503 JSON error; any other stream is just closed, so that a
+ * cut body never looks complete. Writes only what the socket takes now. */
+void hearth_conn_cut(hearth_conn *c, const char *why);
 /* Runs the state machine over buffered input (after a read or a finished reply). */
 void hearth_conn_process(hearth_conn *c);
 /* Bookkeeping (metrics, log) once a request's response is queued. */

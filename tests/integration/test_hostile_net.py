@@ -211,6 +211,57 @@ def test_stop_while_models_load():
                 print("# %s while loading %s: stopped in %.2f s" % (signal.Signals(sig).name, extra or "", time.time() - t0))
 
 
+def read_events(body):
+    return [json.loads(line[6:]) for line in body.decode().split("\n") if line.startswith("data: {")]
+
+
+def test_drain_timeout_ends_streams_properly():
+    srv = Server("--debug-routes", "--drain-timeout", "300")
+    stream = Conn(srv.port)
+    stream.send(b"GET /debug/stream?n=100000&ms=10 HTTP/1.1\r\nHost: x\r\n\r\n")
+    waiting = Conn(srv.port)
+    waiting.send(b"GET /debug/sleep?ms=20000 HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.3)
+    srv.proc.send_signal(signal.SIGTERM)
+    # the stream ends with an error event and the chunked terminator (response() reads up to it)
+    st, h, body = stream.response()
+    assert st == 200 and h["transfer-encoding"] == "chunked", (st, h)
+    events = read_events(body)
+    assert len(events) > 5 and "i" in events[0], events[:3]
+    err = events[-1].get("error")
+    assert err and err["code"] == 503 and err["type"] == "unavailable_error" and "drain timeout" in err["message"], events[-1]
+    assert stream.is_closed(2)
+    # a deferred request that had not begun gets a 503 JSON error
+    st, h, body = waiting.response()
+    assert st == 503 and h.get("connection") == "close", (st, h)
+    assert json.loads(body)["error"]["code"] == 503
+    assert srv.proc.wait(10) == 0
+    srv.stop()
+    assert "closed by the server (drain timeout)" in srv.log, srv.log
+    assert "GET /debug/stream closed by client" not in srv.log, srv.log
+
+
+def test_drain_timeout_ends_a_generation_stream():
+    srv = Server("--demo", "--drain-timeout", "200", timeout=120)
+    c = Conn(srv.port)
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}], "stream": True, "max_tokens": 100000,
+                       "ignore_eos": True, "temperature": 0}).encode()
+    c.send(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    # wait for the head and the first tokens
+    while b"data: " not in c.buf:
+        c._fill()
+    srv.proc.send_signal(signal.SIGTERM)
+    st, h, body = c.response()
+    assert st == 200, st
+    events = read_events(body)
+    assert events and "error" in events[-1], body[-300:]
+    assert "drain timeout" in events[-1]["error"]["message"], events[-1]
+    assert srv.proc.wait(10) == 0
+    srv.stop()
+    assert "closed by the server (drain timeout)" in srv.log, srv.log[-2000:]
+
+
 if __name__ == "__main__":
     run([
         test_http11_target_and_host_rules,
@@ -218,4 +269,6 @@ if __name__ == "__main__":
         test_workers_die_with_a_killed_supervisor,
         test_no_connection_hangs_during_the_drain,
         test_stop_while_models_load,
+        test_drain_timeout_ends_streams_properly,
+        test_drain_timeout_ends_a_generation_stream,
     ])
