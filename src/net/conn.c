@@ -341,14 +341,37 @@ static void reject(hearth_conn *c, int status, const char *type, const char *msg
     set_timer(c, TIMER_IDLE); /* bounds how long a client that never reads can hold us */
 }
 
+static bool exact_match(const hearth_route *r, const char *path, size_t path_len)
+{
+    return !r->prefix_len && strlen(r->path) == path_len && memcmp(r->path, path, path_len) == 0;
+}
+
+/* Whether r answers path: exactly, or as a prefix route when no exact route
+ * knows the path (server.h). */
+static bool route_matches(const hearth_route *r, const char *path, size_t path_len, bool exact_known)
+{
+    if (!r->prefix_len)
+        return exact_match(r, path, path_len);
+    return !exact_known && path_len > r->prefix_len && memcmp(r->path, path, r->prefix_len) == 0;
+}
+
+static bool exact_known(const hearth_server *s, const char *path, size_t path_len)
+{
+    for (int i = 0; i < s->n_routes; i++)
+        if (exact_match(&s->routes[i], path, path_len))
+            return true;
+    return false;
+}
+
 static int find_route(hearth_server *s, const char *path, size_t path_len, const char *method, size_t method_len,
                       bool *path_known)
 {
     *path_known = false;
     bool head = method_len == 4 && memcmp(method, "HEAD", 4) == 0;
+    bool exact = exact_known(s, path, path_len);
     for (int i = 0; i < s->n_routes; i++) {
         const hearth_route *r = &s->routes[i];
-        if (strlen(r->path) != path_len || memcmp(r->path, path, path_len) != 0)
+        if (!route_matches(r, path, path_len, exact))
             continue;
         *path_known = true;
         size_t ml = strlen(r->method);
@@ -362,9 +385,10 @@ static void allow_header(hearth_server *s, const char *path, size_t path_len, ch
 {
     size_t used = (size_t)snprintf(out, n, "Allow: ");
     bool first = true;
+    bool exact = exact_known(s, path, path_len);
     for (int i = 0; i < s->n_routes && used < n; i++) {
         const hearth_route *r = &s->routes[i];
-        if (strlen(r->path) != path_len || memcmp(r->path, path, path_len) != 0)
+        if (!route_matches(r, path, path_len, exact))
             continue;
         used += (size_t)snprintf(out + used, n - used, "%s%s%s", first ? "" : ", ", r->method,
                                  strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
@@ -411,6 +435,10 @@ static void dispatch(hearth_conn *c)
     bool path_known;
     int ri = find_route(s, req.path, req.path_len, http->method, http->method_len, &path_known);
     c->route = ri >= 0 ? ri : HEARTH_MAX_ROUTES;
+    if (ri >= 0 && s->routes[ri].prefix_len) {
+        req.rest = req.path + s->routes[ri].prefix_len;
+        req.rest_len = req.path_len - s->routes[ri].prefix_len;
+    }
     c->cors = s->cfg.cors_origin != NULL;
     if (!hearth_access_check(&req, ri, path_known)) {
         /* answered: 401 or a preflight */

@@ -50,6 +50,12 @@ const char *hearth_request_header(const hearth_request *req, const char *name, c
 
 bool hearth_request_is_head(const hearth_request *req) { return req->c->is_head; }
 
+const char *hearth_request_rest(const hearth_request *req, size_t *len)
+{
+    *len = req->rest_len;
+    return req->rest;
+}
+
 void hearth_respond(hearth_request *req, const hearth_response *res)
 {
     if (req->done) {

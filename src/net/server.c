@@ -129,6 +129,9 @@ int hearth_server_route_flags(hearth_server *s, const char *method, const char *
     hearth_route *r = &s->routes[s->n_routes++];
     snprintf(r->method, sizeof r->method, "%s", method);
     snprintf(r->path, sizeof r->path, "%s", path);
+    const char *brace = strrchr(path, '{');
+    bool tail = brace && brace > path && brace[-1] == '/' && strchr(brace, '}') == path + strlen(path) - 1;
+    r->prefix_len = tail ? (size_t)(brace - path) : 0;
     r->handler = h;
     r->ctx = ctx;
     r->flags = flags;

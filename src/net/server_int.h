@@ -41,7 +41,8 @@ typedef struct hearth_shared {
 
 typedef struct hearth_route {
     char method[16];
-    char path[128];
+    char path[128];          /* as registered: the metrics label */
+    size_t prefix_len;       /* a route ending in "/{name}": the length before the '{'; 0 for an exact one */
     hearth_handler handler;
     void *ctx;
     unsigned flags;
@@ -142,6 +143,8 @@ struct hearth_request {
     size_t query_len;
     const char *body;
     size_t body_len;
+    const char *rest;        /* what a "/{name}" route's braces matched; NULL for an exact route */
+    size_t rest_len;
     bool done;
 };
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, Conn, Server, connect, free_port, request, run  # noqa: E402
+from hearth_test import SHARED, Conn, Server, connect, request, run  # noqa: E402
 
 
 def raw_exchange(port, raw):
@@ -262,6 +262,33 @@ def test_drain_timeout_ends_a_generation_stream():
     assert "closed by the server (drain timeout)" in srv.log, srv.log[-2000:]
 
 
+def test_models_retrieve():
+    stories = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
+    # clients percent-encode an id in the path (openai's encodeURIComponent): "tiny 260K+" -> "tiny%20260K%2B"
+    with Server("--model", "tiny 260K+=" + stories, "--model", "plain=" + stories, timeout=60) as srv:
+        st, _, body = request(srv.port, "GET", "/v1/models")
+        assert st == 200, body
+        listed = {m["id"]: m for m in json.loads(body)["data"]}
+        assert set(listed) == {"tiny 260K+", "plain"}, listed
+        for path, want in (("/v1/models/plain", "plain"), ("/v1/models/tiny%20260K%2B", "tiny 260K+"),
+                           ("/v1/models/tiny%20260K%2b", "tiny 260K+"), ("http://h/v1/models/plain", "plain")):
+            st, h, body = request(srv.port, "GET", path)
+            assert st == 200 and h["content-type"].startswith("application/json"), (path, st, body)
+            assert json.loads(body) == listed[want], (path, body, listed[want])
+        for path in ("/v1/models/nope", "/v1/models/plain%00", "/v1/models/plain/x", "/v1/models/%zz",
+                     "/v1/models/" + "x" * 300):
+            st, h, body = request(srv.port, "GET", path)
+            assert st == 404, (path, st)
+            err = json.loads(body)["error"]
+            assert err["code"] == 404 and err["type"] == "not_found_error", err
+            assert path[len("/v1/models/"):][:100] in err["message"], err
+        st, h, _ = request(srv.port, "POST", "/v1/models/plain", body=b"{}")
+        assert st == 405 and h["allow"] == "GET, HEAD", (st, h)
+        st, h, body = request(srv.port, "HEAD", "/v1/models/plain")
+        assert st == 200 and body == b"", (st, body)
+        assert request(srv.port, "GET", "/v1/models/")[0] == 404  # no id at all
+
+
 if __name__ == "__main__":
     run([
         test_http11_target_and_host_rules,
@@ -271,4 +298,5 @@ if __name__ == "__main__":
         test_stop_while_models_load,
         test_drain_timeout_ends_streams_properly,
         test_drain_timeout_ends_a_generation_stream,
+        test_models_retrieve,
     ])
