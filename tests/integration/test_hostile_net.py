@@ -289,6 +289,49 @@ def test_models_retrieve():
         assert request(srv.port, "GET", "/v1/models/")[0] == 404  # no id at all
 
 
+STAINLESS = ("authorization, content-type, x-stainless-arch, x-stainless-lang, x-stainless-os, "
+             "x-stainless-package-version, x-stainless-retry-count, x-stainless-runtime, "
+             "x-stainless-runtime-version, x-stainless-timeout")
+
+
+def preflight(port, path, origin="http://app.test", asked=STAINLESS):
+    h = {"Origin": origin, "Access-Control-Request-Method": "POST"}
+    if asked is not None:
+        h["Access-Control-Request-Headers"] = asked
+    return request(port, "OPTIONS", path, headers=h)
+
+
+def test_cors_preflight_of_the_openai_client():
+    for extra in ([], ["--api-key", "s3cret"]):
+        with Server("--cors-origin", "http://app.test", *extra) as srv:
+            # the browser's preflight for openai's chat.completions.create
+            st, h, _ = preflight(srv.port, "/v1/chat/completions")
+            assert st == 204, (st, h, extra)
+            assert h["access-control-allow-origin"] == "http://app.test", h
+            allowed = {x.strip().lower() for x in h["access-control-allow-headers"].split(",")}
+            assert allowed >= {x.strip() for x in STAINLESS.split(",")}, h
+            assert "POST" in h["access-control-allow-methods"], h
+            # never a 401 for a preflight: it carries no credentials, on any path
+            for path in ("/v1/models", "/v1/models/x", "/nope"):
+                st, h, _ = preflight(srv.port, path)
+                assert st != 401, (path, st, extra)
+            # a list that is not header names is not echoed
+            for bad in ("x-a x-b", "x-a;x-b", "x-\u00e9", "x-a:1"):
+                st, h, _ = preflight(srv.port, "/v1/models", asked=bad)
+                assert st == 204 and h["access-control-allow-headers"] == "Authorization, Content-Type", (bad, h)
+            # nor for another origin
+            st, h, _ = preflight(srv.port, "/v1/models", origin="http://evil.test")
+            assert h["access-control-allow-headers"] == "Authorization, Content-Type", h
+            # the request itself still wants the key
+            if extra:
+                st, _, _ = request(srv.port, "GET", "/v1/models", headers={"Origin": "http://app.test"})
+                assert st == 401
+    # with a key but CORS off: still no 401 for a preflight
+    with Server("--api-key", "s3cret") as srv:
+        st, h, _ = preflight(srv.port, "/v1/models")
+        assert st == 204 and "access-control-allow-origin" not in h, (st, h)
+
+
 if __name__ == "__main__":
     run([
         test_http11_target_and_host_rules,
@@ -299,4 +342,5 @@ if __name__ == "__main__":
         test_drain_timeout_ends_streams_properly,
         test_drain_timeout_ends_a_generation_stream,
         test_models_retrieve,
+        test_cors_preflight_of_the_openai_client,
     ])
