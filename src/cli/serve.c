@@ -75,7 +75,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"max-headers", 0, OPT_INT, &max_headers, "N", "most header fields in a request (100) -> 431"},
         {"header-timeout", 0, OPT_U64, &cfg.header_timeout_ms, "MS", "time allowed to send a request (10000) -> 408"},
         {"idle-timeout", 0, OPT_U64, &cfg.idle_timeout_ms, "MS", "idle keep-alive connections close after this (60000)"},
-        {"drain-timeout", 0, OPT_U64, &cfg.drain_timeout_ms, "MS", "on SIGTERM, longest wait for in-flight requests (10000)"},
+        {"drain-timeout", 0, OPT_U64, &cfg.drain_timeout_ms, "MS", "on SIGTERM, longest wait for in-flight requests and for models still loading (10000)"},
         {"max-connections", 0, OPT_INT, &cfg.max_connections, "N", "open connections per process, all I/O threads together; past it new ones are closed at once (65536)"},
         {"api-key", 0, OPT_STR, &cfg.api_key, "KEY", "require \"Authorization: Bearer KEY\" (not on /health and /metrics)"},
         {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "allow browsers on ORIGIN (or *) to call the APIs (off)"},

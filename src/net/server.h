@@ -38,7 +38,7 @@ typedef struct hearth_server_config {
     size_t max_body;              /* default 16 MiB -> 413 */
     uint64_t header_timeout_ms;   /* a request head (and its body) must arrive within this; default 10 s -> 408 */
     uint64_t idle_timeout_ms;     /* keep-alive connection with no request; default 60 s */
-    uint64_t drain_timeout_ms;    /* SIGTERM: longest wait for in-flight requests; default 10 s */
+    uint64_t drain_timeout_ms;    /* SIGTERM: longest wait for in-flight requests (and for models still loading); default 10 s */
     int max_connections;          /* per process; past it new connections are closed at once; default 65536 */
     int backlog;                  /* listen(2) backlog; default 4096 */
     const char *api_key;          /* when set, every non-public route wants "Authorization: Bearer <key>" -> else 401 */

@@ -87,6 +87,14 @@ def test_max_connections_holds_at_any_value():
             for c in conns:
                 c.close()
             srv.wait_log("max-connections 8 reached")
+    # per process: two workers hold at most 8 each, whichever accepted and handed over
+    with Server("--max-connections", "8", "--workers", "2") as srv:
+        time.sleep(0.3)
+        socks = [connect(srv.port) for _ in range(30)]
+        held = held_open(socks)
+        assert 8 < held <= 16, "%d of 30 idle connections held by 2 workers with --max-connections 8" % held
+        for s in socks:
+            s.close()
 
 
 def alive(pid):
