@@ -129,7 +129,7 @@ static int split_target(hearth_http_request *req, int *st, hearth_err *err)
     const char *p = t;
     req->authority = NULL;
     req->authority_len = 0;
-    if (t[0] != '/' && t[0] != '*' && is_alpha((unsigned char)t[0])) {
+    if (is_alpha((unsigned char)t[0])) { /* origin-form starts with '/', asterisk-form is '*' */
         const char *s = t + 1;
         while (s < end && (is_alpha((unsigned char)*s) || (*s >= '0' && *s <= '9') || (*s && strchr("+-.", *s))))
             s++;
