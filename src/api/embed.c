@@ -4,7 +4,8 @@
  * /decode) are tei.c's, registered on their own: tei.c uses this file's
  * helpers (models.h), and this file knows nothing of tei.c.
  *
- * On the loop thread a handler validates the JSON, tokenizes (bounded by the
+ * A handler (on the loop thread, or on a handler thread for a big body:
+ * server.h) validates the JSON, tokenizes (bounded by the
  * body limit and --max-client-batch; a few microseconds a sentence) and
  * submits one job to the model's queue, then defers the request. The
  * model's scheduler thread runs the batch and, in the job's done callback,

@@ -1,8 +1,10 @@
 /* gen_common.c: the machinery the generation APIs share (see gen_common.h).
  *
  * A request becomes a hearth_gen_call: the handler parses and validates on
- * the loop thread (tokenizing there too: microseconds, and a bad prompt gets
- * its 400 before any queueing), defers the connection, then submits. Deferring
+ * the thread the server runs it on (tokenizing there too, so a bad prompt
+ * gets its 400 before any queueing): the loop thread for a small body, a
+ * handler thread for a big one, whose tokenizing takes seconds (server.h).
+ * It defers the connection, then submits. Deferring
  * comes first on purpose: the scheduler may answer before submit returns, and
  * its reply must already have a handle to go to.
  *

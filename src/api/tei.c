@@ -6,10 +6,11 @@
  * answers for SageMaker, public and answered as /health.
  *
  * /info, /tokenize and /decode answer for the model /embed uses (the first
- * embedding model), as TEI serves one model per process, and run on the loop
- * thread: /info formats a few fields, /tokenize and /decode take a few
- * microseconds per sentence or per id, bounded by the body limit and
- * --max-client-batch. They use embed.c's helpers (models.h); serve registers
+ * embedding model), as TEI serves one model per process, and run where the
+ * server runs handlers: on the loop thread for a small body, on a handler
+ * thread for a big one (server.h): /info formats a few fields, /tokenize and
+ * /decode take a few microseconds per sentence or per id, bounded by the body
+ * limit and --max-client-batch. They use embed.c's helpers (models.h); serve registers
  * them beside embed.c's routes, so embed.c does not call back into this
  * file. /embed's root aliases (POST /, /invocations) are embed.c's, beside
  * /embed. */
@@ -68,8 +69,8 @@ static void info(hearth_request *req, void *ctx)
     cJSON_AddNullToObject(doc, "max_batch_requests");
     cJSON_AddNumberToObject(doc, "max_client_batch_size", o->max_client_batch);
     cJSON_AddFalseToObject(doc, "auto_truncate"); /* "truncate" defaults to false */
-    /* hearth tokenizes on its I/O threads */
-    cJSON_AddNumberToObject(doc, "tokenization_workers", sc && sc->threads > 0 ? sc->threads : 1);
+    /* hearth tokenizes on its I/O threads (small bodies) and handler threads (big ones) */
+    cJSON_AddNumberToObject(doc, "tokenization_workers", (sc && sc->threads > 0 ? sc->threads : 1) + (sc ? sc->handler_threads : 0));
     cJSON_AddStringToObject(doc, "version", HEARTH_VERSION);
     cJSON_AddNullToObject(doc, "sha");
     cJSON_AddNullToObject(doc, "docker_label");

@@ -106,6 +106,8 @@ static cJSON *limits_info(void)
     cJSON_AddNumberToObject(o, "max_header_bytes", (double)cfg.limits.max_header_bytes);
     cJSON_AddNumberToObject(o, "max_header_fields", (double)cfg.limits.max_headers);
     cJSON_AddNumberToObject(o, "max_body_bytes", (double)cfg.max_body);
+    cJSON_AddNumberToObject(o, "handler_threads", cfg.handler_threads);
+    cJSON_AddNumberToObject(o, "offload_body_bytes", (double)cfg.offload_body);
     cJSON_AddNumberToObject(o, "header_timeout_ms", (double)cfg.header_timeout_ms);
     cJSON_AddNumberToObject(o, "idle_timeout_ms", (double)cfg.idle_timeout_ms);
     cJSON_AddNumberToObject(o, "drain_timeout_ms", (double)cfg.drain_timeout_ms);

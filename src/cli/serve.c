@@ -63,6 +63,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"host", 0, OPT_STR, &cfg.host, "ADDR", "address to listen on (127.0.0.1; 0.0.0.0 or :: for every interface)"},
         {"port", 'p', OPT_INT, &cfg.port, "N", "TCP port (8080; 0 picks a free one)"},
         {"threads", 't', OPT_INT, &cfg.threads, "N", "I/O threads per process, each with its own event loop (1)"},
+        {"handler-threads", 0, OPT_INT, &cfg.handler_threads, "N", "threads per process that run the handlers of large requests (bodies over --offload-body) off the I/O threads (2; 0: all on the I/O threads)"},
+        {"offload-body", 0, OPT_SIZE, &cfg.offload_body, "BYTES", "a request body this large or larger is parsed and tokenized on a handler thread (16K)"},
         {"workers", 'w', OPT_INT, &cfg.workers, "N", "worker processes under a supervisor that respawns them (0: one process)"},
         {"spawn", 0, OPT_BOOL, &cfg.spawn, NULL, "start workers by fork+exec instead of fork (for runtimes that cannot survive fork)"},
         {"reuse-port", 0, OPT_BOOL, &cfg.reuse_port, NULL, "let other processes listen on the same port (SO_REUSEPORT)"},

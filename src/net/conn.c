@@ -5,7 +5,10 @@
  * once per batch, so a pipelined burst costs one read and one write. A
  * deferred request parks the connection: further pipelined bytes stay
  * buffered (bounded; reading pauses when the buffer is full) until the
- * reply arrives, because HTTP/1.1 responses must keep request order.
+ * reply arrives, because HTTP/1.1 responses must keep request order. A
+ * request with a big body is parked the same way, its handler run on the
+ * handler pool (offload.c): dispatch hands the request's bytes over with it,
+ * and c->in keeps only what was pipelined after them.
  *
  * The head is parsed into the loop's scratch request (a request struct
  * holds 256 header slots, far more than an idle connection should cost), so
@@ -426,6 +429,8 @@ static void dispatch(hearth_conn *c)
         req.body_len = c->body_len;
     }
     c->is_head = http->method_len == 4 && memcmp(http->method, "HEAD", 4) == 0;
+    req.is_head = c->is_head;
+    req.log_line = c->log_line;
     c->keep_alive = http->keep_alive && !io->draining;
     c->http10 = http->minor_version == 0;
     snprintf(c->log_line, sizeof c->log_line, "%.*s %.*s", (int)http->method_len, http->method,
@@ -451,6 +456,16 @@ static void dispatch(hearth_conn *c)
         } else {
             hearth_respond_error(&req, 404, "not_found_error", "no route for %.*s", (int)(req.path_len > 128 ? 128 : req.path_len),
                                  req.path);
+        }
+    } else if (hearth_offload_wanted(c, &req)) {
+        int orc = hearth_offload_submit(c, &req, ri);
+        if (orc == HEARTH_ELIMIT) {
+            atomic_fetch_add_explicit(&s->shared->slot[io->gslot].offload_refused, 1, memory_order_relaxed);
+            hearth_respond_error(&req, 503, "unavailable_error",
+                                 "too many large requests are waiting for a handler thread (--handler-threads %d): retry later",
+                                 s->cfg.handler_threads);
+        } else if (orc != 0) {
+            hearth_respond_error(&req, 503, "unavailable_error", "out of memory");
         }
     } else {
         s->routes[ri].handler(&req, s->routes[ri].ctx);

@@ -1,5 +1,8 @@
 /* reply.c: what handlers call: the request accessors, synchronous
- * responses, and deferred replies sent from other threads.
+ * responses, and deferred replies sent from other threads. A handler on the
+ * handler pool (offload.c) responds and defers through the same queue as
+ * any other thread; its REPLY_DEFER message hands the connection the
+ * handler's release callback.
  *
  * A deferred reply travels as a message on the target loop's queue (a mutex
  * and a list; the lock is held for a pointer swap) followed by a coalesced
@@ -48,7 +51,7 @@ const char *hearth_request_header(const hearth_request *req, const char *name, c
     return out;
 }
 
-bool hearth_request_is_head(const hearth_request *req) { return req->c->is_head; }
+bool hearth_request_is_head(const hearth_request *req) { return req->is_head; }
 
 const char *hearth_request_rest(const hearth_request *req, size_t *len)
 {
@@ -59,11 +62,14 @@ const char *hearth_request_rest(const hearth_request *req, size_t *len)
 void hearth_respond(hearth_request *req, const hearth_response *res)
 {
     if (req->done) {
-        HLOG_ERROR("%s: responded twice; the second response is dropped", req->c->log_line);
+        HLOG_ERROR("%s: responded twice; the second response is dropped", req->log_line);
         return;
     }
     req->done = true;
-    hearth_conn_respond(req->c, res);
+    if (req->job)
+        hearth_offload_respond(req, res);
+    else
+        hearth_conn_respond(req->c, res);
 }
 
 int hearth_format_error(hearth_buf *out, int status, const char *type, const char *message)
@@ -111,8 +117,10 @@ void hearth_respond_error_headers(hearth_request *req, int status, const char *t
 
 hearth_reply hearth_request_defer(hearth_request *req, hearth_release_cb on_release, void *arg)
 {
-    hearth_conn *c = req->c;
     req->done = true;
+    if (req->job)
+        return hearth_offload_defer(req, on_release, arg);
+    hearth_conn *c = req->c;
     c->state = CONN_DEFERRED;
     c->release = on_release;
     c->release_arg = arg;
@@ -146,7 +154,16 @@ static int post(hearth_server *s, hearth_reply h, int kind, int status, const ch
     if (body_len)
         memcpy(p, body, body_len);
     m->body_len = body_len;
-    hearth_io *io = &s->io[h.slot];
+    m->release = NULL;
+    m->release_arg = NULL;
+    hearth_io_post_msg(s, h.slot, m);
+    return HEARTH_OK;
+}
+
+void hearth_io_post_msg(hearth_server *s, int slot, reply_msg *m)
+{
+    hearth_io *io = &s->io[slot];
+    m->next = NULL;
     pthread_mutex_lock(&io->q_lock);
     if (io->q_tail)
         io->q_tail->next = m;
@@ -155,7 +172,6 @@ static int post(hearth_server *s, hearth_reply h, int kind, int status, const ch
     io->q_tail = m;
     pthread_mutex_unlock(&io->q_lock);
     hearth_loop_wake(io->loop);
-    return HEARTH_OK;
 }
 
 int hearth_reply_send(hearth_server *s, hearth_reply h, const hearth_response *res)
@@ -192,13 +208,30 @@ int hearth_reply_stream_end(hearth_server *s, hearth_reply h) { return post(s, h
 
 static void apply(hearth_io *io, reply_msg *m)
 {
-    if (m->id >= io->conns_cap)
+    hearth_conn *c = m->id < io->conns_cap ? io->conns[m->id] : NULL;
+    if (!c || c->gen != m->gen) {
+        /* the connection closed since: drop, but a handler's release
+         * callback still runs once, as its connection's close would have */
+        if (m->kind == REPLY_DEFER)
+            m->release(m->release_arg, true);
         return;
-    hearth_conn *c = io->conns[m->id];
-    if (!c || c->gen != m->gen)
-        return; /* the connection closed since: drop */
+    }
     int rc = 0;
     switch (m->kind) {
+    case REPLY_DEFER: {
+        if (c->state != CONN_DEFERRED) { /* the handler also responded: its defer came too late */
+            m->release(m->release_arg, true);
+            return;
+        }
+        /* the handler's callback replaces the job's: the connection no longer needs the job */
+        hearth_release_cb old = c->release;
+        void *old_arg = c->release_arg;
+        c->release = m->release;
+        c->release_arg = m->release_arg;
+        if (old)
+            old(old_arg, false);
+        return;
+    }
     case REPLY_FULL: {
         if (c->state != CONN_DEFERRED)
             return;
@@ -286,6 +319,21 @@ void hearth_io_wake_cb(hearth_loop *loop, void *arg)
         hearth_io_begin_drain(io);
     else if (atomic_load(&io->s->init_done) && !io->listening)
         hearth_io_start_accepting(io);
+}
+
+void hearth_io_queue_cancel(hearth_io *io)
+{
+    pthread_mutex_lock(&io->q_lock);
+    reply_msg *m = io->q_head;
+    io->q_head = io->q_tail = NULL;
+    pthread_mutex_unlock(&io->q_lock);
+    while (m) {
+        reply_msg *next = m->next;
+        if (m->kind == REPLY_DEFER)
+            m->release(m->release_arg, true);
+        free(m);
+        m = next;
+    }
 }
 
 void hearth_io_queue_free(hearth_io *io)

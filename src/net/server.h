@@ -2,8 +2,14 @@
  * a routing table, synchronous and deferred (cross-thread) responses, SSE.
  *
  * The server knows nothing of models. The api layer registers routes before
- * hearth_server_start; handlers run on a loop thread and must not block: a
- * handler that needs compute defers the request, hands a copy of what it
+ * hearth_server_run. A handler runs on a loop thread, or, for a request
+ * whose body is at least offload_body bytes, on one of the process's
+ * handler_threads (the handler pool), so that parsing and tokenizing a big
+ * body never stalls the other connections of its loop. The handler cannot
+ * tell the difference: the request view stays valid for its whole run, and
+ * respond, respond_error and defer work the same from either thread.
+ * Handlers must be thread-safe (several run at once) and must not block:
+ * a handler that needs compute defers the request, hands a copy of what it
  * needs to the engine, and replies later from any thread through the
  * hearth_reply handle, which names the connection by (slot, id, generation)
  * so a reply for a connection that has gone away is dropped, never delivered
@@ -36,6 +42,10 @@ typedef struct hearth_server_config {
     enum hearth_poller_kind poller;
     hearth_http_limits limits;    /* request line 8 KiB, head 64 KiB, 100 fields */
     size_t max_body;              /* default 16 MiB -> 413 */
+    int handler_threads;          /* per process: threads that run the handlers of big requests (the handler
+                                   * pool); default 2; 0: every handler runs on its loop thread */
+    size_t offload_body;          /* a request with a body of at least this many bytes runs its handler on the
+                                   * pool; default 16 KiB (server.c says why) */
     uint64_t header_timeout_ms;   /* a request head (and its body) must arrive within this; default 10 s -> 408 */
     uint64_t idle_timeout_ms;     /* keep-alive connection with no request; default 60 s */
     uint64_t drain_timeout_ms;    /* SIGTERM: longest wait for in-flight requests (and for models still loading); default 10 s */
@@ -48,7 +58,7 @@ typedef struct hearth_server_config {
 
 void hearth_server_config_default(hearth_server_config *cfg);
 
-/* ---- requests, valid only during the handler call ---- */
+/* ---- requests, valid only during the handler call (on whichever thread it runs) ---- */
 
 typedef void (*hearth_handler)(hearth_request *req, void *ctx);
 
@@ -74,7 +84,8 @@ typedef struct hearth_response {
 } hearth_response;
 
 /* Sends a complete response (copied). Exactly one of respond / respond_error /
- * defer per request. */
+ * defer per request. On the handler pool the response travels to the loop as
+ * hearth_reply_send's does (and is dropped when the client has gone). */
 void hearth_respond(hearth_request *req, const hearth_response *res);
 /* {"error":{"code":status,"type":type,"message":...}} with Content-Type application/json. */
 void hearth_respond_error(hearth_request *req, int status, const char *type, const char *fmt, ...)
@@ -95,7 +106,8 @@ typedef struct hearth_reply {
     uint32_t gen;    /* generation: a stale handle's messages are dropped */
 } hearth_reply;
 
-/* Called exactly once, on the loop thread, when a deferred request ends:
+/* Called exactly once, on the loop thread (also for a request deferred on the
+ * handler pool), when a deferred request ends:
  * cancelled=false once its reply has been queued in full, cancelled=true when
  * the connection closed first (client gone, timeout, shutdown); a producer
  * should then stop work. After it, sends on the handle are dropped. This is
@@ -106,7 +118,10 @@ typedef void (*hearth_release_cb)(void *arg, bool cancelled);
 /* Takes the request off the loop: the connection waits (reading no further
  * requests) until the reply is sent. on_release may be NULL. Defer BEFORE
  * handing the work to another thread: a fast worker may otherwise finish
- * and reply before the handle exists. */
+ * and reply before the handle exists. On the handler pool, on_release
+ * reaches the connection through its loop's queue, ahead of any reply sent
+ * after this call; when the connection has closed by then, on_release is
+ * called (cancelled=true) on the loop thread all the same. */
 hearth_reply hearth_request_defer(hearth_request *req, hearth_release_cb on_release, void *arg);
 /* A complete response. Returns 0, or HEARTH_ENOTFOUND when the handle is stale. */
 int hearth_reply_send(hearth_server *s, hearth_reply h, const hearth_response *res);

@@ -30,6 +30,8 @@ typedef struct hearth_slot_stats {
     _Atomic uint64_t lat_bucket[HEARTH_N_LAT_BUCKETS];
     _Atomic uint64_t lat_sum_us;
     _Atomic uint64_t lat_count;
+    _Atomic uint64_t offloaded;        /* requests whose handler ran on the handler pool (offload.c) */
+    _Atomic uint64_t offload_refused;  /* big requests refused (503) because the pool's queue was full */
 } hearth_slot_stats;
 
 typedef struct hearth_shared {
@@ -50,7 +52,9 @@ typedef struct hearth_route {
 
 /* ---- cross-thread reply messages ---- */
 
-enum { REPLY_FULL, REPLY_BEGIN, REPLY_CHUNK, REPLY_END };
+/* REPLY_DEFER: a handler on the handler pool deferred its request; the
+ * message carries its release callback to the connection (offload.c). */
+enum { REPLY_FULL, REPLY_BEGIN, REPLY_CHUNK, REPLY_END, REPLY_DEFER };
 
 typedef struct reply_msg {
     struct reply_msg *next;
@@ -61,6 +65,8 @@ typedef struct reply_msg {
     char *headers;       /* points into data[] */
     size_t body_len;
     char *body;          /* points into data[] */
+    hearth_release_cb release; /* REPLY_DEFER */
+    void *release_arg;
     char data[];
 } reply_msg;
 
@@ -135,7 +141,9 @@ typedef struct hearth_io {
 } hearth_io;
 
 struct hearth_request {
-    hearth_conn *c;
+    hearth_conn *c;          /* on the loop thread; NULL for a handler on the handler pool */
+    struct hearth_offload_job *job; /* on the handler pool: the request's own copy (offload.c); else NULL */
+    bool is_head;
     const hearth_http_request *http;
     const char *path;
     size_t path_len;
@@ -145,6 +153,7 @@ struct hearth_request {
     size_t body_len;
     const char *rest;        /* what a "/{name}" route's braces matched; NULL for an exact route */
     size_t rest_len;
+    const char *log_line;    /* "METHOD /path", for the handler's log lines */
     bool done;
 };
 
@@ -173,6 +182,7 @@ struct hearth_server {
     void *exit_ctx;
     _Atomic int init_failed;
     _Atomic int init_done;
+    struct hearth_offload *offload; /* this process's handler pool; NULL with --handler-threads 0 */
 };
 
 /* server.c */
@@ -220,6 +230,31 @@ const char *hearth_access_cors(const hearth_conn *c);
 /* reply.c */
 void hearth_io_wake_cb(hearth_loop *loop, void *arg);
 void hearth_io_queue_free(hearth_io *io);
+/* Empties io's queue once its loop has stopped and the handler pool with it:
+ * the release callback of a REPLY_DEFER still queued is called (cancelled),
+ * since its connection will never see it. Call before the models stop. */
+void hearth_io_queue_cancel(hearth_io *io);
+/* Appends m (malloc'd; the loop frees it) to the queue of loop slot and wakes it (any thread). */
+void hearth_io_post_msg(hearth_server *s, int slot, reply_msg *m);
+
+/* offload.c: the handler pool, where handlers of big requests run so that
+ * parsing and tokenizing them never stalls a loop. */
+/* Starts the pool of cfg.handler_threads threads (none when 0: s->offload stays NULL). */
+int hearth_offload_start(hearth_server *s, hearth_err *err);
+/* After the loops have stopped: drops queued jobs, waits for running
+ * handlers to return, frees the pool. A no-op when none was started. */
+void hearth_offload_stop(hearth_server *s);
+/* Whether the request being dispatched on c should run on the pool. */
+bool hearth_offload_wanted(const hearth_conn *c, const hearth_request *req);
+/* Takes the request being dispatched on c (loop thread) off the loop: its
+ * bytes move into a job (c keeps any pipelined bytes after it), c waits
+ * deferred, and a pool thread runs the route's handler. Returns HEARTH_OK;
+ * HEARTH_ELIMIT when the queue is full or HEARTH_ENOMEM, and then nothing
+ * changed: the caller answers 503. */
+int hearth_offload_submit(hearth_conn *c, hearth_request *req, int route);
+/* hearth_respond and hearth_request_defer for a request on the pool (req->job set). */
+void hearth_offload_respond(hearth_request *req, const hearth_response *res);
+hearth_reply hearth_offload_defer(hearth_request *req, hearth_release_cb on_release, void *arg);
 
 /* stats.c */
 int hearth_shared_create(hearth_server *s, hearth_err *err);

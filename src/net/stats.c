@@ -139,6 +139,20 @@ int hearth_stats_render(hearth_server *s, hearth_buf *out)
     for (int i = 0; i < sh->n_slots && !rc; i++)
         rc = hearth_buf_printf(out, "hearth_http_connections_accepted_by_slot{worker=\"%d\",thread=\"%d\"} %llu\n",
                                i / threads, i % threads, (unsigned long long)atomic_load(&sh->slot[i].accepted));
+    uint64_t offloaded = 0, refused = 0;
+    for (int i = 0; i < sh->n_slots; i++) {
+        offloaded += atomic_load_explicit(&sh->slot[i].offloaded, memory_order_relaxed);
+        refused += atomic_load_explicit(&sh->slot[i].offload_refused, memory_order_relaxed);
+    }
+    if (!rc)
+        rc = hearth_buf_printf(out,
+                               "# HELP hearth_offloaded_requests_total Requests whose handler ran on the handler pool (bodies over --offload-body).\n"
+                               "# TYPE hearth_offloaded_requests_total counter\n"
+                               "hearth_offloaded_requests_total %llu\n"
+                               "# HELP hearth_offload_refused_total Large requests answered 503 because the handler pool's queue was full.\n"
+                               "# TYPE hearth_offload_refused_total counter\n"
+                               "hearth_offload_refused_total %llu\n",
+                               (unsigned long long)offloaded, (unsigned long long)refused);
     if (!rc)
         rc = hearth_buf_appends(out, "# HELP hearth_http_request_duration_seconds Time from a complete request head to the end of its response.\n"
                                      "# TYPE hearth_http_request_duration_seconds histogram\n");

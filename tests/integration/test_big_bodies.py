@@ -1,0 +1,297 @@
+"""One client's big request must not stall the others (issue 16, defect 1).
+
+With one I/O thread (the default), a ~10 MB prompt sent to /completion,
+/tokenize, /v1/completions, /v1/chat/completions, /detokenize, /embed or
+/v1/embeddings is parsed and tokenized while GET /health is asked every ~10 ms
+on other connections; the slowest /health must stay under a bound far below
+the seconds it took when handlers ran on the loop thread (2.7-5.5 s on
+/completion and /tokenize). The big request may well be refused afterwards
+(the prompt is longer than the context): what matters is the parsing and
+tokenizing on the way. Also: a client that goes away while its handler runs,
+SIGTERM during a big request, pipelined requests after one, and the metric.
+
+On the sanitizer build the bodies are smaller (the work is ~10x slower there,
+and what is tested, where the work runs, does not change with the size)."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from hearth_test import SHARED, Conn, Server, connect, request, run, sanitizer_build  # noqa: E402
+
+MODEL = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
+DEMO_DIR = tempfile.mkdtemp(prefix="hearth-demo-")
+SAN = sanitizer_build()
+# The bodies: ~10 MB of prose (about 2.4 M tokens), within the 16 MiB body limit.
+BIG = (2 << 20) if SAN else (10 << 20)
+# The slowest /health allowed while a big body is handled, and the 99th
+# percentile. The loop's own share of a big request (reading its bytes, copying
+# its answer) is a few ms; the rest of the bound is for the machine: the suites
+# share 2 cores with builds and fuzzers (load 7 seen), where the scheduler alone
+# delays a wake-up by tens of ms. Both are still 10-30x under what one big
+# request cost before (2.7-8 s on /completion and /tokenize, 0.5-0.9 s on
+# /detokenize and /embed).
+HEALTH_MAX_S = 0.5 if SAN else 0.25
+HEALTH_P99_S = 0.1 if SAN else 0.05
+
+WORDS = ("once upon a time there was a little girl named Lily who loved to play outside in the sunshine "
+         "one day she saw a big red ball under the old tree and she ran to get it ").split()
+
+
+def prose(n):
+    """About n bytes of plain words (no JSON escapes needed)."""
+    out, size, i = [], 0, 0
+    while size < n:
+        w = WORDS[i % len(WORDS)] + ("." if i % 17 == 16 else "")
+        out.append(w)
+        size += len(w) + 1
+        i += 1
+    return " ".join(out)
+
+
+TEXT = prose(BIG)
+
+
+PROBE = r"""
+import json, socket, sys, threading, time
+port, stop = int(sys.argv[1]), threading.Event()
+lat, errors = [], []
+def probe():
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=60)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            buf = b""
+            while b"\r\n\r\n" not in buf or not buf.endswith(b"}"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    raise ConnectionError("closed")
+                buf += chunk
+            lat.append(time.perf_counter() - t0)
+            if not buf.startswith(b"HTTP/1.1 200 "):
+                errors.append(buf[:40].decode("latin-1"))
+            time.sleep(0.01)
+    except Exception as e:
+        errors.append(repr(e))
+th = [threading.Thread(target=probe) for _ in range(2)]
+for t in th:
+    t.start()
+print("ready", flush=True)
+sys.stdin.readline()
+stop.set()
+for t in th:
+    t.join(60)
+print(json.dumps({"lat": lat, "errors": errors}), flush=True)
+"""
+
+
+class HealthProbe:
+    """GET /health every ~10 ms on two keep-alive connections of their own,
+    from a process of its own (so that the test's own work on a big answer,
+    under Python's GIL, is not measured as the server's latency)."""
+
+    def __init__(self, port):
+        self.port = port
+        self.lat = []
+        self.errors = []
+
+    def __enter__(self):
+        self.proc = subprocess.Popen([sys.executable, "-c", PROBE, str(self.port)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+        time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        out, _ = self.proc.communicate("stop\n", timeout=120)
+        res = json.loads(out.strip().splitlines()[-1])
+        self.lat, self.errors = res["lat"], res["errors"]
+        return False
+
+    def check(self, what):
+        assert not self.errors, (what, self.errors[:5])
+        assert len(self.lat) >= 4, (what, len(self.lat))
+        lat = sorted(self.lat)
+        worst, p99 = lat[-1], lat[len(lat) * 99 // 100]
+        print("# %s: %d /health probes, max %.1f ms, p99 %.1f ms, median %.1f ms" % (
+            what, len(lat), worst * 1e3, p99 * 1e3, lat[len(lat) // 2] * 1e3), flush=True)
+        assert worst < HEALTH_MAX_S, "%s: /health took %.0f ms (bound %.0f ms)" % (what, worst * 1e3, HEALTH_MAX_S * 1e3)
+        assert p99 < HEALTH_P99_S, "%s: /health p99 %.0f ms (bound %.0f ms)" % (what, p99 * 1e3, HEALTH_P99_S * 1e3)
+
+
+def post_json(port, path, doc, timeout=300):
+    body = json.dumps(doc).encode()
+    return request(port, "POST", path, body=body, headers={"Content-Type": "application/json"}, timeout=timeout)
+
+
+def big_request_with_probe(srv, path, doc, ok_statuses):
+    """Sends doc to path while probing /health; returns the big request's status and body."""
+    with HealthProbe(srv.port) as probe:
+        t0 = time.perf_counter()
+        st, _, body = post_json(srv.port, path, doc)
+        took = time.perf_counter() - t0
+        time.sleep(0.03)
+    assert st in ok_statuses, (path, st, body[:300])
+    print("# %s: %d bytes answered %d in %.2f s" % (path, len(json.dumps(doc)), st, took), flush=True)
+    probe.check(path)
+    return st, body
+
+
+def gen_server(*args):
+    return Server("--model", MODEL, "--log-level", "warn", *args, timeout=60)
+
+
+def test_health_stays_fast_during_big_completion():
+    with gen_server() as srv:
+        # 400: the prompt is far longer than the context; tokenizing it is the work
+        st, body = big_request_with_probe(srv, "/completion", {"prompt": TEXT, "n_predict": 1}, (200, 400))
+        if st == 400:
+            assert "context" in json.loads(body)["error"]["message"], body[:300]
+
+
+def test_health_stays_fast_during_big_tokenize():
+    with gen_server() as srv:
+        st, body = big_request_with_probe(srv, "/tokenize", {"content": TEXT}, (200,))
+        assert len(json.loads(body)["tokens"]) > BIG // 10
+
+
+def test_health_stays_fast_during_big_openai_generation():
+    # stories260K carries no chat template: chatml, so that the conversation is rendered and tokenized
+    with gen_server("--chat-template", "chatml") as srv:
+        big_request_with_probe(srv, "/v1/completions", {"prompt": TEXT, "max_tokens": 1}, (200, 400))
+        big_request_with_probe(srv, "/v1/chat/completions",
+                               {"messages": [{"role": "user", "content": TEXT}], "max_tokens": 1}, (200, 400))
+
+
+def test_health_stays_fast_during_big_detokenize():
+    with gen_server() as srv:
+        n = BIG // 6  # "123, " per token: about BIG bytes of JSON
+        big_request_with_probe(srv, "/detokenize", {"tokens": [300 + i % 200 for i in range(n)]}, (200,))
+
+
+def test_health_stays_fast_during_big_embed():
+    with Server("--demo", "--demo-dir", DEMO_DIR, "--log-level", "warn", timeout=120) as srv:
+        # one long input, truncated to the model's 512 tokens: tokenizing it is the work
+        big_request_with_probe(srv, "/embed", {"inputs": TEXT, "truncate": True}, (200, 413))
+        # many inputs, up to --max-client-batch: JSON parsing and tokenizing of each
+        n = 500  # within --max-client-batch (512)
+        texts = [prose(BIG // n)] * n
+        big_request_with_probe(srv, "/v1/embeddings", {"input": texts, "model": "demo-minilm-l6"}, (200, 400, 413))
+
+
+def test_pipelined_request_after_big_one_keeps_order():
+    with gen_server() as srv:
+        body = json.dumps({"content": TEXT}).encode()
+        with Conn(srv.port, timeout=300) as c:
+            c.send(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                   % len(body) + body + b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            st, _, out = c.response()
+            assert st == 200 and len(json.loads(out)["tokens"]) > BIG // 10, (st, out[:200])
+            st, _, out = c.response()
+            assert st == 200 and json.loads(out) == {"status": "ok"}, (st, out)
+        # the same with a chunked body
+        with Conn(srv.port, timeout=300) as c:
+            chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 65536]), body[i:i + 65536])
+                              for i in range(0, len(body), 65536))
+            c.send(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks +
+                   b"0\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            st, _, out = c.response()
+            assert st == 200 and len(json.loads(out)["tokens"]) > BIG // 10, (st, out[:200])
+            st, _, out = c.response()
+            assert st == 200, (st, out)
+
+
+def send_big(port, path, doc):
+    """Sends a big request and returns the open socket without reading the answer."""
+    body = json.dumps(doc).encode()
+    s = connect(port, timeout=60)
+    s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+              % (path.encode(), len(body)) + body)
+    return s
+
+
+def test_client_gone_mid_handler():
+    with gen_server("--log-level", "info") as srv:
+        for path, doc in (("/tokenize", {"content": TEXT}), ("/completion", {"prompt": TEXT[:BIG // 8], "n_predict": 4})):
+            with HealthProbe(srv.port) as probe:
+                socks = [send_big(srv.port, path, doc) for _ in range(3)]
+                time.sleep(0.05)
+                for s in socks:  # gone while the handlers run (or wait for the pool)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                    s.close()
+                srv.wait_log(r"POST %s closed by client" % path, timeout=60)
+                time.sleep(0.5)
+            probe.check(path + " (clients gone)")
+        # it still serves, big requests too
+        st, _, out = post_json(srv.port, "/tokenize", {"content": "hello world"})
+        assert st == 200, (st, out)
+        st, _, out = post_json(srv.port, "/tokenize", {"content": TEXT})
+        assert st == 200, st
+
+
+def test_sigterm_during_big_request_drains():
+    # the handler's answer ends the drain; then a clean exit
+    text = TEXT[:len(TEXT) // 4]
+    srv = gen_server("--log-level", "info", "--drain-timeout", "60000")
+    try:
+        body = json.dumps({"content": text}).encode()
+        c = Conn(srv.port, timeout=120)
+        c.send(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        time.sleep(0.2)  # its handler is running now
+        srv.proc.send_signal(signal.SIGTERM)
+        st, h, out = c.response()
+        assert st == 200 and len(json.loads(out)["tokens"]) > len(text) // 10, (st, out[:200])
+        assert h.get("connection") == "close", h
+        c.close()
+        srv.proc.wait(60)
+        assert srv.proc.returncode == 0, (srv.proc.returncode, srv.log[-2000:])
+    finally:
+        rc = srv.stop()
+    assert rc == 0, rc
+    # a drain timeout shorter than the handler: 503 at once, and the process
+    # waits for the handler (which uses the model) before it stops the models
+    srv = gen_server("--log-level", "info", "--drain-timeout", "300")
+    try:
+        c = Conn(srv.port, timeout=120)
+        c.send(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        time.sleep(0.2)
+        srv.proc.send_signal(signal.SIGTERM)
+        st, _, out = c.response()
+        assert st == 503 and b"drain timeout" in out, (st, out[:200])
+        c.close()
+        srv.proc.wait(120)
+        assert srv.proc.returncode == 0, (srv.proc.returncode, srv.log[-2000:])
+    finally:
+        rc = srv.stop()
+    assert rc == 0, rc
+
+
+def test_big_requests_are_counted():
+    with gen_server() as srv:
+        st, _, _ = post_json(srv.port, "/tokenize", {"content": TEXT[:1 << 20]})
+        assert st == 200
+        st, _, _ = post_json(srv.port, "/tokenize", {"content": "small"})
+        assert st == 200
+        _, _, m = request(srv.port, "GET", "/metrics")
+        line = [x for x in m.decode().splitlines() if x.startswith("hearth_offloaded_requests_total")]
+        assert line and float(line[0].split()[-1]) == 1, line
+
+
+if __name__ == "__main__":
+    run([test_health_stays_fast_during_big_completion,
+         test_health_stays_fast_during_big_tokenize,
+         test_health_stays_fast_during_big_openai_generation,
+         test_health_stays_fast_during_big_detokenize,
+         test_health_stays_fast_during_big_embed,
+         test_pipelined_request_after_big_one_keeps_order,
+         test_client_gone_mid_handler,
+         test_sigterm_during_big_request_drains,
+         test_big_requests_are_counted])
