@@ -182,6 +182,8 @@ def test_health_stays_fast_during_big_embed():
         # one long input, truncated to the model's 512 tokens: tokenizing it is the work
         big_request_with_probe(srv, "/embed", {"inputs": TEXT, "truncate": True}, (200, 413))
         # many inputs, up to --max-client-batch: JSON parsing and tokenizing of each
+        # 413 once the first input is tokenized (longer than the model's 256
+        # tokens): parsing the 10 MB of JSON is the work here
         n = 500  # within --max-client-batch (512)
         texts = [prose(BIG // n)] * n
         big_request_with_probe(srv, "/v1/embeddings", {"input": texts, "model": "demo-minilm-l6"}, (200, 400, 413))
@@ -285,6 +287,25 @@ def test_big_requests_are_counted():
         assert line and float(line[0].split()[-1]) == 1, line
 
 
+def test_full_handler_queue_answers_503():
+    # one handler thread: one big request runs, 16 wait, the rest get 503 at once
+    with gen_server("--handler-threads", "1") as srv:
+        socks = [send_big(srv.port, "/tokenize", {"content": TEXT[:256 << 10]}) for _ in range(24)]
+        statuses = []
+        for s in socks:
+            c = Conn.__new__(Conn)
+            c.sock, c.buf = s, b""
+            st, _, out = c.response()
+            statuses.append(st)
+            if st == 503:
+                assert b"--handler-threads 1" in out, out
+            s.close()
+        assert statuses.count(503) >= 1 and statuses.count(200) >= 17, statuses
+        _, _, m = request(srv.port, "GET", "/metrics")
+        line = [x for x in m.decode().splitlines() if x.startswith("hearth_offload_refused_total")]
+        assert line and float(line[0].split()[-1]) == statuses.count(503), (line, statuses)
+
+
 if __name__ == "__main__":
     run([test_health_stays_fast_during_big_completion,
          test_health_stays_fast_during_big_tokenize,
@@ -294,4 +315,5 @@ if __name__ == "__main__":
          test_pipelined_request_after_big_one_keeps_order,
          test_client_gone_mid_handler,
          test_sigterm_during_big_request_drains,
-         test_big_requests_are_counted])
+         test_big_requests_are_counted,
+         test_full_handler_queue_answers_503])
