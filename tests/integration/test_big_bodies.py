@@ -277,14 +277,17 @@ def test_sigterm_during_big_request_drains():
 
 
 def test_big_requests_are_counted():
-    with gen_server() as srv:
-        st, _, _ = post_json(srv.port, "/tokenize", {"content": TEXT[:1 << 20]})
-        assert st == 200
-        st, _, _ = post_json(srv.port, "/tokenize", {"content": "small"})
-        assert st == 200
-        _, _, m = request(srv.port, "GET", "/metrics")
-        line = [x for x in m.decode().splitlines() if x.startswith("hearth_offloaded_requests_total")]
-        assert line and float(line[0].split()[-1]) == 1, line
+    # also with workers: each process runs its own handler pool
+    for extra in ([], ["--workers", "2"]):
+        with gen_server(*extra) as srv:
+            for _ in range(2 if extra else 1):
+                st, _, out = post_json(srv.port, "/tokenize", {"content": TEXT[:1 << 20]})
+                assert st == 200 and len(json.loads(out)["tokens"]) > 100000, st
+            st, _, _ = post_json(srv.port, "/tokenize", {"content": "small"})
+            assert st == 200
+            _, _, m = request(srv.port, "GET", "/metrics")
+            line = [x for x in m.decode().splitlines() if x.startswith("hearth_offloaded_requests_total")]
+            assert line and float(line[0].split()[-1]) == (2 if extra else 1), (extra, line)
 
 
 def test_full_handler_queue_answers_503():
