@@ -317,7 +317,9 @@ void hearth_offload_respond(hearth_request *req, const hearth_response *res)
 hearth_reply hearth_offload_defer(hearth_request *req, hearth_release_cb on_release, void *arg)
 {
     hearth_offload_job *j = req->job;
-    if (on_release) {
+    if (on_release && !j->defer_msg) {
+        HLOG_ERROR("%s: deferred twice; the second release callback is never called", j->log_line);
+    } else if (on_release) {
         /* allocated at submit, so a defer cannot fail for memory: the
          * callback must reach the loop, which alone may call it */
         reply_msg *m = j->defer_msg;
