@@ -401,8 +401,10 @@ static void allow_header(hearth_server *s, const char *path, size_t path_len, ch
         snprintf(out + used, n - used, "\r\n");
 }
 
-/* The head and body are complete: route and run the handler. */
-static void dispatch(hearth_conn *c)
+/* The head and body are complete: route and run the handler, here or on
+ * the handler pool. *loop_body counts the body bytes whose handlers already
+ * ran on the loop in this pass over c's input (see hearth_offload_wanted). */
+static void dispatch(hearth_conn *c, size_t *loop_body)
 {
     hearth_io *io = c->io;
     hearth_server *s = io->s;
@@ -457,7 +459,7 @@ static void dispatch(hearth_conn *c)
             hearth_respond_error(&req, 404, "not_found_error", "no route for %.*s", (int)(req.path_len > 128 ? 128 : req.path_len),
                                  req.path);
         }
-    } else if (hearth_offload_wanted(c, &req)) {
+    } else if (hearth_offload_wanted(c, &req, *loop_body)) {
         int orc = hearth_offload_submit(c, &req, ri);
         if (orc == HEARTH_ELIMIT) {
             atomic_fetch_add_explicit(&s->shared->slot[io->gslot].offload_refused, 1, memory_order_relaxed);
@@ -468,6 +470,7 @@ static void dispatch(hearth_conn *c)
             hearth_respond_error(&req, 503, "unavailable_error", "out of memory");
         }
     } else {
+        *loop_body += req.body_len;
         s->routes[ri].handler(&req, s->routes[ri].ctx);
         if (!req.done) {
             HLOG_ERROR("handler for %s returned without responding", c->log_line);
@@ -506,6 +509,7 @@ void hearth_conn_process(hearth_conn *c)
 {
     hearth_io *io = c->io;
     hearth_server *s = io->s;
+    size_t loop_body = 0;
     for (;;) {
         if (c->state == CONN_HEAD) {
             if (c->in.len == 0) {
@@ -560,7 +564,7 @@ void hearth_conn_process(hearth_conn *c)
                 break;
             }
             set_timer(c, TIMER_NONE);
-            dispatch(c);
+            dispatch(c, &loop_body);
             continue;
         }
         break; /* DEFERRED, STREAMING, CLOSING: wait */

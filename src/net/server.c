@@ -8,11 +8,14 @@
  * (offload.c), where a handler runs when the body is offload_body bytes or
  * more, so that parsing and tokenizing a big body (seconds for 10 MB) never
  * stalls the loop's other connections (before it did: /health waited 2.7-8 s
- * behind one 10 MB prompt). offload_body is 16 KiB: tokenizing 16 KiB of
- * text costs the loop about 2 ms (a 1 MB prompt took 138 ms), while the hop
- * to the pool costs two cross-thread wakes, which the small requests that
- * make up the throughput (one sentence to embed, a short prompt) are spared.
- * Each worker process starts its own pool after fork.
+ * behind one 10 MB prompt). offload_body is 16 KiB: on stories260K's
+ * tokenizer 16 KiB of prompt costs the loop 2-3 ms, 64 KiB 9-21 ms, 1 MiB
+ * 280-340 ms (/tokenize and /completion, measured on a loaded 2-core
+ * machine), while the hop to the pool costs two cross-thread wakes, which
+ * the small requests that make up the throughput (one sentence to embed, a
+ * short prompt) are spared. Pipelined bodies under the limit are held to one
+ * limit's worth of loop work per pass (offload.c). Each worker process
+ * starts its own pool after fork.
  *
  * One listening socket, bound once (by the supervisor when there are
  * workers), so a second hearth on the same port fails with "address already

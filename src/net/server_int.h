@@ -244,8 +244,10 @@ int hearth_offload_start(hearth_server *s, hearth_err *err);
 /* After the loops have stopped: drops queued jobs, waits for running
  * handlers to return, frees the pool. A no-op when none was started. */
 void hearth_offload_stop(hearth_server *s);
-/* Whether the request being dispatched on c should run on the pool. */
-bool hearth_offload_wanted(const hearth_conn *c, const hearth_request *req);
+/* Whether the request being dispatched on c should run on the pool: its
+ * body is offload_body bytes or more, or would bring the body bytes handled
+ * on the loop in this pass over c's pipelined input (loop_body) there. */
+bool hearth_offload_wanted(const hearth_conn *c, const hearth_request *req, size_t loop_body);
 /* Takes the request being dispatched on c (loop thread) off the loop: its
  * bytes move into a job (c keeps any pipelined bytes after it), c waits
  * deferred, and a pool thread runs the route's handler. Returns HEARTH_OK;

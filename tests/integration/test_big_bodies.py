@@ -7,8 +7,10 @@ on other connections; the slowest /health must stay under a bound far below
 the seconds it took when handlers ran on the loop thread (2.7-5.5 s on
 /completion and /tokenize). The big request may well be refused afterwards
 (the prompt is longer than the context): what matters is the parsing and
-tokenizing on the way. Also: a client that goes away while its handler runs,
-SIGTERM during a big request, pipelined requests after one, and the metric.
+tokenizing on the way. Also: many bodies just under --offload-body pipelined
+on one connection, a client that goes away while its handler runs, SIGTERM
+during a big request, pipelined requests after one, the metrics, and the
+bounded queue (503).
 
 On the sanitizer build the bodies are smaller (the work is ~10x slower there,
 and what is tested, where the work runs, does not change with the size)."""
@@ -212,6 +214,24 @@ def test_pipelined_request_after_big_one_keeps_order():
             assert st == 200, (st, out)
 
 
+def test_health_stays_fast_during_pipelined_medium_bodies():
+    # bodies each under --offload-body, pipelined on one connection: the
+    # loop's share of their handlers is bounded per read, not per request
+    with gen_server() as srv:
+        one = json.dumps({"content": TEXT[:(15 << 10) - 20]}).encode()
+        req = b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(one) + one
+        n = 100 if SAN else 400
+        with HealthProbe(srv.port) as probe:
+            with Conn(srv.port, timeout=300) as c:
+                sender = threading.Thread(target=c.send, args=(req * n,))
+                sender.start()
+                for _ in range(n):
+                    st, _, _ = c.response()
+                    assert st == 200, st
+                sender.join()
+        probe.check("%d pipelined 15 KiB /tokenize" % n)
+
+
 def send_big(port, path, doc):
     """Sends a big request and returns the open socket without reading the answer."""
     body = json.dumps(doc).encode()
@@ -317,6 +337,7 @@ if __name__ == "__main__":
          test_health_stays_fast_during_big_detokenize,
          test_health_stays_fast_during_big_embed,
          test_pipelined_request_after_big_one_keeps_order,
+         test_health_stays_fast_during_pipelined_medium_bodies,
          test_client_gone_mid_handler,
          test_sigterm_during_big_request_drains,
          test_big_requests_are_counted,
