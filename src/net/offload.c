@@ -285,15 +285,16 @@ int hearth_offload_submit(hearth_conn *c, hearth_request *req, int route)
         free(j);
         return HEARTH_ELIMIT;
     }
-    /* Taken whole: in[0..used) is the head and body; the byte after them
-     * (room for it exists: reads keep one) now ends the job's bytes. The
-     * loop thread swaps the connection's buffers below, before it can touch
-     * them again, so the pool thread reads these alone. */
+    /* Taken whole, before the job is visible to the pool: in[0..used) is the
+     * head and body; the byte after them (room for it exists: reads keep
+     * one) now ends the job's bytes. */
     j->in = c->in;
     j->in.len = used;
     if (j->in.data)
         j->in.data[used] = 0;
     j->body = c->body;
+    c->in = rest;
+    hearth_buf_init(&c->body, s->cfg.max_body);
     if (o->tail)
         o->tail->next = j;
     else
@@ -303,8 +304,6 @@ int hearth_offload_submit(hearth_conn *c, hearth_request *req, int route)
     pthread_cond_signal(&o->cond);
     pthread_mutex_unlock(&o->lock);
 
-    c->in = rest;
-    hearth_buf_init(&c->body, s->cfg.max_body);
     c->head_len = c->body_len = 0; /* nothing of the request is left in c->in for request_complete to drop */
     c->chunked = false;
     req->done = true;

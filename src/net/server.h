@@ -45,10 +45,13 @@ typedef struct hearth_server_config {
     int handler_threads;          /* per process: threads that run the handlers of big requests (the handler
                                    * pool); default 2; 0: every handler runs on its loop thread */
     size_t offload_body;          /* a request with a body of at least this many bytes runs its handler on the
-                                   * pool; default 16 KiB (server.c says why) */
+                                   * pool; default 16 KiB (server.c says why); 0: every request */
     uint64_t header_timeout_ms;   /* a request head (and its body) must arrive within this; default 10 s -> 408 */
     uint64_t idle_timeout_ms;     /* keep-alive connection with no request; default 60 s */
-    uint64_t drain_timeout_ms;    /* SIGTERM: longest wait for in-flight requests (and for models still loading); default 10 s */
+    uint64_t drain_timeout_ms;    /* SIGTERM: longest wait for in-flight requests (and for models still loading); default 10 s.
+                                   * A handler still running on the handler pool then (parsing and tokenizing a
+                                   * big body: seconds at most) has its connection answered 503 at once, and is
+                                   * waited for before the models stop */
     int max_connections;          /* per process; past it new connections are closed at once; default 65536 */
     int backlog;                  /* listen(2) backlog; default 4096 */
     const char *api_key;          /* when set, every non-public route wants "Authorization: Bearer <key>" -> else 401 */
