@@ -212,8 +212,10 @@ static void apply(hearth_io *io, reply_msg *m)
     if (!c || c->gen != m->gen) {
         /* the connection closed since: drop, but a handler's release
          * callback still runs once, as its connection's close would have */
-        if (m->kind == REPLY_DEFER)
+        if (m->kind == REPLY_DEFER) {
+            HLOG_DEBUG("a handler deferred after its connection closed: released as cancelled");
             m->release(m->release_arg, true);
+        }
         return;
     }
     int rc = 0;

@@ -232,6 +232,53 @@ def test_health_stays_fast_during_pipelined_medium_bodies():
         probe.check("%d pipelined 15 KiB /tokenize" % n)
 
 
+def padded(doc):
+    """doc as JSON padded with whitespace past --offload-body: a short prompt whose handler runs on the pool."""
+    body = json.dumps(doc).encode()
+    return body[:-1] + b" " * (20 << 10) + b"}"
+
+
+def test_generation_deferred_from_the_pool():
+    # a handler on the pool defers to the scheduler: the release callback
+    # reaches the connection through the loop's queue, the answer streams back
+    doc = {"prompt": "Once upon a time", "n_predict": 24, "temperature": 0}
+    with gen_server("--log-level", "debug") as srv:
+        st, _, plain = request(srv.port, "POST", "/completion", body=json.dumps(doc).encode(), timeout=60)
+        st2, _, pooled = request(srv.port, "POST", "/completion", body=padded(doc), timeout=60)
+        assert st == st2 == 200, (st, st2)
+        assert json.loads(plain)["content"] == json.loads(pooled)["content"], (plain, pooled)
+        st, h, sse = request(srv.port, "POST", "/completion", body=padded(dict(doc, stream=True)), timeout=60)
+        assert st == 200 and h["content-type"].startswith("text/event-stream"), (st, h)
+        events = [json.loads(x[6:]) for x in sse.decode().split("\n\n") if x.startswith("data: ")]
+        assert "".join(e["content"] for e in events) == json.loads(plain)["content"], sse[:300]
+        assert events[-1]["stop"], events[-1]
+        m = request(srv.port, "GET", "/metrics")[2].decode()
+        assert "hearth_offloaded_requests_total 2" in m, [x for x in m.splitlines() if "offload" in x]
+        # clients that leave at every moment: before their handler runs, while
+        # its defer is on the way to the loop, while the answer streams
+        long = padded(dict(doc, n_predict=400, stream=True))
+        head = b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(long)
+        for wait in (0, 0.001, 0.003, 0.01, 0.03, 0.1):
+            socks = []
+            for _ in range(6):
+                sk = connect(srv.port)
+                sk.sendall(head + long)
+                socks.append(sk)
+            time.sleep(wait)
+            for sk in socks:
+                sk.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                sk.close()
+        time.sleep(0.5)
+        st, _, again = request(srv.port, "POST", "/completion", body=padded(doc), timeout=60)
+        assert st == 200 and json.loads(again)["content"] == json.loads(plain)["content"], again[:300]
+        m = request(srv.port, "GET", "/metrics")[2].decode()
+        inflight = [x for x in m.splitlines() if x.startswith("hearth_http_requests_in_flight")]
+        assert inflight == ["hearth_http_requests_in_flight 1"], inflight  # the /metrics request itself
+        print("# clients gone: %d jobs dropped unrun, %d defers released as cancelled" % (
+            sum("before its handler ran" in x for x in srv.lines), sum("deferred after its connection closed" in x for x in srv.lines)))
+    # (the sanitizer build's LeakSanitizer fails the exit if a release callback never ran)
+
+
 def send_big(port, path, doc):
     """Sends a big request and returns the open socket without reading the answer."""
     body = json.dumps(doc).encode()
@@ -340,6 +387,7 @@ if __name__ == "__main__":
          test_health_stays_fast_during_big_embed,
          test_pipelined_request_after_big_one_keeps_order,
          test_health_stays_fast_during_pipelined_medium_bodies,
+         test_generation_deferred_from_the_pool,
          test_client_gone_mid_handler,
          test_sigterm_during_big_request_drains,
          test_big_requests_are_counted,
