@@ -40,7 +40,9 @@
  *
  * Rejected: running every handler on the pool (a thread hop and two
  * cross-thread wakes on every small request, the throughput path of
- * embeddings); a yield-and-resume tokenizer on the loop (every API and
+ * embeddings); a per-route "heavy" flag (every API's parsing and tokenizing
+ * grows with its body, and a flag would send a one-sentence embedding over
+ * the hop too; the body size is the measure of the work); a yield-and-resume tokenizer on the loop (every API and
  * tokenizer would need resumable state, and cJSON cannot parse in slices);
  * copying the body for the job instead of taking the buffer (a second 16 MiB
  * copy on the loop thread); one pool shared by the workers (processes share

@@ -41,6 +41,7 @@ def test_bad_flags_are_refused():
                          (["serve", "--default-prompt", "q: ", "--default-prompt-name", "query"], "give one"),
                          (["serve", "--max-headers", "1000"], "--max-headers"),
                          (["serve", "--poller", "kqueue"], "--poller"),
+                         (["serve", "--handler-threads", "-1"], "--handler-threads -1 is out of range"),
                          (["serve", "--pin-threads=perhaps"],
                           "--pin-threads: invalid value 'perhaps' (expected 1, true, yes, on, 0, false, no or off)"),
                          (["serve", "--repack=x"], "--repack: invalid value 'x'"),
@@ -91,6 +92,7 @@ def test_doctor_json():
     assert doc["poller"] in ("epoll", "poll")
     assert doc["memory"]["total_bytes"] > 0
     assert doc["limits"]["max_body_bytes"] == 16 << 20 and doc["limits"]["max_header_fields"] == 100
+    assert doc["limits"]["handler_threads"] == 2 and doc["limits"]["offload_body_bytes"] == 16 << 10
     assert doc["gpus"] == [] and doc["version"]
 
 
