@@ -17,7 +17,7 @@
 #include "models/bert.h"
 #include "models/bert_impl.h"
 
-#include "engine/cpu/quant.h"
+#include "engine/quant.h"
 
 #include <errno.h>
 #include <stdio.h>

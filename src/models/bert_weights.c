@@ -22,7 +22,7 @@
  * it; Q8_0 has integer-dot kernels already, and a finer scale). */
 #include "models/bert_impl.h"
 
-#include "engine/cpu/quant.h"
+#include "engine/quant.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,8 +6,10 @@
  * (llama_int.h has the addressing). A slot's rows for one layer are
  * contiguous, so attention for a token streams its slot's keys and values
  * front to back, and truncating or copying a prefix is a length change or
- * one memcpy per layer. The blocks are allocated once at creation
- * (untouched pages cost nothing until a slot grows into them).
+ * one memcpy per layer. The blocks are allocated once at creation, by the
+ * model's device (engine/dev.h's alloc; the element type is refused there
+ * when the device has no attention for it); untouched pages cost nothing
+ * until a slot grows into them.
  *
  * Elements are f32 or f16, chosen at creation. f16 is what the servers use
  * by default (--cache-type, as llama.cpp's cache): half the memory (the

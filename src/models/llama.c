@@ -16,7 +16,7 @@
 #include "models/llama_int.h"
 
 #include "base/file.h"
-#include "engine/cpu/quant.h"
+#include "engine/quant.h"
 #include "models/gguf_vocab.h"
 
 #include <math.h>
