@@ -103,9 +103,10 @@ struct hearth_stream {
     void *impl;                /* the backend's per-stream state (a CUDA stream); NULL on the CPU */
 };
 
-/* Where an output row of the KV cache lives: n_slots x n_layer x {K, V}
- * blocks of (n_ctx, kv_dim) elements of type (F32 or F16), slot-major. k and
- * v are device memory. */
+/* A KV cache as the ops see it: n_slots x n_layer x {K, V} blocks of
+ * (n_ctx, kv_dim) elements of type (F32 or F16), slot-major, in device memory
+ * (k, v). Lengths stay on the host, with whoever schedules the slots; the
+ * ops learn positions from the hearth_batch. */
 typedef struct hearth_dev_kv {
     void *k, *v;
     hearth_dtype type;
