@@ -57,7 +57,7 @@ typedef struct hearth_api {
 
 void hearth_api_config_default(hearth_api_config *cfg);
 
-/* Registers /health, /metrics and /v1/models. api must outlive the server. */
+/* Registers /health, /metrics, /v1/models and /v1/models/{id}. api must outlive the server. */
 int hearth_api_register_system(hearth_api *api, hearth_server *s);
 /* Registers the embedding APIs: TEI's POST /embed (also at / and /invocations,
  * where @huggingface/inference and SageMaker post), /embed_all and

@@ -1,13 +1,17 @@
 /* system.c: the endpoints every hearth serves whatever its models:
  * GET /health (load-balancer probe: 503 while models load, then 200),
  * GET /metrics (Prometheus text format), GET /v1/models (OpenAI's list shape,
- * with hearth's own fields under "meta"). */
+ * with hearth's own fields under "meta") and GET /v1/models/{id} (one model
+ * as the list shows it: the openai clients' models.retrieve). The id is the
+ * rest of the path, percent-decoded, since clients encode ids that hold a
+ * '/' ("org/model" arrives as "org%2Fmodel"). */
 #include "api.h"
 #include "models.h"
 #include "respond.h"
 
 #include <cjson/cJSON.h>
 #include <stdatomic.h>
+#include <string.h>
 
 static void health(hearth_request *req, void *ctx)
 {
@@ -36,27 +40,79 @@ static void metrics(hearth_request *req, void *ctx)
     hearth_buf_deinit(&out);
 }
 
+/* One model object, the same in the list and alone. */
+static cJSON *model_json(const hearth_api_model *m)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", m->name);
+    cJSON_AddStringToObject(o, "object", "model");
+    cJSON_AddNumberToObject(o, "created", (double)m->created);
+    cJSON_AddStringToObject(o, "owned_by", "hearth");
+    cJSON *meta = cJSON_AddObjectToObject(o, "meta");
+    cJSON_AddStringToObject(meta, "family", m->family);
+    cJSON_AddBoolToObject(meta, "demo", m->demo);
+    cJSON_AddStringToObject(meta, "source", m->source);
+    return o;
+}
+
 static void models(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddStringToObject(doc, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(doc, "data");
-    for (int i = 0; i < api->n_models; i++) {
-        const hearth_api_model *m = &api->models[i];
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "id", m->name);
-        cJSON_AddStringToObject(o, "object", "model");
-        cJSON_AddNumberToObject(o, "created", (double)m->created);
-        cJSON_AddStringToObject(o, "owned_by", "hearth");
-        cJSON *meta = cJSON_AddObjectToObject(o, "meta");
-        cJSON_AddStringToObject(meta, "family", m->family);
-        cJSON_AddBoolToObject(meta, "demo", m->demo);
-        cJSON_AddStringToObject(meta, "source", m->source);
-        cJSON_AddItemToArray(data, o);
-    }
+    for (int i = 0; i < api->n_models; i++)
+        cJSON_AddItemToArray(data, model_json(&api->models[i]));
     hearth_api_send_json(req, 200, doc);
     cJSON_Delete(doc);
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)(c | 0x20);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Percent-decodes s[0..n) into out (NUL-terminated); a '%' not followed by two
+ * hex digits stays as it is. Returns the decoded length, or -1 when it does not
+ * fit (no model name is that long) or would hold a NUL. */
+static long percent_decode(const char *s, size_t n, char *out, size_t out_size)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '%' && i + 2 < n && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
+            c = (char)(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
+            i += 2;
+        }
+        if (c == 0 || k + 1 >= out_size)
+            return -1;
+        out[k++] = c;
+    }
+    out[k] = 0;
+    return (long)k;
+}
+
+static void model_one(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    size_t n;
+    const char *rest = hearth_request_rest(req, &n);
+    char id[sizeof api->models[0].name];
+    if (percent_decode(rest, n, id, sizeof id) >= 0) {
+        for (int i = 0; i < api->n_models; i++) {
+            if (strcmp(api->models[i].name, id) == 0) {
+                cJSON *doc = model_json(&api->models[i]);
+                hearth_api_send_json(req, 200, doc);
+                cJSON_Delete(doc);
+                return;
+            }
+        }
+    }
+    hearth_respond_error(req, 404, "not_found_error", "the model '%.*s' does not exist (see /v1/models)",
+                         (int)(n > 200 ? 200 : n), rest);
 }
 
 int hearth_api_register_system(hearth_api *api, hearth_server *s)
@@ -67,5 +123,7 @@ int hearth_api_register_system(hearth_api *api, hearth_server *s)
         rc = hearth_server_route_flags(s, "GET", "/metrics", metrics, api, HEARTH_ROUTE_PUBLIC);
     if (!rc)
         rc = hearth_server_route(s, "GET", "/v1/models", models, api);
+    if (!rc)
+        rc = hearth_server_route(s, "GET", "/v1/models/{id}", model_one, api);
     return rc;
 }

@@ -1,6 +1,15 @@
 /* file.c: mmap for weights (the page cache is shared between workers, and
  * nothing is copied), read(2) in a loop for small text files. EINTR is
- * retried at the syscall. */
+ * retried at the syscall.
+ *
+ * Both go through open_regular, the one place a model's files are opened: a
+ * path that is not a regular file (a FIFO, a directory, /dev/zero, a socket)
+ * is refused by name and kind before anything is read or mapped. It opens
+ * with O_NONBLOCK because open(2) of a FIFO blocks until a writer comes,
+ * which hung a server at "loading" for good; the flag is cleared once fstat
+ * says the file is regular (where it has no effect anyway). Rejected: stat
+ * before open (a race: the path can be swapped between the two) and O_PATH
+ * (Linux only, and a second open through /proc to read). */
 #include "file.h"
 
 #include <errno.h>
@@ -12,26 +21,66 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* What a non-regular file is, for messages. */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "a file of an unknown kind";
+}
+
+/* Opens path for reading, without blocking, and only if it is a regular
+ * file: *fd_out gets the descriptor (blocking again) and *st its status. */
+static int open_regular(const char *path, int *fd_out, struct stat *st, hearth_err *err)
+{
+    int fd;
+    do
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        int e = errno;
+        /* open(2) of a Unix socket fails with ENXIO: say what it is */
+        struct stat sb;
+        if (e == ENXIO && stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+            return hearth_err_set(err, HEARTH_EINVAL, "%s: not a regular file: %s", path, file_kind(sb.st_mode));
+        return hearth_err_sys(err, e, "%s: cannot open", path);
+    }
+    if (fstat(fd, st) != 0) {
+        int e = errno;
+        close(fd);
+        return hearth_err_sys(err, e, "%s: cannot stat", path);
+    }
+    if (!S_ISREG(st->st_mode)) {
+        close(fd);
+        return hearth_err_set(err, HEARTH_EINVAL, "%s: not a regular file: %s", path, file_kind(st->st_mode));
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int e = errno;
+        close(fd);
+        return hearth_err_sys(err, e, "%s: cannot clear O_NONBLOCK", path);
+    }
+    *fd_out = fd;
+    return HEARTH_OK;
+}
+
 int hearth_mmap_open(hearth_mmap *m, const char *path, hearth_err *err)
 {
     m->data = NULL;
     m->size = 0;
     int fd;
-    do
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return hearth_err_sys(err, errno, "%s: cannot open", path);
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return hearth_err_sys(err, e, "%s: cannot stat", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return hearth_err_set(err, HEARTH_EINVAL, "%s: not a regular file", path);
-    }
+    int rc = open_regular(path, &fd, &st, err);
+    if (rc)
+        return rc;
     if (st.st_size > 0) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
@@ -71,11 +120,14 @@ int hearth_file_read(const char *path, size_t max, char **out, size_t *out_len, 
     if (out_len)
         *out_len = 0;
     int fd;
-    do
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0)
-        return hearth_err_sys(err, errno, "%s: cannot open", path);
+    struct stat st;
+    int rc = open_regular(path, &fd, &st, err);
+    if (rc)
+        return rc;
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return hearth_err_set(err, HEARTH_ELIMIT, "%s: larger than %zu bytes", path, max);
+    }
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     if (!buf) {

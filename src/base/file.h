@@ -15,7 +15,10 @@ typedef struct hearth_mmap {
     size_t size;
 } hearth_mmap;
 
-/* Maps path read-only. On failure returns a negative status and names the path in err. */
+/* Maps path read-only. On failure returns a negative status and names the path in err:
+ * HEARTH_EINVAL, "PATH: not a regular file: a FIFO" (a directory, a character
+ * device, ...) when path is anything but a regular file, found without
+ * blocking and before any byte is read; HEARTH_EIO when an OS call fails. */
 int hearth_mmap_open(hearth_mmap *m, const char *path, hearth_err *err);
 /* Tells the kernel that bytes [p, p + n) of a mapping from hearth_mmap_open
  * are not needed now (the whole pages inside the range): they leave the
@@ -29,7 +32,11 @@ void hearth_mmap_close(hearth_mmap *m);
  * directory is fine. Errors name the component that could not be made. */
 int hearth_mkdirs(const char *path, hearth_err *err);
 
-/* Reads a whole file (at most max bytes) into a malloc'd, NUL-terminated buffer. */
+/* Reads a whole file (at most max bytes) into a malloc'd, NUL-terminated
+ * buffer, *out, owned by the caller; *out_len (may be NULL) gets its length.
+ * Refuses a path that is not a regular file as hearth_mmap_open does
+ * (HEARTH_EINVAL), a larger file with HEARTH_ELIMIT; HEARTH_EIO when an OS
+ * call fails, HEARTH_ENOMEM. */
 int hearth_file_read(const char *path, size_t max, char **out, size_t *out_len, hearth_err *err);
 
 #endif

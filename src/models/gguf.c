@@ -8,7 +8,11 @@
  * names are copied, NUL-terminated, for lookups. String arrays get a table of
  * element offsets at open, so element i is O(1) later (tokenizer vocabularies
  * are read by index). Keys and tensor names go into open-addressing hash
- * indexes, which also catch duplicates in linear time.
+ * indexes, which also catch duplicates in linear time. Last, the tensors'
+ * data regions (each one's size from its type and shape), sorted by offset,
+ * must tile the data section up to the alignment's padding: a corrupted type
+ * or shape changes a size and leaves a gap or an overlap, refused naming the
+ * tensor, where it would otherwise load and compute garbage.
  *
  * Rejected: reading the header with fread into packed structs (endianness,
  * padding, and no natural place to check each field); GGUF v1 support (32-bit
@@ -342,6 +346,73 @@ static int parse_tensor_info(cursor *c, hearth_gguf *g, hearth_gguf_tensor *t, u
     return HEARTH_OK;
 }
 
+static int by_offset(const void *a, const void *b)
+{
+    const hearth_gguf_tensor *x = *(const hearth_gguf_tensor *const *)a, *y = *(const hearth_gguf_tensor *const *)b;
+    if (x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    return (x->nbytes > y->nbytes) - (x->nbytes < y->nbytes);
+}
+
+/* Fails naming t, its type, size and data offset, then what follows. */
+__attribute__((format(printf, 3, 4)))
+static int untiled(cursor *c, const hearth_gguf_tensor *t, const char *fmt, ...)
+{
+    char msg[HEARTH_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    set_what(c, "tensor", t->name);
+    return fail(c, HEARTH_EINVAL, t->info_offset,
+                "type %s, data of %zu bytes at file offset %llu, %s: the types and shapes do not tile the data section",
+                hearth_dtype_get(t->type)->name, t->nbytes, (unsigned long long)t->offset, msg);
+}
+
+/* The tensors' data regions, sorted by offset, must tile the data section:
+ * each starts where the one before it ends, give or take the padding to the
+ * alignment, and the last ends within the alignment of the end of the file,
+ * as every GGUF writer lays them out. A region's size follows from the
+ * tensor's type and shape, so a changed type or dimension (an F32 tensor
+ * relabelled Q4_0 is 7 times smaller) leaves a gap or an overlap that is
+ * caught here rather than read as garbage weights. A file whose corruption
+ * keeps every size (F32 relabelled I32) cannot be told from a good one. */
+static int check_tiling(cursor *c, hearth_gguf *g)
+{
+    if (g->n_tensors == 0)
+        return HEARTH_OK;
+    const hearth_gguf_tensor **order = malloc((size_t)g->n_tensors * sizeof *order);
+    if (!order)
+        return fail(c, HEARTH_ENOMEM, 0, "out of memory for %llu tensors", (unsigned long long)g->n_tensors);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        order[i] = &g->tensors[i];
+    qsort(order, (size_t)g->n_tensors, sizeof *order, by_offset);
+    int rc = HEARTH_OK;
+    const hearth_gguf_tensor *first = order[0];
+    if (first->offset != g->data_offset)
+        rc = untiled(c, first, "the lowest, starts %llu bytes into the data section (at %llu), not at its start",
+                     (unsigned long long)(first->offset - g->data_offset), (unsigned long long)g->data_offset);
+    for (uint64_t i = 0; i + 1 < g->n_tensors && rc == HEARTH_OK; i++) {
+        const hearth_gguf_tensor *t = order[i], *next = order[i + 1];
+        uint64_t end = t->offset + t->nbytes; /* within the file: checked by place_tensors */
+        if (end > next->offset)
+            rc = untiled(c, t, "runs %llu bytes into the next tensor, '%s', at %llu",
+                         (unsigned long long)(end - next->offset), next->name, (unsigned long long)next->offset);
+        else if (next->offset - end >= g->alignment)
+            rc = untiled(c, t, "ends %llu bytes before the next tensor, '%s', at %llu (more than the alignment %u)",
+                         (unsigned long long)(next->offset - end), next->name, (unsigned long long)next->offset,
+                         g->alignment);
+    }
+    const hearth_gguf_tensor *last = order[g->n_tensors - 1];
+    uint64_t end = last->offset + last->nbytes;
+    if (rc == HEARTH_OK && c->size - end >= g->alignment)
+        rc = untiled(c, last,
+                     "the last, ends %llu bytes before the end of the file at %zu (more than the alignment %u)",
+                     (unsigned long long)(c->size - end), c->size, g->alignment);
+    free(order);
+    return rc;
+}
+
 static int place_tensors(cursor *c, hearth_gguf *g)
 {
     uint64_t pad = (g->alignment - c->pos % g->alignment) % g->alignment;
@@ -358,7 +429,7 @@ static int place_tensors(cursor *c, hearth_gguf *g)
         t->offset = start;
         t->data = c->d + start;
     }
-    return HEARTH_OK;
+    return check_tiling(c, g);
 }
 
 static int parse(cursor *c, hearth_gguf *g)

@@ -3,7 +3,10 @@
  * hearth_gguf_open maps the file read-only and checks every count, length and
  * offset against the bytes that remain before using it, so a hostile or
  * truncated file yields an error that names the file, the key or tensor and
- * the byte offset, never a read past the end. Metadata values and tensor data
+ * the byte offset, never a read past the end. The tensors' data regions,
+ * sized by their types and shapes, must tile the data section (no gap past
+ * the alignment's padding, no overlap), which catches a corrupted type or
+ * shape that would otherwise be read as garbage weights. Metadata values and tensor data
  * are views into the mapping: nothing is copied but keys and tensor names.
  *
  * After a successful open the structure is read-only and may be shared by any
@@ -90,8 +93,10 @@ typedef struct hearth_gguf {
 
 /* Maps path and validates it. On failure g is left closed (hearth_gguf_close is
  * still safe) and err names the file, the key or tensor, and the offset.
- * HEARTH_EIO: cannot read; HEARTH_EINVAL: malformed; HEARTH_EUNSUPPORTED: a
- * version or tensor type hearth does not handle; HEARTH_ENOMEM. */
+ * HEARTH_EIO: cannot read; HEARTH_EINVAL: malformed, or path is not a
+ * regular file (a FIFO, a directory, a device: refused without blocking);
+ * HEARTH_EUNSUPPORTED: a version or tensor type hearth does not handle;
+ * HEARTH_ENOMEM. */
 int hearth_gguf_open(hearth_gguf *g, const char *path, hearth_err *err);
 /* Same, over size bytes at data, which are borrowed and must outlive g.
  * name is used in messages. For fuzzing, tests, and embedded files. */

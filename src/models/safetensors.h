@@ -78,8 +78,9 @@ typedef struct hearth_st {
 
 /* Maps path and validates it. On failure st is left closed (hearth_st_close
  * is still safe) and err names the file, the tensor and the offset.
- * HEARTH_EIO: cannot read; HEARTH_EINVAL: malformed; HEARTH_ELIMIT: past one
- * of the limits above; HEARTH_ENOMEM. */
+ * HEARTH_EIO: cannot read; HEARTH_EINVAL: malformed, or path is not a
+ * regular file (refused without blocking); HEARTH_ELIMIT: past one of the
+ * limits above; HEARTH_ENOMEM. */
 int hearth_st_open(hearth_st *st, const char *path, hearth_err *err);
 /* Same over size bytes at data, borrowed; they must outlive st. name is used
  * in messages. For fuzzing, tests and files already in memory. */

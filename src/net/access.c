@@ -6,9 +6,20 @@
  * /metrics register as public so probes and scrapers need no secret. CORS is
  * off unless --cors-origin names the origin browsers may call from: then
  * responses carry Access-Control-Allow-Origin and OPTIONS preflights on known
- * paths get 204 with the allowed methods and headers. */
+ * paths get 204 with the allowed methods and headers.
+ *
+ * For an allowed origin a preflight's Access-Control-Request-Headers are
+ * allowed as asked (once checked to be a list of header names), because
+ * clients send headers no fixed list foresees: the official openai client
+ * asks for a dozen x-stainless-* ones. The API key guards the request that
+ * follows, not the preflight, which by the Fetch standard carries no
+ * credentials: a preflight is never answered 401 (with a key set, one on an
+ * unknown path is answered as a known one, so it reveals nothing either).
+ * Rejected: a configured list of allowed headers (one more flag to keep in
+ * step with every client release, for no protection: the key still decides). */
 #include "server_int.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -23,16 +34,81 @@ static bool key_matches(const char *want, const char *got, size_t got_len)
 
 const char *hearth_access_cors(const hearth_conn *c) { return c->cors ? c->io->s->cfg.cors_origin : NULL; }
 
+static bool is_tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ||
+           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* Copies the comma-separated list of header names in v[0..n) to out as
+ * "a, b", skipping empty elements. Returns false when an element is not a
+ * token (RFC 9110 5.6.1, 5.6.2), when there is none, or when it does not fit. */
+static bool token_list(const char *v, size_t n, char *out, size_t out_size)
+{
+    size_t k = 0;
+    size_t i = 0;
+    while (i < n) {
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+            i++;
+        size_t start = i;
+        while (i < n && is_tchar((unsigned char)v[i]))
+            i++;
+        if (i == start)
+            return i == n && k > 0; /* only separators left, or a non-token byte */
+        size_t len = i - start;
+        while (i < n && (v[i] == ' ' || v[i] == '\t'))
+            i++;
+        if (i < n && v[i] != ',')
+            return false; /* "a b", "a;b" */
+        if (k + len + 3 > out_size)
+            return false;
+        if (k) {
+            memcpy(out + k, ", ", 2);
+            k += 2;
+        }
+        memcpy(out + k, v + start, len);
+        k += len;
+        out[k] = 0;
+    }
+    return k > 0;
+}
+
+static void answer_preflight(hearth_request *req)
+{
+    hearth_server *s = req->c->io->s;
+    const hearth_http_request *http = req->http;
+    const char *allowed = s->cfg.cors_origin;
+    const hearth_http_header *origin = hearth_http_find_header(http, "origin");
+    bool origin_ok = strcmp(allowed, "*") == 0 ||
+                     (origin && origin->value_len == strlen(allowed) && memcmp(origin->value, allowed, origin->value_len) == 0);
+    const hearth_http_header *asked = hearth_http_find_header(http, "access-control-request-headers");
+    char names[1024];
+    if (!origin_ok || !asked || !token_list(asked->value, asked->value_len, names, sizeof names))
+        strcpy(names, "Authorization, Content-Type");
+    char headers[sizeof names + 256];
+    snprintf(headers, sizeof headers,
+             "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
+             "Access-Control-Allow-Headers: %s\r\n"
+             "Access-Control-Max-Age: 600\r\n"
+             "Vary: Access-Control-Request-Headers\r\n",
+             names);
+    hearth_response res = {204, NULL, headers, NULL, 0};
+    hearth_respond(req, &res);
+}
+
 bool hearth_access_check(hearth_request *req, int route, bool path_known)
 {
     hearth_server *s = req->c->io->s;
     const hearth_http_request *http = req->http;
     bool options = http->method_len == 7 && memcmp(http->method, "OPTIONS", 7) == 0;
-    if (options && s->cfg.cors_origin && path_known) {
-        static const char pre[] = "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
-                                  "Access-Control-Allow-Headers: Authorization, Content-Type\r\n"
-                                  "Access-Control-Max-Age: 600\r\n";
-        hearth_response res = {204, NULL, pre, NULL, 0};
+    bool preflight = options && hearth_http_find_header(http, "access-control-request-method") != NULL;
+    if (options && s->cfg.cors_origin && (path_known || (preflight && s->cfg.api_key))) {
+        answer_preflight(req);
+        return false;
+    }
+    if (preflight && s->cfg.api_key) {
+        /* CORS is off: nothing to allow, but no 401 for a request that cannot carry a key */
+        hearth_response res = {204, NULL, NULL, NULL, 0};
         hearth_respond(req, &res);
         return false;
     }

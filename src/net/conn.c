@@ -13,6 +13,12 @@
  * parser is fast, and this keeps an idle keep-alive connection near 300 bytes
  * of user memory: no buffers are held while nothing is pending.
  *
+ * A response still in flight when the drain timeout runs out is ended by the
+ * server, not just dropped (hearth_conn_cut): an SSE stream gets a last error
+ * event and its terminating chunk, so a client can tell a cut from a finish,
+ * and the log says the server closed it. Other streams are closed without the
+ * terminator, so that a cut body never parses as complete.
+ *
  * Rejected: a read buffer per connection allocated up front (10,000 idle
  * connections would cost 40+ MiB), and a parser with saved state (more code
  * for a case, partial heads, that re-parsing handles well). */
@@ -70,20 +76,25 @@ static void update_events(hearth_conn *c)
 int hearth_conn_open(hearth_io *io, int fd)
 {
     hearth_server *s = io->s;
+    /* --max-connections is per process, over all its I/O threads: counted
+     * here and in hearth_conn_close, the two places a connection starts and
+     * ends, whether it was accepted here or handed over by a sibling. */
+    if (atomic_fetch_add(&s->n_conns, 1) >= s->cfg.max_connections) {
+        atomic_fetch_sub(&s->n_conns, 1);
+        return HEARTH_ELIMIT;
+    }
     uint32_t id;
     if (io->n_free > 0) {
         id = io->free_ids[--io->n_free];
     } else {
-        if (io->conns_cap >= (uint32_t)s->cfg.max_connections)
-            return HEARTH_ELIMIT;
         uint32_t cap = io->conns_cap ? io->conns_cap * 2 : 256;
         hearth_conn **conns = realloc(io->conns, cap * sizeof *conns);
         if (!conns)
-            return HEARTH_ENOMEM;
+            goto nomem;
         uint32_t *free_ids = realloc(io->free_ids, cap * sizeof *free_ids);
         if (!free_ids) {
             io->conns = conns;
-            return HEARTH_ENOMEM;
+            goto nomem;
         }
         io->conns = conns;
         io->free_ids = free_ids;
@@ -98,7 +109,7 @@ int hearth_conn_open(hearth_io *io, int fd)
     hearth_conn *c = calloc(1, sizeof *c);
     if (!c) {
         io->free_ids[io->n_free++] = id;
-        return HEARTH_ENOMEM;
+        goto nomem;
     }
     static _Atomic uint32_t gen_counter = 1;
     c->io = io;
@@ -115,12 +126,16 @@ int hearth_conn_open(hearth_io *io, int fd)
     if (hearth_loop_add_fd(io->loop, fd, HEARTH_EV_READ, conn_io_cb, c) != 0) {
         free(c);
         io->free_ids[io->n_free++] = id;
+        atomic_fetch_sub(&s->n_conns, 1);
         return HEARTH_EIO;
     }
     io->conns[id] = c;
     io->open++;
     set_timer(c, TIMER_IDLE);
     return HEARTH_OK;
+nomem:
+    atomic_fetch_sub(&s->n_conns, 1);
+    return HEARTH_ENOMEM;
 }
 
 void hearth_conn_close(hearth_conn *c)
@@ -134,7 +149,10 @@ void hearth_conn_close(hearth_conn *c)
     if (c->state == CONN_DEFERRED || c->state == CONN_STREAMING) {
         /* a request that never got its answer: count it as 499-like "other" */
         atomic_fetch_sub(&io->s->shared->slot[io->gslot].inflight, 1);
-        HLOG_INFO("%s closed by client before the response ended", c->log_line);
+        if (c->cut_by)
+            HLOG_WARN("%s closed by the server (%s) before the response ended", c->log_line, c->cut_by);
+        else
+            HLOG_INFO("%s closed by client before the response ended", c->log_line);
     }
     hearth_loop_timer_stop(io->loop, &c->timer);
     hearth_loop_del_fd(io->loop, c->fd);
@@ -142,6 +160,7 @@ void hearth_conn_close(hearth_conn *c)
     io->conns[c->id] = NULL;
     io->free_ids[io->n_free++] = c->id;
     io->open--;
+    atomic_fetch_sub(&io->s->n_conns, 1);
     atomic_fetch_sub(&io->s->shared->slot[io->gslot].conns, 1);
     hearth_buf_deinit(&c->in);
     hearth_buf_deinit(&c->out);
@@ -191,6 +210,47 @@ void hearth_conn_drain(hearth_conn *c)
     c->keep_alive = false;
     if (c->state == CONN_HEAD && c->in.len == 0 && c->out.len == 0)
         hearth_conn_close(c);
+}
+
+void hearth_conn_cut(hearth_conn *c, const char *why)
+{
+    char msg[128];
+    snprintf(msg, sizeof msg, "the server is shutting down: the response was cut (%s)", why);
+    if (c->state == CONN_STREAMING && c->sse && !c->is_head) {
+        hearth_buf ev;
+        hearth_buf_init(&ev, 4096);
+        int rc = hearth_buf_appends(&ev, "data: ");
+        if (!rc)
+            rc = hearth_format_error(&ev, 503, "unavailable_error", msg);
+        if (!rc)
+            rc = hearth_buf_appends(&ev, "\n\n");
+        if (!rc && c->stream_close_delimited)
+            rc = hearth_buf_append(&c->out, ev.data, ev.len);
+        else if (!rc)
+            rc = hearth_http_chunk_format(&c->out, ev.data, ev.len);
+        if (!rc && !c->stream_close_delimited)
+            hearth_http_chunk_end(&c->out);
+        hearth_buf_deinit(&ev);
+    } else if (c->state == CONN_DEFERRED) {
+        hearth_buf body;
+        hearth_buf_init(&body, 4096);
+        hearth_format_error(&body, 503, "unavailable_error", msg);
+        c->keep_alive = false;
+        hearth_response res = {503, "application/json", NULL, body.data, body.len};
+        hearth_conn_respond(c, &res);
+        hearth_buf_deinit(&body);
+    }
+    /* no waiting for a slow reader: the loop stops right after this */
+    while (c->out.len > 0) {
+        ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        hearth_buf_consume(&c->out, (size_t)n);
+    }
+    c->cut_by = why;
+    hearth_conn_close(c);
 }
 
 static void log_and_count(hearth_conn *c)
@@ -281,14 +341,37 @@ static void reject(hearth_conn *c, int status, const char *type, const char *msg
     set_timer(c, TIMER_IDLE); /* bounds how long a client that never reads can hold us */
 }
 
+static bool exact_match(const hearth_route *r, const char *path, size_t path_len)
+{
+    return !r->prefix_len && strlen(r->path) == path_len && memcmp(r->path, path, path_len) == 0;
+}
+
+/* Whether r answers path: exactly, or as a prefix route when no exact route
+ * knows the path (server.h). */
+static bool route_matches(const hearth_route *r, const char *path, size_t path_len, bool exact_known)
+{
+    if (!r->prefix_len)
+        return exact_match(r, path, path_len);
+    return !exact_known && path_len > r->prefix_len && memcmp(r->path, path, r->prefix_len) == 0;
+}
+
+static bool exact_known(const hearth_server *s, const char *path, size_t path_len)
+{
+    for (int i = 0; i < s->n_routes; i++)
+        if (exact_match(&s->routes[i], path, path_len))
+            return true;
+    return false;
+}
+
 static int find_route(hearth_server *s, const char *path, size_t path_len, const char *method, size_t method_len,
                       bool *path_known)
 {
     *path_known = false;
     bool head = method_len == 4 && memcmp(method, "HEAD", 4) == 0;
+    bool exact = exact_known(s, path, path_len);
     for (int i = 0; i < s->n_routes; i++) {
         const hearth_route *r = &s->routes[i];
-        if (strlen(r->path) != path_len || memcmp(r->path, path, path_len) != 0)
+        if (!route_matches(r, path, path_len, exact))
             continue;
         *path_known = true;
         size_t ml = strlen(r->method);
@@ -302,9 +385,10 @@ static void allow_header(hearth_server *s, const char *path, size_t path_len, ch
 {
     size_t used = (size_t)snprintf(out, n, "Allow: ");
     bool first = true;
+    bool exact = exact_known(s, path, path_len);
     for (int i = 0; i < s->n_routes && used < n; i++) {
         const hearth_route *r = &s->routes[i];
-        if (strlen(r->path) != path_len || memcmp(r->path, path, path_len) != 0)
+        if (!route_matches(r, path, path_len, exact))
             continue;
         used += (size_t)snprintf(out + used, n - used, "%s%s%s", first ? "" : ", ", r->method,
                                  strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
@@ -326,16 +410,13 @@ static void dispatch(hearth_conn *c)
         reject(c, 500, "server_error", "request head changed while buffered");
         return;
     }
-    const char *target = http->target;
-    size_t tlen = http->target_len;
-    const char *q = memchr(target, '?', tlen);
     hearth_request req = {
         .c = c,
         .http = http,
-        .path = target,
-        .path_len = q ? (size_t)(q - target) : tlen,
-        .query = q ? q + 1 : target + tlen,
-        .query_len = q ? tlen - (size_t)(q - target) - 1 : 0,
+        .path = http->path,
+        .path_len = http->path_len,
+        .query = http->query,
+        .query_len = http->query_len,
     };
     if (c->chunked) {
         req.body = c->body.data ? c->body.data : "";
@@ -354,6 +435,10 @@ static void dispatch(hearth_conn *c)
     bool path_known;
     int ri = find_route(s, req.path, req.path_len, http->method, http->method_len, &path_known);
     c->route = ri >= 0 ? ri : HEARTH_MAX_ROUTES;
+    if (ri >= 0 && s->routes[ri].prefix_len) {
+        req.rest = req.path + s->routes[ri].prefix_len;
+        req.rest_len = req.path_len - s->routes[ri].prefix_len;
+    }
     c->cors = s->cfg.cors_origin != NULL;
     if (!hearth_access_check(&req, ri, path_known)) {
         /* answered: 401 or a preflight */

@@ -20,9 +20,16 @@
  * on where a line ends are how requests get smuggled, so only CRLF counts.
  * Ignoring an empty line before the request line (RFC 9112 2.2 says SHOULD):
  * the connection layer consumes bodies exactly, so a stray CRLF means a broken
- * client; it gets a 400. Requiring Host on HTTP/1.1 (RFC 9112 3.2): left to the
- * router, which knows whether it cares. Lists in Content-Length ("5, 5"): not
- * digits, so 400; identical repeated fields are accepted instead. */
+ * client; it gets a 400. Lists in Content-Length ("5, 5"): not digits, so 400;
+ * identical repeated fields are accepted instead.
+ *
+ * Host and the target's form (RFC 9112 3.2) are checked here too, not left to
+ * the router: an HTTP/1.1 request without Host, with two (any version) or with
+ * one that is not host[:port] gets a 400, as the RFC says a server MUST, and an
+ * absolute-form target ("GET http://host/p?q HTTP/1.1", which a server MUST
+ * accept) is split here into the path and query the router matches, so every
+ * layer above sees one shape of target. Only http and https URIs are taken in
+ * absolute-form: hearth is no proxy for other schemes. */
 #include "net/http_parse.h"
 
 #include <limits.h>
@@ -49,6 +56,8 @@ static bool is_tchar(unsigned char c)
         return true;
     return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
+
+static bool is_alpha(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
 
 static bool is_ctl(unsigned char c) { return c < 0x20 || c == 0x7f; }
 
@@ -111,6 +120,62 @@ static int parse_version(const char *v, size_t n, hearth_http_request *req, int 
     return HEARTH_OK;
 }
 
+/* Sets path and query from the target (see the header). An absolute-form
+ * target, scheme "://" authority [path] ["?" query], must be http or https
+ * with a non-empty authority (RFC 9110 4.2.1), else 400. */
+static int split_target(hearth_http_request *req, int *st, hearth_err *err)
+{
+    const char *t = req->target, *end = req->target + req->target_len;
+    const char *p = t;
+    req->authority = NULL;
+    req->authority_len = 0;
+    if (is_alpha((unsigned char)t[0])) { /* origin-form starts with '/', asterisk-form is '*' */
+        const char *s = t + 1;
+        while (s < end && (is_alpha((unsigned char)*s) || (*s >= '0' && *s <= '9') || (*s && strchr("+-.", *s))))
+            s++;
+        if (end - s >= 3 && memcmp(s, "://", 3) == 0) {
+            char c[CLIP_MAX + 4];
+            if (!ieq(t, (size_t)(s - t), "http") && !ieq(t, (size_t)(s - t), "https"))
+                return fail(st, 400, err, "request line: absolute-form target '%s' is not an http or https URI",
+                            clip(c, t, req->target_len));
+            const char *a = s + 3, *z = a;
+            while (z < end && *z != '/' && *z != '?')
+                z++;
+            if (z == a)
+                return fail(st, 400, err, "request line: absolute-form target '%s' has no host",
+                            clip(c, t, req->target_len));
+            req->authority = a;
+            req->authority_len = (size_t)(z - a);
+            p = z;
+        }
+    }
+    const char *q = memchr(p, '?', (size_t)(end - p));
+    const char *pend = q ? q : end;
+    if (p == pend && req->authority) {
+        req->path = "/"; /* "http://host" and "http://host?q" ask for the root */
+        req->path_len = 1;
+    } else {
+        req->path = p;
+        req->path_len = (size_t)(pend - p);
+    }
+    req->query = q ? q + 1 : end;
+    req->query_len = q ? (size_t)(end - q - 1) : 0;
+    return HEARTH_OK;
+}
+
+/* Host = uri-host [ ":" port ] (RFC 9110 7.2): the characters of a reg-name,
+ * an IP literal in brackets, or an IPv4 address, and digits after a colon.
+ * Empty is allowed (the target's URI has no authority). */
+static bool host_valid(const char *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (!is_alpha(c) && !(c >= '0' && c <= '9') && (c == 0 || !strchr("-._~%!$&'()*+,;=:[]", c)))
+            return false;
+    }
+    return true;
+}
+
 /* The request line in b[0..avail): its length through CRLF, HEARTH_EAGAIN
  * when no line end lies within avail, or an error. */
 static long request_line(const char *b, size_t avail, hearth_http_request *req, int *st, hearth_err *err)
@@ -165,6 +230,9 @@ static long request_line(const char *b, size_t avail, hearth_http_request *req, 
     req->method_len = method_end;
     req->target = rest;
     req->target_len = target_len;
+    rc = split_target(req, st, err);
+    if (rc)
+        return rc;
     return (long)(i + 1);
 }
 
@@ -288,7 +356,7 @@ static void scan_connection(const hearth_http_header *h, bool *close, bool *keep
 static int derive(hearth_http_request *req, int *st, hearth_err *err)
 {
     const hearth_http_header *te = NULL, *bad_expect = NULL;
-    size_t n_te = 0;
+    size_t n_te = 0, n_host = 0;
     bool close = false, keep_alive = false, cont = false;
     for (size_t i = 0; i < req->n_headers; i++) {
         const hearth_http_header *h = &req->headers[i];
@@ -302,6 +370,10 @@ static int derive(hearth_http_request *req, int *st, hearth_err *err)
             n_te++;
         } else if (ieq(h->name, h->name_len, "Connection")) {
             scan_connection(h, &close, &keep_alive);
+        } else if (ieq(h->name, h->name_len, "Host")) {
+            if (!req->host)
+                req->host = h;
+            n_host++;
         } else if (ieq(h->name, h->name_len, "Expect")) {
             if (ieq(h->value, h->value_len, "100-continue"))
                 cont = true;
@@ -322,6 +394,14 @@ static int derive(hearth_http_request *req, int *st, hearth_err *err)
             return fail(st, 501, err, "Transfer-Encoding '%s' is not supported (only 'chunked')",
                         clip(c, te->value, te->value_len));
         req->chunked = true;
+    }
+    if (n_host > 1)
+        return fail(st, 400, err, "Host given %zu times (a request names one host)", n_host);
+    if (!req->host && req->minor_version == 1)
+        return fail(st, 400, err, "no Host field (an HTTP/1.1 request must name its host)");
+    if (req->host && !host_valid(req->host->value, req->host->value_len)) {
+        char c[CLIP_MAX + 4];
+        return fail(st, 400, err, "Host '%s' is not a host[:port]", clip(c, req->host->value, req->host->value_len));
     }
     if (req->minor_version == 1) {
         req->keep_alive = !close;
@@ -350,8 +430,9 @@ long hearth_http_parse_request(const char *buf, size_t len, const hearth_http_li
     size_t head_max = lim->max_header_bytes < (size_t)LONG_MAX ? lim->max_header_bytes : (size_t)LONG_MAX;
     size_t max_headers = lim->max_headers < HEARTH_HTTP_MAX_HEADERS_CAP ? lim->max_headers
                                                                         : HEARTH_HTTP_MAX_HEADERS_CAP;
-    req->method = req->target = NULL;
-    req->method_len = req->target_len = 0;
+    req->method = req->target = req->path = req->query = req->authority = NULL;
+    req->method_len = req->target_len = req->path_len = req->query_len = req->authority_len = 0;
+    req->host = NULL;
     req->minor_version = 0;
     req->n_headers = 0;
     req->content_length = -1;

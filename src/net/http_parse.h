@@ -33,8 +33,18 @@ typedef struct hearth_http_limits {
 typedef struct hearth_http_request {
     const char *method;
     size_t method_len;
-    const char *target;       /* request-target as sent: path and query */
+    const char *target;       /* request-target as sent */
     size_t target_len;
+    /* The target split for routing (RFC 9112 3.2): origin-form "/p?q" as sent;
+     * absolute-form "http://host/p?q" by its path and query (path "/" when the
+     * URI has none; authority names host[:port]); any other form whole as the
+     * path. query excludes the '?' and is empty (never NULL) when absent. */
+    const char *path;
+    size_t path_len;
+    const char *query;
+    size_t query_len;
+    const char *authority;    /* absolute-form only; else NULL */
+    size_t authority_len;
     int minor_version;        /* HTTP/1.x: 0 or 1 */
     hearth_http_header headers[HEARTH_HTTP_MAX_HEADERS_CAP];
     size_t n_headers;
@@ -43,6 +53,7 @@ typedef struct hearth_http_request {
     bool chunked;             /* Transfer-Encoding: chunked */
     bool keep_alive;          /* HTTP/1.1 unless "Connection: close"; 1.0 only with keep-alive */
     bool expect_continue;     /* Expect: 100-continue */
+    const hearth_http_header *host; /* the one Host field; NULL only in an HTTP/1.0 request without one */
 } hearth_http_request;
 
 void hearth_http_limits_default(hearth_http_limits *lim);
@@ -51,7 +62,9 @@ void hearth_http_limits_default(hearth_http_limits *lim);
  * Returns the length of the head (through the blank line) when complete;
  * HEARTH_EAGAIN when more bytes are needed (and no limit is yet exceeded);
  * otherwise a negative status, with *http_status set to the answer the server
- * should send and close after (400 malformed or conflicting framing, 431 a
+ * should send and close after (400 malformed or conflicting framing, an
+ * HTTP/1.1 request without Host, two Host fields or an invalid one, an
+ * absolute-form target that is not an http(s) URI with a host; 431 a
  * limit, 501 an unsupported Transfer-Encoding, 505 a version other than
  * 1.0/1.1, 417 an HTTP/1.1 Expect other than 100-continue) and err->msg saying
  * what was wrong. A proper prefix of any input gives HEARTH_EAGAIN or the

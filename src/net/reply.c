@@ -50,6 +50,12 @@ const char *hearth_request_header(const hearth_request *req, const char *name, c
 
 bool hearth_request_is_head(const hearth_request *req) { return req->c->is_head; }
 
+const char *hearth_request_rest(const hearth_request *req, size_t *len)
+{
+    *len = req->rest_len;
+    return req->rest;
+}
+
 void hearth_respond(hearth_request *req, const hearth_response *res)
 {
     if (req->done) {
@@ -207,6 +213,7 @@ static void apply(hearth_io *io, reply_msg *m)
             c->keep_alive = false;
         /* HTTP/1.0 has no chunked coding: the body ends when the connection closes */
         c->stream_close_delimited = c->http10;
+        c->sse = m->content_type && strncmp(m->content_type, "text/event-stream", 17) == 0;
         if (c->http10)
             c->keep_alive = false;
         hearth_http_head head = {

@@ -10,9 +10,22 @@
  * SCM_RIGHTS. Rejected: SO_REUSEPORT alone (the kernel's 4-tuple hash leaves
  * 32 connections split 20/12 about one time in five, and it lets a second
  * server join the port), and a single acceptor thread (one more hop for
- * every connection, and a single point of failure across workers). */
+ * every connection, and a single point of failure across workers).
+ *
+ * Draining (SIGTERM, SIGINT) stops accepting at once: each I/O thread stops
+ * polling the listener and the last one of the process closes its
+ * descriptor, as the supervisor closes its own, so once every process has
+ * let go the kernel refuses new connects (a balancer retries elsewhere at
+ * once) instead of queueing them unanswered until the process exits. Not
+ * shutdown(2) on the socket: it is shared with sibling workers, and one
+ * worker stopped on its own (to be respawned) must not stop the others.
+ * Models still loading when the drain begins get as long as the drain; a
+ * loader that blocks longer (a path that is a FIFO, a hung network mount)
+ * cannot be interrupted safely, so the process then exits without waiting
+ * for it (serve_process, below). */
 #include "server_int.h"
 
+#include "base/clock.h"
 #include "base/log.h"
 
 #include <errno.h>
@@ -25,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 static void find_cpus(hearth_server *s);
@@ -115,6 +129,9 @@ int hearth_server_route_flags(hearth_server *s, const char *method, const char *
     hearth_route *r = &s->routes[s->n_routes++];
     snprintf(r->method, sizeof r->method, "%s", method);
     snprintf(r->path, sizeof r->path, "%s", path);
+    const char *brace = strrchr(path, '{');
+    bool tail = brace && brace > path && brace[-1] == '/' && strchr(brace, '}') == path + strlen(path) - 1;
+    r->prefix_len = tail ? (size_t)(brace - path) : 0;
     r->handler = h;
     r->ctx = ctx;
     r->flags = flags;
@@ -250,11 +267,22 @@ static void adopt_conn(hearth_io *io, int fd, bool counted)
         atomic_fetch_add(&st->conns, 1);
     atomic_fetch_add(&st->accepted, 1);
     int rc = io->draining ? HEARTH_ELIMIT : hearth_conn_open(io, fd);
-    if (rc != 0) {
-        if (rc != HEARTH_ELIMIT || !io->draining)
-            HLOG_WARN("dropping a connection: %s", rc == HEARTH_ELIMIT ? "--max-connections reached" : "out of memory");
-        atomic_fetch_sub(&st->conns, 1);
-        close(fd);
+    if (rc == 0)
+        return;
+    atomic_fetch_sub(&st->conns, 1);
+    close(fd); /* at once: a client past the limit learns now, not after a timeout */
+    if (rc == HEARTH_ELIMIT && !io->draining) {
+        /* a flood must not flood the log too: one line a second at most */
+        io->refused++;
+        uint64_t now = hearth_now_ns();
+        if (now - io->refused_warned_ns >= 1000000000ull) {
+            HLOG_WARN("dropped %llu connection%s: --max-connections %d reached in this process",
+                      (unsigned long long)io->refused, io->refused > 1 ? "s" : "", io->s->cfg.max_connections);
+            io->refused = 0;
+            io->refused_warned_ns = now;
+        }
+    } else if (rc != HEARTH_ELIMIT) {
+        HLOG_WARN("dropping a connection: %s", rc == HEARTH_ENOMEM ? "out of memory" : "cannot poll it");
     }
 }
 
@@ -394,9 +422,13 @@ static void drain_timeout(hearth_loop *loop, void *arg)
     }
     if (io->open > 0)
         HLOG_WARN("drain timeout: closing %d connections with requests still in flight", io->open);
-    for (uint32_t i = 0; i < io->conns_cap; i++)
-        if (io->conns[i])
-            hearth_conn_close(io->conns[i]);
+    for (uint32_t i = 0; i < io->conns_cap; i++) {
+        hearth_conn *c = io->conns[i];
+        if (c && (c->state == CONN_DEFERRED || c->state == CONN_STREAMING))
+            hearth_conn_cut(c, "drain timeout");
+        else if (c)
+            hearth_conn_close(c);
+    }
     hearth_loop_stop(loop);
 }
 
@@ -411,10 +443,18 @@ void hearth_io_begin_drain(hearth_io *io)
     if (io->draining)
         return;
     io->draining = true;
-    atomic_store(&io->s->shared->slot[io->gslot].alive, 0);
+    hearth_server *s = io->s;
+    atomic_store(&s->shared->slot[io->gslot].alive, 0);
     if (io->listening) {
-        hearth_loop_del_fd(io->loop, io->s->listen_fd);
+        hearth_loop_del_fd(io->loop, s->listen_fd);
         io->listening = false;
+    }
+    /* The last thread of this process to let go closes the listener (no
+     * thread polls it any more, so the descriptor cannot be reused under a
+     * poller); a connect then fails fast once every process has done so. */
+    if (atomic_fetch_sub(&s->listen_users, 1) == 1 && s->listen_fd >= 0) {
+        close(s->listen_fd);
+        s->listen_fd = -1;
     }
     hearth_loop_timer_start(io->loop, &io->drain_timer, io->s->cfg.drain_timeout_ms);
     for (uint32_t i = 0; i < io->conns_cap; i++)
@@ -517,6 +557,26 @@ static void *init_main(void *arg)
     return NULL;
 }
 
+/* Waits for the model-loading thread for at most the drain timeout; false when
+ * it is still running then. */
+static bool join_init(hearth_server *s, pthread_t t)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline); /* pthread_timedjoin_np's clock */
+    uint64_t ms = s->cfg.drain_timeout_ms;
+    deadline.tv_sec += (time_t)(ms / 1000);
+    deadline.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    int rc;
+    do
+        rc = pthread_timedjoin_np(t, NULL, &deadline);
+    while (rc == EINTR);
+    return rc == 0;
+}
+
 int hearth_serve_process(hearth_server *s)
 {
     hearth_err err = {0};
@@ -533,6 +593,7 @@ int hearth_serve_process(hearth_server *s)
     s->io = calloc((size_t)n, sizeof *s->io);
     if (!s->io)
         return 1;
+    atomic_store(&s->listen_users, n);
     int started = 0;
     for (int i = 0; i < n; i++) {
         if (io_init(s, &s->io[i], i, &err) != 0) {
@@ -563,8 +624,22 @@ int hearth_serve_process(hearth_server *s)
     }
     if (!atomic_load(&s->init_failed))
         HLOG_INFO("shutting down: draining in-flight requests (at most %llu ms)", (unsigned long long)s->cfg.drain_timeout_ms);
-    if (init_started)
-        pthread_join(init_thread, NULL); /* a load in progress finishes first */
+    /* the loops drain (and stop accepting) now, while a load may still be running */
+    atomic_store(&s->stopping, 1);
+    for (int i = 0; i < started; i++)
+        hearth_loop_wake(s->io[i].loop);
+    if (init_started && !join_init(s, init_thread)) {
+        for (int i = 0; i < started; i++)
+            pthread_join(s->io[i].tid, NULL);
+        /* The loader is stuck in a call that cannot be interrupted safely (a
+         * blocking open of a FIFO, a hung mount): it still uses the server and
+         * the api, so nothing may be freed under it, and returning would run
+         * exit handlers (and LeakSanitizer) beside it. The stop was asked
+         * for and every connection is closed: end the process here. */
+        HLOG_ERROR("models are still loading after the drain timeout (%llu ms); stopping without waiting for them",
+                   (unsigned long long)s->cfg.drain_timeout_ms);
+        _exit(1);
+    }
 stop:
     atomic_store(&s->stopping, 1);
     for (int i = 0; i < started; i++)

@@ -38,7 +38,7 @@ typedef struct hearth_server_config {
     size_t max_body;              /* default 16 MiB -> 413 */
     uint64_t header_timeout_ms;   /* a request head (and its body) must arrive within this; default 10 s -> 408 */
     uint64_t idle_timeout_ms;     /* keep-alive connection with no request; default 60 s */
-    uint64_t drain_timeout_ms;    /* SIGTERM: longest wait for in-flight requests; default 10 s */
+    uint64_t drain_timeout_ms;    /* SIGTERM: longest wait for in-flight requests (and for models still loading); default 10 s */
     int max_connections;          /* per process; past it new connections are closed at once; default 65536 */
     int backlog;                  /* listen(2) backlog; default 4096 */
     const char *api_key;          /* when set, every non-public route wants "Authorization: Bearer <key>" -> else 401 */
@@ -60,6 +60,10 @@ const char *hearth_request_body(const hearth_request *req, size_t *len);
 /* Case-insensitive header value as a NUL-terminated copy in out; NULL when absent. */
 const char *hearth_request_header(const hearth_request *req, const char *name, char *out, size_t out_size);
 bool hearth_request_is_head(const hearth_request *req);
+/* For a route ending in "/{name}": the part of the path that the braces
+ * matched, as sent (still percent-encoded; at least one byte); NULL for an
+ * exact route. */
+const char *hearth_request_rest(const hearth_request *req, size_t *len);
 
 typedef struct hearth_response {
     int status;
@@ -119,10 +123,16 @@ int hearth_reply_stream_end(hearth_server *s, hearth_reply h);
 hearth_server *hearth_server_new(const hearth_server_config *cfg, hearth_err *err);
 void hearth_server_free(hearth_server *s);
 
-/* Routes: exact path match; several methods per path. A path with no route
- * gets 404, a known path with another method 405 with an Allow header. HEAD
- * is answered by the GET handler with the body suppressed. route_name is the
- * label used in /metrics. Call before hearth_server_run. */
+/* Routes: several methods per path. A path matches exactly, or, when its
+ * last segment is a name in braces ("/v1/models/{id}"), any request path that
+ * extends the part before the brace by at least one byte (slashes included:
+ * "/v1/models/a/b" matches); the handler reads that tail with
+ * hearth_request_rest. An exact route wins over a
+ * prefix route for a path both would match, and a path that matches any exact
+ * route is never handed to a prefix route. A path with no route gets 404, a
+ * known path with another method 405 with an Allow header. HEAD is answered by
+ * the GET handler with the body suppressed. The path as registered is the
+ * route's label in /metrics. Call before hearth_server_run. */
 int hearth_server_route(hearth_server *s, const char *method, const char *path, hearth_handler h, void *ctx);
 /* HEARTH_ROUTE_PUBLIC: answered without the --api-key (health checks, metrics scrapers). */
 enum { HEARTH_ROUTE_PUBLIC = 1 };

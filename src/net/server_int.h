@@ -41,7 +41,8 @@ typedef struct hearth_shared {
 
 typedef struct hearth_route {
     char method[16];
-    char path[128];
+    char path[128];          /* as registered: the metrics label */
+    size_t prefix_len;       /* a route ending in "/{name}": the length before the '{'; 0 for an exact one */
     hearth_handler handler;
     void *ctx;
     unsigned flags;
@@ -88,6 +89,7 @@ typedef struct hearth_conn {
     bool lingering;
     bool http10;
     bool stream_close_delimited;
+    bool sse;                /* the stream is text/event-stream: it can carry a last error event */
     bool got_body_bytes;     /* for Expect: 100-continue: the client already started the body */
     bool cors;               /* the response carries CORS headers */
     bool sent_continue;
@@ -106,6 +108,7 @@ typedef struct hearth_conn {
     hearth_release_cb release;
     void *release_arg;
     char log_line[96];       /* "METHOD /path" for the access log of a deferred request */
+    const char *cut_by;      /* why the server itself closed c mid-response (the log says so), or NULL */
 } hearth_conn;
 
 /* One I/O thread: its loop, its connections, its reply queue. */
@@ -123,6 +126,8 @@ typedef struct hearth_io {
     bool draining;
     bool listening;
     hearth_timer drain_timer;
+    uint64_t refused;          /* connections dropped at --max-connections since the last warning */
+    uint64_t refused_warned_ns;
     hearth_http_date date;
     hearth_http_request scratch; /* parsed head of the request being handled (one at a time per thread) */
     pthread_mutex_t q_lock;
@@ -138,6 +143,8 @@ struct hearth_request {
     size_t query_len;
     const char *body;
     size_t body_len;
+    const char *rest;        /* what a "/{name}" route's braces matched; NULL for an exact route */
+    size_t rest_len;
     bool done;
 };
 
@@ -157,6 +164,8 @@ struct hearth_server {
     hearth_io *io;             /* cfg.threads */
     int cpus[HEARTH_MAX_SLOTS]; /* the CPUs this process may run on, in order (the first HEARTH_MAX_SLOTS) */
     int n_cpus;
+    _Atomic int listen_users;  /* I/O threads of this process not yet draining; the last one closes listen_fd */
+    _Atomic int n_conns;       /* open connections of this process, all I/O threads (--max-connections) */
     _Atomic int stopping;
     hearth_process_init_cb init_cb;
     void *init_ctx;
@@ -178,10 +187,19 @@ void hearth_io_begin_drain(hearth_io *io);
 void hearth_io_start_accepting(hearth_io *io);
 
 /* conn.c */
+/* Takes fd (non-blocking) onto io's loop. HEARTH_ELIMIT when this process
+ * already holds --max-connections; HEARTH_ENOMEM, HEARTH_EIO. On error fd is
+ * still the caller's to close. */
 int hearth_conn_open(hearth_io *io, int fd);
 void hearth_conn_close(hearth_conn *c);
 void hearth_conn_flush(hearth_conn *c);
 void hearth_conn_drain(hearth_conn *c);
+/* Ends c whose request is still in flight when the drain timeout runs out,
+ * then closes it: an SSE stream gets a last error event ({"error":{...}},
+ * 503) and, when chunked, the terminating chunk; a deferred request not yet
+ * begun gets a 503 JSON error; any other stream is just closed, so that a
+ * cut body never looks complete. Writes only what the socket takes now. */
+void hearth_conn_cut(hearth_conn *c, const char *why);
 /* Runs the state machine over buffered input (after a read or a finished reply). */
 void hearth_conn_process(hearth_conn *c);
 /* Bookkeeping (metrics, log) once a request's response is queued. */

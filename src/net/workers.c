@@ -9,8 +9,17 @@
  * inherited descriptors named in HEARTH_WORKER_FDS. The supervisor never
  * loads a model or touches a device: it holds the sockets and waits.
  *
+ * Workers die with their supervisor: each asks the kernel for SIGTERM when
+ * its parent dies (PR_SET_PDEATHSIG, kept across the exec of --spawn), so a
+ * supervisor killed with SIGKILL does not leave orphans serving, and holding
+ * the port, that a new `hearth serve` cannot bind; they drain as on a stop.
+ * On a stop the supervisor closes its own copy of the listening socket at
+ * once, so that the port is refused as soon as the workers let go of theirs.
+ *
  * Rejected: respawning from a SIGCHLD handler (async-signal-safety makes it
- * fragile); the supervisor blocks its signals and takes them with sigwait. */
+ * fragile); the supervisor blocks its signals and takes them with sigwait.
+ * Noticing the supervisor's death by a pipe that closes: one more descriptor
+ * in every loop for what the kernel does in one call. */
 #include "server_int.h"
 
 #include "base/log.h"
@@ -22,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,12 +106,17 @@ int hearth_workers_adopt(hearth_server *s, hearth_err *err)
 static int start_worker(hearth_server *s, worker *w, int index)
 {
     clock_gettime(CLOCK_MONOTONIC, &w->started);
+    pid_t supervisor = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         HLOG_ERROR("cannot fork worker %d: %s", index, strerror(errno));
         return -1;
     }
     if (pid == 0) {
+        /* SIGTERM when the supervisor dies; if it died before this call, the
+         * signal will never come, and the parent is already someone else */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != supervisor)
+            _exit(1);
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
@@ -121,6 +136,15 @@ static void forget_slots(hearth_server *s, int index)
         atomic_store(&st->alive, 0);
         atomic_store(&st->conns, 0);
         atomic_store(&st->inflight, 0);
+    }
+}
+
+/* A stopping supervisor lets go of the listening socket at once (see the top). */
+static void close_listener(hearth_server *s)
+{
+    if (s->listen_fd >= 0) {
+        close(s->listen_fd);
+        s->listen_fd = -1;
     }
 }
 
@@ -157,6 +181,7 @@ int hearth_workers_supervise(hearth_server *s)
             continue;
         if ((sig == SIGTERM || sig == SIGINT) && !stopping) {
             stopping = true;
+            close_listener(s);
             HLOG_INFO("shutting down: asking %d worker%s to drain", live, live > 1 ? "s" : "");
             for (int i = 0; i < n; i++)
                 if (ws[i].pid > 0)
@@ -189,6 +214,7 @@ int hearth_workers_supervise(hearth_server *s)
                 HLOG_ERROR("worker %d (pid %d) could not start (see its error above); stopping", i, (int)pid);
                 failed++;
                 stopping = true;
+                close_listener(s);
                 for (int k = 0; k < n; k++)
                     if (ws[k].pid > 0)
                         kill(ws[k].pid, SIGTERM);

@@ -1,4 +1,4 @@
-/* Unit tests for src/base: bounded buffers, errors, cpu detection. */
+/* Unit tests for src/base: bounded buffers, errors, files, cpu detection. */
 #include "harness.h"
 
 #include "base/buf.h"
@@ -7,10 +7,13 @@
 #include "base/file.h"
 #include "base/random.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static void buf_grows_and_stops_at_max(void)
@@ -47,6 +50,84 @@ static void file_errors_name_the_path(void)
     CHECK(hearth_mmap_open(&m, "/nonexistent/x.bin", &e) == HEARTH_EIO);
     CHECK(strstr(e.msg, "/nonexistent/x.bin") != NULL);
     hearth_mmap_close(&m);
+}
+
+static void on_alarm(int sig)
+{
+    static const char msg[] = "not ok - opening a non-regular file blocked (alarm)\n";
+    (void)!write(1, msg, sizeof msg - 1);
+    _exit(1);
+}
+
+/* Both openers refuse what is not a regular file, by path and kind, without
+ * blocking (open(2) of a FIFO with no writer blocks; the alarm makes that a
+ * failure, not a hang). */
+static void non_regular_files_are_refused_at_once(void)
+{
+    char dir[] = "/tmp/hearth_test_kindsXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char fifo[128], sock[128];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    snprintf(sock, sizeof sock, "%s/sock", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+    CHECK(s >= 0 && bind(s, (struct sockaddr *)&sa, sizeof sa) == 0);
+    const struct {
+        const char *path, *kind;
+    } cases[] = {
+        {fifo, "a FIFO"},
+        {dir, "a directory"},
+        {"/dev/zero", "a character device"},
+        {sock, "a socket"},
+    };
+    signal(SIGALRM, on_alarm);
+    alarm(5);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "not a regular file: %s", cases[i].kind);
+        hearth_err e = {0};
+        hearth_mmap m;
+        CHECK_EQ_INT(hearth_mmap_open(&m, cases[i].path, &e), HEARTH_EINVAL);
+        CHECK_MSG(strstr(e.msg, cases[i].path) && strstr(e.msg, want), "%s", e.msg);
+        CHECK(m.data == NULL && m.size == 0);
+        e = (hearth_err){0};
+        char *text = (char *)1;
+        size_t len = 1;
+        CHECK_EQ_INT(hearth_file_read(cases[i].path, 1 << 20, &text, &len, &e), HEARTH_EINVAL);
+        CHECK_MSG(strstr(e.msg, cases[i].path) && strstr(e.msg, want), "%s", e.msg);
+        CHECK(text == NULL && len == 0);
+    }
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    if (s >= 0)
+        close(s);
+    unlink(sock);
+    unlink(fifo);
+    rmdir(dir);
+}
+
+/* A regular file still reads whole, and one past the limit is refused. */
+static void file_read_reads_and_limits(void)
+{
+    char path[] = "/tmp/hearth_test_readXXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    char data[5000];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (char)('a' + i % 26);
+    CHECK_EQ_INT(write(fd, data, sizeof data), (long long)sizeof data);
+    close(fd);
+    hearth_err e = {0};
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_MSG(hearth_file_read(path, sizeof data, &text, &len, &e) == 0, "%s", e.msg);
+    CHECK(text && len == sizeof data && memcmp(text, data, len) == 0 && text[len] == 0);
+    free(text);
+    CHECK_EQ_INT(hearth_file_read(path, sizeof data - 1, &text, &len, &e), HEARTH_ELIMIT);
+    CHECK(strstr(e.msg, path) != NULL);
+    unlink(path);
 }
 
 /* Releasing part of a mapping (whole pages inside the range, from the middle
@@ -129,6 +210,8 @@ int main(void)
     RUN(buf_grows_and_stops_at_max);
     RUN(err_messages_name_things);
     RUN(file_errors_name_the_path);
+    RUN(non_regular_files_are_refused_at_once);
+    RUN(file_read_reads_and_limits);
     RUN(released_mapping_still_reads_the_file);
     RUN(cpu_detects_something);
     RUN(mkdirs_makes_parents_and_names_failures);

@@ -3,9 +3,11 @@
  * reader bug), placed so its last byte touches a PROT_NONE guard page (any
  * read past the end faults under every build), and must fail with the
  * expected code and a message naming the file, the key or tensor, and the
- * offset. */
+ * offset. The tiling cases also corrupt a copy of the real stories260K.gguf
+ * the way issue 16 did (its first tensor's type F32 -> Q4_0). */
 #include "harness.h"
 
+#include "base/file.h"
 #include "models/gguf.h"
 
 #include <stdint.h>
@@ -23,6 +25,12 @@ static void put(bytes *b, const void *p, size_t n)
     b->n += n;
 }
 static void u32(bytes *b, uint32_t v) { put(b, &v, 4); }
+static uint32_t gguf_le32_test(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
 static void u64(bytes *b, uint64_t v) { put(b, &v, 8); }
 static void str(bytes *b, const char *s)
 {
@@ -463,6 +471,152 @@ static void hostile_names_are_escaped(void)
     CHECK_MSG(strstr(e.msg, "tensor 'evil??[31m'") != NULL, "%s", e.msg);
 }
 
+/* Tensors whose data regions, sorted by offset, do not tile the data
+ * section (a changed type or shape changes a region's size): a gap, an
+ * overlap, data after the last tensor, a first tensor past the start. */
+static void tensors_leave_a_gap(void)
+{
+    bytes b;
+    b.n = 0;
+    header(&b, 3, 2, 0);
+    tinfo(&b, "a", 1, (uint64_t[]){8}, 0, 0);
+    tinfo(&b, "b", 1, (uint64_t[]){8}, 0, 64);
+    pad(&b, 32);
+    size_t data = b.n;
+    zeros(&b, 96);
+    char want[160];
+    snprintf(want, sizeof want,
+             "type f32, data of 32 bytes at file offset %zu, ends 32 bytes before the next tensor, 'b', at %zu", data,
+             data + 64);
+    expect(&b, "gap.gguf", HEARTH_EINVAL, "tensor 'a' at offset 24", want);
+    expect(&b, "gap.gguf", HEARTH_EINVAL, "do not tile the data section", NULL);
+}
+
+static void tensors_overlap(void)
+{
+    bytes b;
+    b.n = 0;
+    header(&b, 3, 2, 0);
+    tinfo(&b, "b", 1, (uint64_t[]){8}, 0, 32); /* listed first, placed second */
+    tinfo(&b, "a", 1, (uint64_t[]){16}, 0, 0);
+    pad(&b, 32);
+    size_t data = b.n;
+    zeros(&b, 64);
+    char want[160];
+    snprintf(want, sizeof want,
+             "type f32, data of 64 bytes at file offset %zu, runs 32 bytes into the next tensor, 'b', at %zu", data,
+             data + 32);
+    expect(&b, "overlap.gguf", HEARTH_EINVAL, "tensor 'a'", want);
+}
+
+static void data_after_the_last_tensor(void)
+{
+    bytes b;
+    good(&b);
+    zeros(&b, 32);
+    expect(&b, "tail.gguf", HEARTH_EINVAL, "tensor 'w'", "the last, ends 32 bytes before the end of the file");
+    b.n -= 1; /* 31 bytes past the tensor: padding, accepted */
+    hearth_err e = {0};
+    CHECK_MSG(open_guarded(b.d, b.n, "tail31.gguf", &e) == 0, "%s", e.msg);
+}
+
+static void first_tensor_past_the_start(void)
+{
+    bytes b;
+    one_tensor(&b, "w", 1, (uint64_t[]){8}, 0, 32); /* 32 bytes at 32 of a 64-byte section */
+    expect(&b, "late.gguf", HEARTH_EINVAL, "tensor 'w'", "the lowest, starts 32 bytes into the data section");
+}
+
+/* What tiles is accepted: padding under the alignment after each tensor,
+ * infos in any order, an empty tensor, a larger alignment. */
+static void padded_tensors_tile(void)
+{
+    bytes b;
+    b.n = 0;
+    header(&b, 3, 3, 1);
+    kv_u32(&b, "general.alignment", 64);
+    tinfo(&b, "b", 1, (uint64_t[]){8}, 0, 64);
+    tinfo(&b, "a", 1, (uint64_t[]){3}, 0, 0);
+    tinfo(&b, "empty", 1, (uint64_t[]){0}, 0, 64);
+    pad(&b, 64);
+    zeros(&b, 64 + 32 + 31);
+    hearth_err e = {0};
+    CHECK_MSG(open_guarded(b.d, b.n, "padded.gguf", &e) == 0, "%s", e.msg);
+}
+
+/* Reads a whole shared file into a malloc'd copy. */
+static uint8_t *read_shared(const char *rel, size_t *n)
+{
+    char path[512];
+    if (!hearth_test_shared_path(path, sizeof path, rel))
+        return NULL;
+    hearth_err e = {0};
+    char *text = NULL;
+    CHECK_MSG(hearth_file_read(path, 64u << 20, &text, n, &e) == 0, "%s", e.msg);
+    return (uint8_t *)text;
+}
+
+/* The corruption issue 16 found: stories260K.gguf with its first tensor's
+ * type changed from F32 to Q4_0 loaded and generated garbage. The region
+ * shrinks from 131072 bytes to 18432 and leaves a gap before the next
+ * tensor; the message names the tensor, its type, size and offset. */
+static void stories_type_changed(void)
+{
+    size_t n = 0;
+    uint8_t *d = read_shared("models/stories260K/stories260K.gguf", &n);
+    if (!d)
+        return;
+    hearth_err e = {0};
+    hearth_gguf g;
+    int rc = hearth_gguf_open_memory(&g, d, n, "stories260K.gguf", &e);
+    CHECK_MSG(rc == 0 && g.n_tensors == 48, "%d %s", rc, e.msg);
+    if (rc || g.n_tensors != 48) {
+        hearth_gguf_close(&g);
+        free(d);
+        return;
+    }
+    const hearth_gguf_tensor *t = &g.tensors[0], *next = &g.tensors[1];
+    CHECK_EQ_STR(t->name, "token_embd.weight");
+    CHECK(t->type == HEARTH_F32 && t->n_dims == 2 && t->nbytes == 131072);
+    /* the type field: after the name (u64 length + bytes), n_dims (u32) and the dims (u64 each) */
+    size_t at = (size_t)t->info_offset + 8 + strlen(t->name) + 4 + 8 * (size_t)t->n_dims;
+    CHECK_EQ_INT(gguf_le32_test(d + at), HEARTH_F32);
+    char want[200];
+    snprintf(want, sizeof want,
+             "type q4_0, data of 18432 bytes at file offset %llu, ends %llu bytes before the next tensor, "
+             "'output_norm.weight', at %llu", (unsigned long long)t->offset,
+             (unsigned long long)(next->offset - t->offset - 18432), (unsigned long long)next->offset);
+    hearth_gguf_close(&g);
+    uint32_t q4 = HEARTH_Q4_0;
+    memcpy(d + at, &q4, 4);
+    CHECK_EQ_INT(hearth_gguf_open_memory(&g, d, n, "stories260K-q4.gguf", &e), HEARTH_EINVAL);
+    CHECK_MSG(strstr(e.msg, "stories260K-q4.gguf: tensor 'token_embd.weight'") && strstr(e.msg, want) &&
+                  strstr(e.msg, "do not tile the data section"),
+              "%s", e.msg);
+    hearth_gguf_close(&g);
+    free(d);
+}
+
+/* Every real GGUF in shared/ still opens (the tiling check refuses none). */
+static void shared_files_tile(void)
+{
+    static const char *const files[] = {
+        "models/stories260K/stories260K.gguf",
+        "vocab/ggml-vocab-bert-bge.gguf",
+        "vocab/ggml-vocab-gpt-2.gguf",
+        "vocab/ggml-vocab-phi-3.gguf",
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[512];
+        if (!hearth_test_shared_path(path, sizeof path, files[i]))
+            continue;
+        hearth_err e = {0};
+        hearth_gguf g;
+        CHECK_MSG(hearth_gguf_open(&g, path, &e) == 0, "%s", e.msg);
+        hearth_gguf_close(&g);
+    }
+}
+
 int main(void)
 {
     RUN(good_file_opens);
@@ -498,5 +652,12 @@ int main(void)
     RUN(duplicate_tensor_name);
     RUN(ne0_not_block_multiple);
     RUN(hostile_names_are_escaped);
+    RUN(tensors_leave_a_gap);
+    RUN(tensors_overlap);
+    RUN(data_after_the_last_tensor);
+    RUN(first_tensor_past_the_start);
+    RUN(padded_tensors_tile);
+    RUN(stories_type_changed);
+    RUN(shared_files_tile);
     TEST_EXIT();
 }

@@ -119,14 +119,14 @@ static void simple_get(void)
     CHECK_EQ_INT(R.n_headers, 0);
     CHECK(!R.keep_alive);
     /* bytes past 0x7f are not whitespace or controls: allowed in the target and in values */
-    s = "GET /caf\xc3\xa9 HTTP/1.1\r\nX-Name: Jos\xc3\xa9\r\n\r\n";
+    s = "GET /caf\xc3\xa9 HTTP/1.1\r\nX-Name: Jos\xc3\xa9\r\nHost: h\r\n\r\n";
     CHECK_EQ_INT(parse_s(s, NULL), (long)strlen(s));
     CHECK(span_is(R.headers[0].value, R.headers[0].value_len, "Jos\xc3\xa9"));
 }
 
 static void values_trimmed_of_ows(void)
 {
-    const char *s = "POST /x HTTP/1.1\r\nA:   spaced  value \t \r\nB:\r\nC:\t\ttab\r\nD: \r\nE:x\r\n"
+    const char *s = "POST /x HTTP/1.0\r\nA:   spaced  value \t \r\nB:\r\nC:\t\ttab\r\nD: \r\nE:x\r\n"
                     "F: in\tside\r\n\r\n";
     CHECK_EQ_INT(parse_s(s, NULL), (long)strlen(s));
     CHECK_EQ_INT(R.n_headers, 6);
@@ -137,7 +137,7 @@ static void values_trimmed_of_ows(void)
 
 static void build_head(char *out, size_t cap, int n_headers)
 {
-    size_t off = (size_t)snprintf(out, cap, "GET / HTTP/1.1\r\n");
+    size_t off = (size_t)snprintf(out, cap, "GET / HTTP/1.0\r\n"); /* 1.0: every field is an X-H */
     for (int i = 0; i < n_headers; i++)
         off += (size_t)snprintf(out + off, cap - off, "X-H%d: v%d\r\n", i, i * 7);
     snprintf(out + off, cap - off, "\r\n");
@@ -173,8 +173,9 @@ static void many_headers(void)
 
 static void pipelined_requests(void)
 {
-    const char *first = "POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\n";
-    const char *s = "POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\nConnection: close\r\n\r\n";
+    const char *first = "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\n";
+    const char *s = "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhelloGET /b HTTP/1.1\r\nHost: h\r\n"
+                    "Connection: close\r\n\r\n";
     long n = parse_s(s, NULL);
     CHECK_EQ_INT(n, (long)strlen(first));
     CHECK_EQ_INT(R.content_length, 5);
@@ -236,12 +237,12 @@ static void header_line_errors(void)
 
 static void content_length_rules(void)
 {
-    CHECK_EQ_INT(parse_s("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n", NULL), 38);
+    CHECK_EQ_INT(parse_s("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n", NULL), 47);
     CHECK_EQ_INT(R.content_length, 0);
-    CHECK(parse_s("POST / HTTP/1.1\r\ncontent-length:  0042 \r\n\r\n", NULL) > 0);
+    CHECK(parse_s("POST / HTTP/1.1\r\nHost: h\r\ncontent-length:  0042 \r\n\r\n", NULL) > 0);
     CHECK_EQ_INT(R.content_length, 42);
     /* 2^62 = 4611686018427387904 is the largest accepted */
-    CHECK(parse_s("POST / HTTP/1.1\r\nContent-Length: 4611686018427387904\r\n\r\n", NULL) > 0);
+    CHECK(parse_s("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 4611686018427387904\r\n\r\n", NULL) > 0);
     CHECK_EQ_INT(R.content_length, (int64_t)1 << 62);
     expect_error_s("POST / HTTP/1.1\r\nContent-Length: 4611686018427387905\r\n\r\n", 400, "larger than 2^62");
     expect_error_s("POST / HTTP/1.1\r\nContent-Length: 99999999999999999999999999\r\n\r\n", 400, "larger than 2^62");
@@ -254,9 +255,9 @@ static void content_length_rules(void)
     expect_error_s("POST / HTTP/1.1\r\nContent-Length: 0x10\r\n\r\n", 400, "not a decimal");
     expect_error_s("POST / HTTP/1.1\r\nContent-Length:\r\n\r\n", 400, "Content-Length is empty");
     /* repeats: identical allowed, different refused */
-    CHECK(parse_s("POST / HTTP/1.1\r\nContent-Length: 7\r\nX: y\r\nContent-Length: 7\r\n\r\n", NULL) > 0);
+    CHECK(parse_s("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 7\r\nX: y\r\nContent-Length: 7\r\n\r\n", NULL) > 0);
     CHECK_EQ_INT(R.content_length, 7);
-    CHECK(parse_s("POST / HTTP/1.1\r\nContent-Length: 7\r\nContent-Length: 007\r\n\r\n", NULL) > 0);
+    CHECK(parse_s("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 7\r\nContent-Length: 007\r\n\r\n", NULL) > 0);
     CHECK_EQ_INT(R.content_length, 7);
     expect_error_s("POST / HTTP/1.1\r\nContent-Length: 7\r\nContent-Length: 8\r\n\r\n", 400,
                    "Content-Length given twice with different values (7 and 8)");
@@ -264,10 +265,10 @@ static void content_length_rules(void)
 
 static void transfer_encoding_rules(void)
 {
-    CHECK(parse_s("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", NULL) > 0);
+    CHECK(parse_s("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", NULL) > 0);
     CHECK(R.chunked);
     CHECK_EQ_INT(R.content_length, -1);
-    CHECK(parse_s("POST / HTTP/1.1\r\ntransfer-encoding:  ChUnKeD \r\n\r\n", NULL) > 0);
+    CHECK(parse_s("POST / HTTP/1.1\r\nHost: h\r\ntransfer-encoding:  ChUnKeD \r\n\r\n", NULL) > 0);
     CHECK(R.chunked);
     expect_error_s("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "Transfer-Encoding 'gzip' is not supported");
     expect_error_s("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, "not supported");
@@ -307,9 +308,9 @@ static void keep_alive_rules(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char s[256];
         if (cases[i].connection)
-            snprintf(s, sizeof s, "GET / HTTP/%s\r\nConnection: %s\r\n\r\n", cases[i].version, cases[i].connection);
+            snprintf(s, sizeof s, "GET / HTTP/%s\r\nHost: h\r\nConnection: %s\r\n\r\n", cases[i].version, cases[i].connection);
         else
-            snprintf(s, sizeof s, "GET / HTTP/%s\r\n\r\n", cases[i].version);
+            snprintf(s, sizeof s, "GET / HTTP/%s\r\nHost: h\r\n\r\n", cases[i].version);
         CHECK_EQ_INT(parse_s(s, NULL), (long)strlen(s));
         CHECK_MSG(R.keep_alive == cases[i].keep_alive, "HTTP/%s Connection: %s", cases[i].version,
                   cases[i].connection ? cases[i].connection : "(none)");
@@ -317,33 +318,33 @@ static void keep_alive_rules(void)
     /* tokens from several Connection fields are all seen */
     CHECK(parse_s("GET / HTTP/1.0\r\nConnection: upgrade\r\nConnection: keep-alive\r\n\r\n", NULL) > 0);
     CHECK(R.keep_alive);
-    CHECK(parse_s("GET / HTTP/1.1\r\nConnection: upgrade\r\nConnection: close\r\n\r\n", NULL) > 0);
+    CHECK(parse_s("GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nConnection: close\r\n\r\n", NULL) > 0);
     CHECK(!R.keep_alive);
 }
 
 static void expect_rules(void)
 {
-    CHECK(parse_s("POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n", NULL) > 0);
+    CHECK(parse_s("POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n", NULL) > 0);
     CHECK(R.expect_continue);
-    CHECK(parse_s("POST / HTTP/1.1\r\nExpect:  100-Continue \r\n\r\n", NULL) > 0);
+    CHECK(parse_s("POST / HTTP/1.1\r\nHost: h\r\nExpect:  100-Continue \r\n\r\n", NULL) > 0);
     CHECK(R.expect_continue);
-    CHECK(parse_s("POST / HTTP/1.1\r\n\r\n", NULL) > 0);
+    CHECK(parse_s("POST / HTTP/1.1\r\nHost: h\r\n\r\n", NULL) > 0);
     CHECK(!R.expect_continue);
     /* RFC 9110 10.1.1: an HTTP/1.0 request's expectation is ignored */
     CHECK(parse_s("POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n", NULL) > 0);
     CHECK(!R.expect_continue);
     CHECK(parse_s("POST / HTTP/1.0\r\nExpect: teapot\r\n\r\n", NULL) > 0);
-    expect_error_s("POST / HTTP/1.1\r\nExpect: 200-ok\r\n\r\n", 417, "Expect '200-ok' is not supported");
-    expect_error_s("POST / HTTP/1.1\r\nExpect: 100-continue, foo\r\n\r\n", 417, "not supported");
+    expect_error_s("POST / HTTP/1.1\r\nHost: h\r\nExpect: 200-ok\r\n\r\n", 417, "Expect '200-ok' is not supported");
+    expect_error_s("POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue, foo\r\n\r\n", 417, "not supported");
 }
 
-/* A request line of exactly n bytes, CRLF included, as "GET /aaa... HTTP/1.1\r\n". */
+/* A request line of exactly n bytes, CRLF included, as "GET /aaa... HTTP/1.0\r\n" (1.0: no Host needed). */
 static size_t request_line_of(char *out, size_t n)
 {
-    size_t fixed = strlen("GET / HTTP/1.1\r\n");
+    size_t fixed = strlen("GET / HTTP/1.0\r\n");
     memcpy(out, "GET /", 5);
     memset(out + 5, 'a', n - fixed);
-    memcpy(out + 5 + (n - fixed), " HTTP/1.1\r\n", 11);
+    memcpy(out + 5 + (n - fixed), " HTTP/1.0\r\n", 11);
     return n;
 }
 
@@ -374,10 +375,10 @@ static void request_line_limit(void)
     expect_error(s, n + 2, NULL, 431, "request line longer than 8192 bytes");
 }
 
-/* A head of exactly n bytes: a request line, one long header, a blank line. */
+/* A head of exactly n bytes: an HTTP/1.0 request line, one long header, a blank line. */
 static size_t head_of(char *out, size_t n)
 {
-    const char *start = "GET / HTTP/1.1\r\nX-Pad: ";
+    const char *start = "GET / HTTP/1.0\r\nX-Pad: ";
     size_t fixed = strlen(start) + 4;
     memcpy(out, start, strlen(start));
     memset(out + strlen(start), 'p', n - fixed);
@@ -427,8 +428,71 @@ static void header_count_limit(void)
     build_head(s, sizeof s, 5);
     expect_error(s, strlen(s), &lim, 431, "more than 4 header fields");
     lim.max_headers = 0;
-    CHECK(parse_s("GET / HTTP/1.1\r\n\r\n", &lim) > 0);
+    CHECK(parse_s("GET / HTTP/1.0\r\n\r\n", &lim) > 0);
     expect_error("GET / HTTP/1.1\r\nA: b\r\n\r\n", 24, &lim, 431, "more than 0 header fields");
+}
+
+/* RFC 9112 3.2: HTTP/1.1 needs exactly one Host; any version may not send two. */
+static void host_rules(void)
+{
+    CHECK(parse_s("GET / HTTP/1.1\r\nHost: example.com:8080\r\n\r\n", NULL) > 0);
+    CHECK(R.host && span_is(R.host->value, R.host->value_len, "example.com:8080"));
+    CHECK(parse_s("GET / HTTP/1.1\r\nhOsT: [::1]:80\r\n\r\n", NULL) > 0);
+    CHECK(parse_s("GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", NULL) > 0);
+    CHECK(parse_s("GET / HTTP/1.1\r\nHost:\r\n\r\n", NULL) > 0); /* empty: a URI without authority */
+    CHECK(R.host && R.host->value_len == 0);
+    CHECK(parse_s("GET / HTTP/1.0\r\n\r\n", NULL) > 0); /* 1.0 needs none */
+    CHECK(R.host == NULL);
+    expect_error_s("GET / HTTP/1.1\r\n\r\n", 400, "no Host field");
+    expect_error_s("GET / HTTP/1.1\r\nAccept: */*\r\n\r\n", 400, "no Host field");
+    expect_error_s("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400, "Host given 2 times");
+    expect_error_s("GET / HTTP/1.1\r\nHost: a\r\nX: y\r\nhost: b\r\n\r\n", 400, "Host given 2 times");
+    expect_error_s("GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", 400, "Host given 2 times");
+    expect_error_s("GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400, "Host 'a b' is not a host[:port]");
+    expect_error_s("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, "is not a host[:port]");
+    expect_error_s("GET / HTTP/1.1\r\nHost: user@a\r\n\r\n", 400, "is not a host[:port]");
+    /* framing errors still win: they say what broke the stream */
+    expect_error_s("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "not supported");
+}
+
+/* The target as the router sees it: origin-form split at '?', absolute-form by its path. */
+static void target_forms(void)
+{
+    CHECK(parse_s("GET /a/b?x=1&y HTTP/1.1\r\nHost: h\r\n\r\n", NULL) > 0);
+    CHECK(span_is(R.path, R.path_len, "/a/b"));
+    CHECK(span_is(R.query, R.query_len, "x=1&y"));
+    CHECK(R.authority == NULL);
+    CHECK(parse_s("GET /a? HTTP/1.1\r\nHost: h\r\n\r\n", NULL) > 0);
+    CHECK(span_is(R.path, R.path_len, "/a"));
+    CHECK(R.query != NULL && R.query_len == 0);
+    CHECK(parse_s("GET /health HTTP/1.1\r\nHost: h\r\n\r\n", NULL) > 0);
+    CHECK(R.query != NULL && R.query_len == 0);
+
+    CHECK(parse_s("GET http://example.com:8080/health?full=1 HTTP/1.1\r\nHost: other\r\n\r\n", NULL) > 0);
+    CHECK(span_is(R.target, R.target_len, "http://example.com:8080/health?full=1"));
+    CHECK(span_is(R.authority, R.authority_len, "example.com:8080"));
+    CHECK(span_is(R.path, R.path_len, "/health"));
+    CHECK(span_is(R.query, R.query_len, "full=1"));
+    CHECK(parse_s("GET HTTPS://h/v1/models HTTP/1.1\r\nHost: h\r\n\r\n", NULL) > 0);
+    CHECK(span_is(R.path, R.path_len, "/v1/models"));
+    CHECK(parse_s("GET http://h HTTP/1.1\r\nHost: h\r\n\r\n", NULL) > 0);
+    CHECK(span_is(R.path, R.path_len, "/"));
+    CHECK(parse_s("GET http://h?q=2 HTTP/1.1\r\nHost: h\r\n\r\n", NULL) > 0);
+    CHECK(span_is(R.path, R.path_len, "/"));
+    CHECK(span_is(R.query, R.query_len, "q=2"));
+    /* a 1.0 absolute-form request needs no Host either */
+    CHECK(parse_s("GET http://h/x HTTP/1.0\r\n\r\n", NULL) > 0);
+    CHECK(span_is(R.path, R.path_len, "/x"));
+    /* asterisk-form and oddities stay whole for the router to refuse */
+    CHECK(parse_s("OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n", NULL) > 0);
+    CHECK(span_is(R.path, R.path_len, "*"));
+    CHECK(parse_s("GET health HTTP/1.1\r\nHost: h\r\n\r\n", NULL) > 0);
+    CHECK(span_is(R.path, R.path_len, "health"));
+    CHECK(parse_s("GET a:b HTTP/1.1\r\nHost: h\r\n\r\n", NULL) > 0); /* no "//": not absolute-form */
+    CHECK(R.authority == NULL);
+    expect_error_s("GET ftp://h/x HTTP/1.1\r\nHost: h\r\n\r\n", 400, "'ftp://h/x' is not an http or https URI");
+    expect_error_s("GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n", 400, "has no host");
+    expect_error_s("GET http://?x HTTP/1.1\r\nHost: h\r\n\r\n", 400, "has no host");
 }
 
 /* ---- chunked ---- */
@@ -708,6 +772,8 @@ int main(void)
     RUN(request_line_limit);
     RUN(head_limit);
     RUN(header_count_limit);
+    RUN(host_rules);
+    RUN(target_forms);
     RUN(chunked_normal);
     RUN(chunked_extensions_and_trailers);
     RUN(chunked_malformed);
