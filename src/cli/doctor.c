@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "base/cpu.h"
+#include "engine/cpu/matmul.h"
 #include "engine/gpu.h"
 #include "net/loop.h"
 #include "net/server.h"
@@ -51,8 +52,9 @@ static cJSON *cpu_info(void)
     cJSON *f = cJSON_AddArrayToObject(o, "features");
     for (char *tok = strtok(feats, " "); tok; tok = strtok(NULL, " "))
         cJSON_AddItemToArray(f, cJSON_CreateString(tok));
-    const char *kernels = c->avx512f ? "avx512" : c->avx2 && c->fma ? "avx2" : "scalar";
-    cJSON_AddStringToObject(o, "kernels_selected", kernels);
+    /* the ISA the kernels really run, as the matmul decides it (AVX-512 wants
+     * F, BW, VL, DQ and VNNI, not F alone), honouring HEARTH_CPU_DISABLE */
+    cJSON_AddStringToObject(o, "kernels_selected", hearth_cpu_isa_name(hearth_cpu_matmul_isa()));
     return o;
 }
 

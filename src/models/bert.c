@@ -17,7 +17,7 @@
 #include "models/bert.h"
 #include "models/bert_impl.h"
 
-#include "engine/cpu/quant.h"
+#include "engine/quant.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -133,11 +133,12 @@ int hearth_bert_open(hearth_bert **out, const char *path, enum hearth_bert_dtype
     if (!m)
         return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory", path);
     snprintf(m->path, sizeof m->path, "%s", path);
+    m->dev = hearth_dev_default();
     int rc = S_ISDIR(st.st_mode) ? bert_load_hf(m, path, err) : bert_load_gguf(m, path, err);
     if (rc == 0 && dtype != HEARTH_BERT_F32)
         rc = bert_convert_weights(m, dtype == HEARTH_BERT_BF16 ? HEARTH_BF16 : HEARTH_Q8_0, err);
     if (rc == 0)
-        rc = bert_prepack_weights(m, err);
+        rc = bert_place_weights(m, err);
     if (rc) {
         hearth_bert_close(m);
         return rc;
@@ -150,7 +151,7 @@ void hearth_bert_close(hearth_bert *m)
 {
     if (!m)
         return;
-    bert_free_prepacked(m);
+    bert_free_weights(m);
     for (size_t i = 0; i < m->owned.n; i++)
         free(m->owned.p[i]);
     free(m->owned.p);

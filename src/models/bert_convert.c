@@ -13,7 +13,7 @@
  * small encoder in memory is fine). */
 #include "models/bert_convert.h"
 
-#include "engine/cpu/quant.h"
+#include "engine/quant.h"
 #include "models/gguf.h"
 #include "models/gguf_write.h"
 #include "models/hf_folder.h"

@@ -1,15 +1,16 @@
-/* bert_forward.c: the BERT encoder forward pass over a batch of sequences.
+/* bert_forward.c: the walk of a BERT encoder over a batch of sequences,
+ * written once over engine/dev.h's ops.
  *
  * How: the sequences are packed, without padding, into one (T, hidden)
  * activation matrix, T the sum of their lengths, so every Linear is one
  * matmul over all T rows (Q, K and V write side by side into one (T, 3h)
  * buffer through the output stride). Attention is the only step that needs
- * sequence boundaries: one pool task per sequence (or group of its heads) attends over that
+ * sequence boundaries: the device's packed attention attends over each
  * sequence's own rows only, so no key is ever padding and no mask is needed;
- * a sequence's vector is therefore the same in any batch as alone, up to
- * nothing (the rows it reads are the same rows). Bias adds are fused into
- * the passes that follow each matmul: Q/K/V biases into the attention task,
- * the output biases into residual + LayerNorm, the FFN bias into GELU.
+ * a sequence's vector is therefore the same in any batch as alone (the rows
+ * it reads are the same rows). Bias adds are fused into the ops that follow
+ * each matmul: Q/K/V biases into attention, the output biases into residual
+ * + LayerNorm, the FFN bias into GELU.
  *
  *   x    (T, h)    embeddings, then the residual stream
  *   qkv  (T, 3h)   [q | k | v] per row, heads of head_dim side by side
@@ -17,28 +18,30 @@
  *   ffn  (T, ff)   FFN hidden
  *   y    (T, h)    output of the O and down projections
  *
- * Per layer: qkv = x [Wq|Wk|Wv]^T; ctx = attention(qkv + b); y = ctx Wo^T;
- * x = LN(x + y + bo); ffn = gelu(x Wup^T + bup); y = ffn Wdown^T;
- * x = LN(x + y + bdown). Then pooling (mean / [CLS] / last) per sequence
- * and, if asked, L2 normalization.
+ * Per layer, the device ops in order: matmul x3 (qkv = x [Wq|Wk|Wv]^T);
+ * attn_packed (ctx = attention(qkv + b)); matmul (y = ctx Wo^T);
+ * add_layernorm (x = LN(x + y + bo)); matmul (ffn = x Wup^T); bias_gelu
+ * (ffn = gelu(ffn + bup)); matmul (y = ffn Wdown^T); add_layernorm
+ * (x = LN(x + y + bdown)). Before the layers, embed (token + position + type
+ * rows, LayerNorm); after them, pool (mean / [CLS] / last per sequence, or
+ * every row, and if asked L2 normalization).
+ *
+ * Per-step data (each row's token id and position, each sequence's first
+ * row) is built on the host and uploaded as one hearth_batch block; the
+ * pooled vectors reach the caller's buffer by one download at the end (on
+ * the CPU, whose memory is the host's, pool writes them in place).
  *
  * Rejected: padding to the longest sequence (wasted FLOPs on every Linear,
  * and a mask to get right: the -inf-mask bug class); one matmul per
  * sequence (short sentences would give the GEMM M of 10-20 rows, far below
  * where it reaches its peak); a scratch arena kept in the model (the
- * activations are the calling thread's pass scratch instead, so engines
- * running passes at once each have their own, and the model stays free of
- * size-dependent state); a fused AVX-512 head of its own, K transposed once
- * (1.2 us against the two small matmuls' 1.1 us per head of 13 tokens x 32
- * dims, when tasks were single heads). The heads now run through
- * engine/cpu/attn.h, one query at a time (see attn_task). */
+ * activations are the stream's arena instead, on the CPU the calling
+ * thread's pass scratch, so engines running passes at once each have their
+ * own, and the model stays free of size-dependent state); grouping Q, K and
+ * V into one matmul call (three calls as before the seam: the same panels'
+ * fetch-ahead chain, measured as it is). */
 #include "models/bert.h"
 #include "models/bert_impl.h"
-
-#include "engine/cpu/matmul.h"
-#include "engine/cpu/ops.h"
-#include "engine/cpu/quant.h"
-#include "engine/cpu/attn.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -47,176 +50,57 @@
 
 typedef struct fwd {
     const hearth_bert *m;
-    int n_seqs;
-    const int32_t *const *ids;
-    const int32_t *lens;
-    int64_t *start;          /* (n_seqs + 1) first row of each sequence */
-    int64_t T, rows_per_task;
-    int64_t heads_per_task; /* attention tasks: one sequence, this many heads */
+    hearth_stream st;
+    const hearth_dev_ops *D;
+    int64_t T;
     float *x, *qkv, *ctx, *ffn, *y;
-    const bert_layer *l;
-    const float *bias;       /* the bias of the pass being run */
-    const float *ln_w, *ln_b;
-    hearth_attn_fn attn;     /* one head over a sequence, the widest this CPU allows */
+    hearth_batch db;         /* the step block on the device */
 } fwd;
 
-/* Rows [r0, r1) of task t. */
-static void task_rows(const fwd *f, int64_t t, int64_t *r0, int64_t *r1)
+static int linear(fwd *f, const bert_mat *w, const float *X, int64_t x_stride, float *Y, int64_t y_stride,
+                  const char *what, int64_t layer, hearth_err *err)
 {
-    *r0 = t * f->rows_per_task;
-    *r1 = *r0 + f->rows_per_task < f->T ? *r0 + f->rows_per_task : f->T;
-}
-
-static void embed_task(void *ctx, int64_t t, int64_t n_tasks)
-{
-    fwd *f = ctx;
-    const hearth_bert *m = f->m;
-    int64_t h = m->hidden, r0, r1;
-    task_rows(f, t, &r0, &r1);
-    int s = 0;
-    while (f->start[s + 1] <= r0)
-        s++;
-    for (int64_t r = r0; r < r1; r++) {
-        while (f->start[s + 1] <= r)
-            s++;
-        int64_t pos = r - f->start[s];
-        int32_t id = f->ids[s][pos];
-        float *x = f->x + r * h;
-        const uint8_t *row = (const uint8_t *)m->tok_embd.data + (size_t)id * m->tok_embd.row_bytes;
-        hearth_quant_dequantize_row(m->tok_embd.type, row, x, h); /* type checked at load */
-        const float *p = m->pos_embd + pos * h;
-        for (int64_t i = 0; i < h; i++)
-            x[i] += p[i] + m->type0[i];
-        hearth_cpu_layernorm(x, x, h, m->emb_ln_w, m->emb_ln_b, m->eps);
-    }
-}
-
-/* One sequence and a group of heads_per_task heads: first the group's Q/K/V
- * biases are added row by row over the group's contiguous columns, then per
- * head and query row, ctx = softmax(q K^T / sqrt(head_dim)) V over the
- * sequence's rows, read in place from the qkv buffer (engine/cpu/attn.h's
- * head: 16 keys scored at a time, an online softmax). Grouping heads
- * matters: the rows were just written by the Q/K/V GEMM, mostly on the
- * other core, and a task per single head read them as 3 x len scattered
- * 128-byte pieces (~3 us of a ~6 us task at 13 tokens). The heads replaced
- * two small matmuls per head (S = Q K^T, then P V with V transposed, each
- * packing its operand): `hearth embed --bench -t 1`, two processes at once,
- * 6 interleaved rounds on the Zen 5, batch 1 / 8 / 32 +3.9% / +2.8% /
- * +3.5% sentences/s (5, 6 and 6 rounds of 6 faster). */
-static void attn_task(void *ctx, int64_t t, int64_t n_tasks)
-{
-    fwd *f = ctx;
-    const hearth_bert *m = f->m;
-    const bert_layer *l = f->l;
-    int64_t groups = (m->n_head + f->heads_per_task - 1) / f->heads_per_task;
-    int64_t h = m->hidden, hd = h / m->n_head, s = t / groups, h0 = t % groups * f->heads_per_task;
-    int64_t h1 = h0 + f->heads_per_task < m->n_head ? h0 + f->heads_per_task : m->n_head;
-    int64_t r0 = f->start[s], len = f->start[s + 1] - r0, c0 = h0 * hd, cw = (h1 - h0) * hd;
-    float scale = 1.0f / sqrtf((float)hd);
-    for (int64_t i = 0; i < len; i++) {
-        float *q = f->qkv + (r0 + i) * 3 * h + c0, *k = q + h, *v = q + 2 * h;
-        hearth_cpu_add(q, q, l->bq + c0, cw);
-        hearth_cpu_add(k, k, l->bk + c0, cw);
-        hearth_cpu_add(v, v, l->bv + c0, cw);
-    }
-    float *base = f->qkv + r0 * 3 * h;
-    for (int64_t head = h0; head < h1; head++) {
-        int64_t ch = head * hd;
-        for (int64_t i = 0; i < len; i++)
-            f->attn(f->ctx + (r0 + i) * h + ch, base + i * 3 * h + ch, base + h + ch, base + 2 * h + ch, 3 * h, len,
-                    hd, scale);
-    }
-}
-
-/* x = LN(x + y + bias) */
-static void residual_norm_task(void *ctx, int64_t t, int64_t n_tasks)
-{
-    fwd *f = ctx;
-    int64_t h = f->m->hidden, r0, r1;
-    task_rows(f, t, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        float *x = f->x + r * h, *y = f->y + r * h; /* y is scratch: bias added in place */
-        hearth_cpu_add(y, y, f->bias, h);
-        hearth_cpu_add(x, x, y, h);
-        hearth_cpu_layernorm(x, x, h, f->ln_w, f->ln_b, f->m->eps);
-    }
-}
-
-/* ffn = gelu(ffn + bias) */
-static void gelu_task(void *ctx, int64_t t, int64_t n_tasks)
-{
-    fwd *f = ctx;
-    int64_t ff = f->m->n_ff, r0, r1;
-    task_rows(f, t, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        float *a = f->ffn + r * ff;
-        hearth_cpu_add(a, a, f->bias, ff);
-        hearth_cpu_gelu_erf(a, a, ff);
-    }
-}
-
-static int linear(const fwd *f, hearth_pool *pool, const bert_mat *w, const float *X, int64_t x_stride, float *Y,
-                  int64_t y_stride, const char *what, int64_t layer, hearth_err *err)
-{
-    int rc = w->packed ? hearth_cpu_matmul_prepacked(pool, w->packed, X, x_stride, f->T, Y, y_stride)
-                       : hearth_cpu_matmul(pool, w->type, w->data, w->row_bytes, w->rows, w->cols, X, x_stride, f->T,
-                                           Y, y_stride);
+    int rc = f->D->matmul(&f->st, (const hearth_weight *const[]){w->w}, 1, X, x_stride, f->T, &Y, &y_stride);
     if (rc)
         return hearth_err_set(err, rc, "bert: %s: layer %lld %s: matmul failed (%s)", f->m->path, (long long)layer,
                               what, hearth_status_name(rc));
     return HEARTH_OK;
 }
 
-static int run_layer(fwd *f, hearth_pool *pool, int64_t i, hearth_err *err)
+static int op_failed(const fwd *f, int rc, const char *op, int64_t layer, hearth_err *err)
 {
-    const hearth_bert *m = f->m;
-    const bert_layer *l = &m->layers[i];
-    int64_t h = m->hidden, n_row_tasks = (f->T + f->rows_per_task - 1) / f->rows_per_task;
-    f->l = l;
-    int rc;
-    if ((rc = linear(f, pool, &l->q, f->x, h, f->qkv, 3 * h, "query", i, err)) ||
-        (rc = linear(f, pool, &l->k, f->x, h, f->qkv + h, 3 * h, "key", i, err)) ||
-        (rc = linear(f, pool, &l->v, f->x, h, f->qkv + 2 * h, 3 * h, "value", i, err)))
-        return rc;
-    hearth_pool_run(pool, attn_task, f,
-                    (int64_t)f->n_seqs * ((m->n_head + f->heads_per_task - 1) / f->heads_per_task));
-    if ((rc = linear(f, pool, &l->o, f->ctx, h, f->y, h, "attention output", i, err)))
-        return rc;
-    f->bias = l->bo;
-    f->ln_w = l->ln1_w;
-    f->ln_b = l->ln1_b;
-    hearth_pool_run(pool, residual_norm_task, f, n_row_tasks);
-    if ((rc = linear(f, pool, &l->up, f->x, h, f->ffn, m->n_ff, "ffn up", i, err)))
-        return rc;
-    f->bias = l->b_up;
-    hearth_pool_run(pool, gelu_task, f, n_row_tasks);
-    if ((rc = linear(f, pool, &l->down, f->ffn, m->n_ff, f->y, h, "ffn down", i, err)))
-        return rc;
-    f->bias = l->b_down;
-    f->ln_w = l->ln2_w;
-    f->ln_b = l->ln2_b;
-    hearth_pool_run(pool, residual_norm_task, f, n_row_tasks);
-    return HEARTH_OK;
+    return hearth_err_set(err, rc, "bert: %s: layer %lld: %s failed (%s)", f->m->path, (long long)layer, op,
+                          hearth_status_name(rc));
 }
 
-static void pool_one(const fwd *f, int s, bool normalize, float *out)
+static int run_layer(fwd *f, int64_t i, hearth_err *err)
 {
     const hearth_bert *m = f->m;
-    int64_t h = m->hidden, r0 = f->start[s], len = f->start[s + 1] - r0;
-    if (m->pooling == HEARTH_POOL_CLS) {
-        memcpy(out, f->x + r0 * h, (size_t)h * sizeof *out);
-    } else if (m->pooling == HEARTH_POOL_LAST) {
-        memcpy(out, f->x + (r0 + len - 1) * h, (size_t)h * sizeof *out);
-    } else {
-        for (int64_t i = 0; i < h; i++) {
-            double sum = 0;
-            for (int64_t r = 0; r < len; r++)
-                sum += f->x[(r0 + r) * h + i];
-            out[i] = (float)(sum / (double)len);
-        }
-    }
-    if (normalize)
-        hearth_cpu_l2_normalize(out, out, h, 1e-12f); /* sentence-transformers' Normalize eps */
+    const hearth_dev_ops *D = f->D;
+    hearth_stream *st = &f->st;
+    const bert_layer *l = &m->layers[i];
+    int64_t h = m->hidden, hd = h / m->n_head;
+    int rc;
+    if ((rc = linear(f, &l->q, f->x, h, f->qkv, 3 * h, "query", i, err)) ||
+        (rc = linear(f, &l->k, f->x, h, f->qkv + h, 3 * h, "key", i, err)) ||
+        (rc = linear(f, &l->v, f->x, h, f->qkv + 2 * h, 3 * h, "value", i, err)))
+        return rc;
+    if ((rc = D->attn_packed(st, f->ctx, f->qkv, l->bq, l->bk, l->bv, &f->db, m->n_head, hd,
+                             1.0f / sqrtf((float)hd))))
+        return op_failed(f, rc, "attention", i, err);
+    if ((rc = linear(f, &l->o, f->ctx, h, f->y, h, "attention output", i, err)))
+        return rc;
+    if ((rc = D->add_layernorm(st, f->x, f->y, l->bo, f->T, h, l->ln1_w, l->ln1_b, m->eps)))
+        return op_failed(f, rc, "attention LayerNorm", i, err);
+    if ((rc = linear(f, &l->up, f->x, h, f->ffn, m->n_ff, "ffn up", i, err)))
+        return rc;
+    if ((rc = D->bias_gelu(st, f->ffn, l->b_up, f->T, m->n_ff)))
+        return op_failed(f, rc, "gelu", i, err);
+    if ((rc = linear(f, &l->down, f->ffn, m->n_ff, f->y, h, "ffn down", i, err)))
+        return rc;
+    if ((rc = D->add_layernorm(st, f->x, f->y, l->b_down, f->T, h, l->ln2_w, l->ln2_b, m->eps)))
+        return op_failed(f, rc, "output LayerNorm", i, err);
+    return HEARTH_OK;
 }
 
 static int check_input(const hearth_bert *m, int n_seqs, const int32_t *const *ids, const int32_t *lens,
@@ -249,59 +133,71 @@ int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, c
     int rc = check_input(m, n_seqs, ids, lens, err);
     if (rc || n_seqs == 0)
         return rc;
-    fwd f = {.m = m, .n_seqs = n_seqs, .ids = ids, .lens = lens, .attn = hearth_attn_pick(HEARTH_F32)};
-    f.start = malloc(((size_t)n_seqs + 1) * sizeof *f.start);
-    if (!f.start)
-        return hearth_err_set(err, HEARTH_ENOMEM, "bert: out of memory");
-    f.start[0] = 0;
-    for (int s = 0; s < n_seqs; s++)
-        f.start[s + 1] = f.start[s] + lens[s];
-    f.T = f.start[n_seqs];
-    int64_t h = m->hidden;
+    fwd f = {.m = m};
+    int64_t T = 0, h = m->hidden, out_floats = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        T += lens[s];
+        out_floats += all_tokens && all_tokens[s] ? (int64_t)lens[s] * h : h;
+    }
+    f.T = T;
     /* floats per row over all buffers: x, qkv, ctx, y, ffn */
     int64_t per_row = 6 * h + m->n_ff;
-    if (f.T > (int64_t)(SIZE_MAX / sizeof(float) / 2) / per_row) {
-        free(f.start);
-        return hearth_err_set(err, HEARTH_ENOMEM, "bert: %lld tokens in one batch is too many", (long long)f.T);
+    if (T > (int64_t)(SIZE_MAX / sizeof(float) / 2) / per_row)
+        return hearth_err_set(err, HEARTH_ENOMEM, "bert: %lld tokens in one batch is too many", (long long)T);
+    if ((rc = hearth_stream_init(&f.st, m->dev, pool, err)))
+        return rc;
+    f.D = hearth_stream_ops(&f.st);
+    /* the arena: activations, the pooled output where device memory is not
+     * the host's, then the step block */
+    hearth_batch hb;
+    size_t act = (size_t)(T * per_row) * sizeof(float);
+    size_t out_bytes = m->dev->caps.host_memory ? 0 : (size_t)out_floats * sizeof(float);
+    size_t out_at = (act + 63) & ~(size_t)63, blk_at = (out_at + out_bytes + 63) & ~(size_t)63;
+    size_t blk = hearth_batch_layout(&hb, NULL, T, 1, n_seqs);
+    if ((rc = f.D->scratch(&f.st, blk_at + blk, blk))) {
+        rc = hearth_err_set(err, rc, "bert: out of memory for a batch of %lld tokens", (long long)T);
+        goto done;
     }
-    /* per-thread scratch for served sizes, malloc for huge batches */
-    float *buf = hearth_cpu_pass_scratch((size_t)(f.T * per_row) * sizeof(float)), *owned = NULL;
-    if (!buf)
-        buf = owned = malloc((size_t)(f.T * per_row) * sizeof(float));
-    if (!buf) {
-        free(f.start);
-        return hearth_err_set(err, HEARTH_ENOMEM, "bert: out of memory for a batch of %lld tokens", (long long)f.T);
+    char *base = f.st.scratch;
+    f.x = (float *)base;
+    f.qkv = f.x + T * h;
+    f.ctx = f.qkv + T * 3 * h;
+    f.y = f.ctx + T * h;
+    f.ffn = f.y + T * h;
+    float *dout = out_bytes ? (float *)(base + out_at) : out;
+    hearth_batch_layout(&hb, f.st.staging, T, 1, n_seqs);
+    hearth_batch_layout(&f.db, base + blk_at, T, 1, n_seqs);
+    /* the step block: each row's token and position, each sequence's start */
+    hb.seq_start[0] = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        int64_t r0 = hb.seq_start[s];
+        for (int32_t i = 0; i < lens[s]; i++) {
+            hb.token[r0 + i] = ids[s][i];
+            hb.pos[r0 + i] = i;
+        }
+        hb.seq_start[s + 1] = r0 + lens[s];
     }
-    f.x = buf;
-    f.qkv = f.x + f.T * h;
-    f.ctx = f.qkv + f.T * 3 * h;
-    f.y = f.ctx + f.T * h;
-    f.ffn = f.y + f.T * h;
-    /* about four row tasks per thread, so uneven finishing evens out */
-    int64_t n_tasks = 4 * (int64_t)hearth_pool_size(pool);
-    f.rows_per_task = (f.T + n_tasks - 1) / n_tasks;
-    /* attention: whole sequences per task where there are enough of them to
-     * keep ~4 tasks per thread, else the heads split into groups */
-    int64_t groups = (n_tasks + n_seqs - 1) / n_seqs;
-    groups = groups > m->n_head ? m->n_head : groups;
-    f.heads_per_task = (m->n_head + groups - 1) / groups;
-
-    hearth_pool_run(pool, embed_task, &f, (f.T + f.rows_per_task - 1) / f.rows_per_task);
+    if ((rc = f.D->upload(&f.st, f.db.token, hb.token, blk))) {
+        rc = hearth_err_set(err, rc, "bert: the batch's block cannot be uploaded");
+        goto done;
+    }
+    if ((rc = f.D->embed(&f.st, f.x, m->tok_embd.w, &f.db, m->pos_embd, m->type0, m->emb_ln_w, m->emb_ln_b,
+                         m->eps))) {
+        rc = op_failed(&f, rc, "embeddings", -1, err);
+        goto done;
+    }
     for (int64_t i = 0; i < m->n_layer && rc == 0; i++) {
-        rc = run_layer(&f, pool, i, err);
+        rc = run_layer(&f, i, err);
         if (rc == 0 && stop && i + 1 < m->n_layer && stop(ctx, i + 1, m->n_layer))
             rc = HEARTH_EAGAIN;
     }
-    for (int s = 0; s < n_seqs && rc == 0; s++) {
-        if (all_tokens && all_tokens[s]) {
-            memcpy(out, f.x + f.start[s] * h, (size_t)lens[s] * (size_t)h * sizeof *out);
-            out += (size_t)lens[s] * (size_t)h;
-        } else {
-            pool_one(&f, s, normalize, out);
-            out += h;
-        }
-    }
-    free(owned);
-    free(f.start);
+    if (rc == 0 && (rc = f.D->pool(&f.st, dout, f.x, h, &f.db, m->pooling, normalize, all_tokens)))
+        rc = op_failed(&f, rc, "pooling", m->n_layer, err);
+    if (rc == 0 && out_bytes && (rc = f.D->download(&f.st, out, dout, out_bytes)))
+        rc = hearth_err_set(err, rc, "bert: the vectors cannot be downloaded");
+    if (rc == 0)
+        rc = f.D->sync(&f.st);
+done:
+    hearth_stream_deinit(&f.st);
     return rc;
 }

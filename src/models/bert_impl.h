@@ -8,7 +8,7 @@
 #define HEARTH_MODELS_BERT_IMPL_H
 
 #include "base/err.h"
-#include "engine/cpu/matmul.h"
+#include "engine/dev.h"
 #include "engine/dtype.h"
 #include "models/hf_folder.h" /* hearth_hf_prompt */
 #include "text/vocab.h"
@@ -26,14 +26,16 @@ typedef struct hearth_bert hearth_bert; /* the same typedef as bert.h's */
 #define BERT_MAX_FF ((int64_t)1 << 18)
 #define BERT_MAX_POSITIONS ((int64_t)1 << 16)
 
-/* A weight matrix as hearth_cpu_matmul reads it: (rows, cols) of type, each
- * row row_bytes long. data points into a mapping or into m->owned. */
+/* A weight matrix (rows, cols) of type, each row row_bytes long, as stored:
+ * data points into a mapping or into m->owned; w is it placed on the
+ * model's device (bert_place_weights; on the CPU, f32 weights also get GEMM
+ * panels). */
 typedef struct bert_mat {
     hearth_dtype type;
     const void *data;
     size_t row_bytes;
     int64_t rows, cols;
-    hearth_cpu_prepacked *packed; /* f32 weights in GEMM panels (bert_prepack_weights), or NULL */
+    hearth_weight *w;           /* owned, or NULL before placement */
 } bert_mat;
 
 typedef struct bert_layer {
@@ -77,6 +79,7 @@ struct hearth_bert {
     void *src;               /* the open folder or GGUF file the views point into */
     void (*src_close)(void *src);
     bert_owned owned;
+    hearth_dev *dev;         /* the device the walk runs on (engine/dev.h) */
     char path[256];          /* for messages (cut when longer) */
 };
 
@@ -100,12 +103,13 @@ int bert_finish(hearth_bert *m, const hearth_wordpiece_opts *wp_opts, hearth_err
 int bert_load_hf(hearth_bert *m, const char *dir, hearth_err *err);
 int bert_load_gguf(hearth_bert *m, const char *path, hearth_err *err);
 
-/* Packs every f32 linear weight into the GEMM's panels once (matmul.h's
- * hearth_cpu_prepack; bert_weights.c); the model owns them and
- * bert_free_prepacked frees them. Weights of other types, or a CPU whose
- * kernels take no f32 panels, are left as they are. */
-int bert_prepack_weights(hearth_bert *m, hearth_err *err);
-void bert_free_prepacked(hearth_bert *m);
+/* Asks m->dev whether it can run m (head size, the weights' and the token
+ * table's types: refused naming the tensor and the limit), then places
+ * every linear weight (HEARTH_WEIGHT_FAST: on the CPU, f32 weights packed
+ * once into the GEMM's panels) and the token table (read by rows) on it;
+ * the model owns them and bert_free_weights frees them (bert_weights.c). */
+int bert_place_weights(hearth_bert *m, hearth_err *err);
+void bert_free_weights(hearth_bert *m);
 
 /* Converts every linear weight of m to bf16 (HEARTH_BF16) or Q8_0 in memory
  * m owns (bert_weights.c). HEARTH_EUNSUPPORTED when the type cannot be made. */

@@ -8,7 +8,8 @@
  * GGUF weight. Embeddings, biases and norms stay f32: they are a small part
  * of the bytes and none of the FLOPs.
  *
- * f32 weights are also packed once into the GEMM's panels (an encoder runs
+ * Placing the weights on the model's device (bert_place_weights) is here
+ * too: on the CPU, f32 weights are packed once into the GEMM's panels (an encoder runs
  * the same weights on short batches all day; each call used to convert and
  * transpose every weight again): 4 bytes more per weight held in memory
  * (MiniLM-L6: ~43 MB), for +43% sentences/s at batch 1 (13 tokens) and
@@ -21,8 +22,9 @@
  * it; Q8_0 has integer-dot kernels already, and a finer scale). */
 #include "models/bert_impl.h"
 
-#include "engine/cpu/quant.h"
+#include "engine/quant.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static int convert(hearth_bert *m, bert_mat *w, hearth_dtype to, const char *what, int64_t layer, hearth_err *err)
@@ -64,44 +66,71 @@ static bert_mat *layer_mats(bert_layer *l, int k)
     return mats[k];
 }
 
-/* Each panel set is chained to the one the forward pass multiplies by next
- * (layer_mats' order is the pass's), the last to the first: a pass on one
- * thread fetches each weight's start during the one before (matmul.c,
- * "Fetching ahead"), and the next pass's during its last. */
-int bert_prepack_weights(hearth_bert *m, hearth_err *err)
+static int place(hearth_bert *m, bert_mat *w, enum hearth_weight_place place, const char *what, hearth_err *err)
 {
-    hearth_cpu_prepacked *first = NULL, *prev = NULL;
-    for (int64_t i = 0; i < m->n_layer; i++)
-        for (int k = 0; k < 6; k++) {
-            bert_mat *w = layer_mats(&m->layers[i], k);
-            if (w->type == HEARTH_F32 && !w->packed) {
-                w->packed = hearth_cpu_prepack(w->type, w->data, w->row_bytes, w->rows, w->cols);
-                /* NULL is not an error when this CPU's kernels take no
-                 * panels; it is when they do and the memory was not there */
-                if (!w->packed && hearth_cpu_prepack_wanted(w->type))
-                    return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory packing layer %lld's weights",
-                                          m->path, (long long)i);
-            }
-            if (!w->packed)
-                continue;
-            if (prev)
-                hearth_cpu_prepack_chain(prev, w->packed);
-            first = first ? first : w->packed;
-            prev = w->packed;
-        }
-    if (prev)
-        hearth_cpu_prepack_chain(prev, first);
+    hearth_weight_desc d = {w->type, w->data, w->row_bytes, w->rows, w->cols, place, what};
+    w->w = m->dev->ops->weight_new(m->dev, &d, err);
+    if (!w->w) {
+        hearth_err_prefix(err, "bert: %s", m->path);
+        return err ? err->code : HEARTH_ENOMEM;
+    }
     return HEARTH_OK;
 }
 
-void bert_free_prepacked(hearth_bert *m)
+/* Each weight is chained to the one the forward pass multiplies by next
+ * (layer_mats' order is the pass's), the last to the first: a pass on one
+ * thread fetches each weight's start during the one before (matmul.c,
+ * "Fetching ahead"), and the next pass's during its last. */
+int bert_place_weights(hearth_bert *m, hearth_err *err)
 {
+    const hearth_dev *dev = m->dev;
+    const hearth_dev_ops *D = dev->ops;
+    static const char *const names[6] = {"query", "key", "value", "attention output", "ffn up", "ffn down"};
+    if (m->n_head > 0 && m->hidden / m->n_head > dev->caps.head_dim_max)
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "bert: %s: head size %lld (hidden %lld / %lld heads) > %lld, the largest device %s runs",
+                              m->path, (long long)(m->hidden / m->n_head), (long long)m->hidden, (long long)m->n_head,
+                              (long long)dev->caps.head_dim_max, dev->caps.name);
+    if (!D->supports(dev, HEARTH_OP_EMBED, m->tok_embd.type))
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "bert: %s: token embeddings of type %s: device %s cannot read them",
+                              m->path, hearth_dtype_get(m->tok_embd.type) ? hearth_dtype_get(m->tok_embd.type)->name : "?",
+                              dev->caps.name);
+    int rc = place(m, &m->tok_embd, HEARTH_WEIGHT_AS_STORED, "token embeddings", err);
+    if (rc)
+        return rc;
+    hearth_weight *first = NULL, *prev = NULL;
+    for (int64_t i = 0; i < m->n_layer; i++)
+        for (int k = 0; k < 6; k++) {
+            bert_mat *w = layer_mats(&m->layers[i], k);
+            char what[64];
+            snprintf(what, sizeof what, "layer %lld's %s weight", (long long)i, names[k]);
+            if (!D->supports(dev, HEARTH_OP_MATMUL, w->type))
+                return hearth_err_set(err, HEARTH_EUNSUPPORTED, "bert: %s: %s: device %s has no matmul for type %s",
+                                      m->path, what, dev->caps.name,
+                                      hearth_dtype_get(w->type) ? hearth_dtype_get(w->type)->name : "?");
+            if (!w->w && (rc = place(m, w, HEARTH_WEIGHT_FAST, what, err)))
+                return rc;
+            if (prev)
+                D->weight_chain(prev, w->w);
+            first = first ? first : w->w;
+            prev = w->w;
+        }
+    if (prev)
+        D->weight_chain(prev, first);
+    return HEARTH_OK;
+}
+
+void bert_free_weights(hearth_bert *m)
+{
+    if (!m->dev)
+        return;
     for (int64_t i = 0; m->layers && i < m->n_layer; i++)
         for (int k = 0; k < 6; k++) {
             bert_mat *w = layer_mats(&m->layers[i], k);
-            hearth_cpu_prepacked_free(w->packed);
-            w->packed = NULL;
+            m->dev->ops->weight_free(w->w);
+            w->w = NULL;
         }
+    m->dev->ops->weight_free(m->tok_embd.w);
+    m->tok_embd.w = NULL;
 }
 
 int bert_convert_weights(hearth_bert *m, hearth_dtype to, hearth_err *err)

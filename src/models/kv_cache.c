@@ -6,8 +6,10 @@
  * (llama_int.h has the addressing). A slot's rows for one layer are
  * contiguous, so attention for a token streams its slot's keys and values
  * front to back, and truncating or copying a prefix is a length change or
- * one memcpy per layer. The blocks are allocated once at creation
- * (untouched pages cost nothing until a slot grows into them).
+ * one memcpy per layer. The blocks are allocated once at creation, by the
+ * model's device (engine/dev.h's alloc; the element type is refused there
+ * when the device has no attention for it); untouched pages cost nothing
+ * until a slot grows into them.
  *
  * Elements are f32 or f16, chosen at creation. f16 is what the servers use
  * by default (--cache-type, as llama.cpp's cache): half the memory (the
@@ -43,6 +45,12 @@ hearth_kv *hearth_kv_new_typed(const hearth_llama *m, int n_slots, int64_t n_ctx
         return NULL;
     }
     size_t elt = type == HEARTH_F16 ? 2 : 4;
+    if (!m->dev->ops->supports(m->dev, HEARTH_OP_ATTN_CACHED, type) ||
+        !m->dev->ops->supports(m->dev, HEARTH_OP_QK_ROPE_STORE, type)) {
+        hearth_err_set(err, HEARTH_EUNSUPPORTED, "kv cache: device %s has no attention over %s elements",
+                       m->dev->caps.name, type == HEARTH_F16 ? "f16" : "f32");
+        return NULL;
+    }
     if (n_slots < 1 || n_slots > KV_SLOTS_MAX || n_ctx < 1 || n_ctx > KV_CTX_MAX) {
         hearth_err_set(err, HEARTH_EINVAL, "kv cache: %d slots of %lld positions: want 1..%d slots, 1..%lld positions",
                        n_slots, (long long)n_ctx, KV_SLOTS_MAX, (long long)KV_CTX_MAX);
@@ -68,12 +76,11 @@ hearth_kv *hearth_kv_new_typed(const hearth_llama *m, int n_slots, int64_t n_ctx
     kv->bytes = (uint64_t)bytes;
     kv->type = type;
     kv->elt = elt;
-    kv->attn = hearth_attn_pick(type);
-    kv->put_f16 = hearth_kv_put_pick();
+    kv->dev = m->dev;
     kv->len = calloc((size_t)n_slots, sizeof *kv->len);
     kv->pend = calloc((size_t)n_slots, sizeof *kv->pend);
-    kv->k = malloc((size_t)elems * elt);
-    kv->v = malloc((size_t)elems * elt);
+    kv->k = m->dev->ops->alloc(m->dev, (size_t)elems * elt, NULL);
+    kv->v = m->dev->ops->alloc(m->dev, (size_t)elems * elt, NULL);
     if (!kv->len || !kv->pend || !kv->k || !kv->v)
         goto fail;
     return kv;
@@ -90,8 +97,10 @@ void hearth_kv_free(hearth_kv *kv)
         return;
     free(kv->len);
     free(kv->pend);
-    free(kv->k);
-    free(kv->v);
+    if (kv->dev) {
+        kv->dev->ops->free(kv->dev, kv->k);
+        kv->dev->ops->free(kv->dev, kv->v);
+    }
     free(kv);
 }
 

@@ -16,7 +16,7 @@
 #include "models/llama_int.h"
 
 #include "base/file.h"
-#include "engine/cpu/quant.h"
+#include "engine/quant.h"
 #include "models/gguf_vocab.h"
 
 #include <math.h>
@@ -105,13 +105,16 @@ static int read_hparams(hearth_llama *m, hearth_err *err)
     if (vlen != hp->head_dim)
         return hearth_err_set(err, HEARTH_EUNSUPPORTED, "%s: %s.attention.value_length %lld != key_length %lld",
                               m->g.path, hp->arch, (long long)vlen, (long long)hp->head_dim);
-    if (hp->n_head % hp->n_head_kv || hp->head_dim < 1 || hp->head_dim > LLAMA_HEAD_DIM_MAX || hp->n_rot % 2 ||
-        hp->n_rot > hp->head_dim)
+    if (hp->n_head % hp->n_head_kv || hp->head_dim < 1 || hp->n_rot % 2 || hp->n_rot > hp->head_dim)
         return hearth_err_set(err, HEARTH_EINVAL,
-                              "%s: inconsistent attention: %lld heads, %lld kv heads, head_dim %lld (max %d), "
-                              "n_rot %lld",
+                              "%s: inconsistent attention: %lld heads, %lld kv heads, head_dim %lld, n_rot %lld",
                               m->g.path, (long long)hp->n_head, (long long)hp->n_head_kv, (long long)hp->head_dim,
-                              LLAMA_HEAD_DIM_MAX, (long long)hp->n_rot);
+                              (long long)hp->n_rot);
+    /* a kernel limit, asked of the device the model will run on */
+    if (hp->head_dim > m->dev->caps.head_dim_max)
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "%s: %s.attention.key_length %lld > %lld, the largest head device %s runs",
+                              m->g.path, hp->arch, (long long)hp->head_dim, (long long)m->dev->caps.head_dim_max,
+                              m->dev->caps.name);
     if ((rc = get_float(m, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps, err)) ||
         (rc = get_float(m, "rope.freq_base", false, 10000.0f, &hp->rope_theta, err)))
         return rc;
@@ -167,6 +170,9 @@ static int load_mat(hearth_llama *m, const char *name, int64_t n_in, int64_t n_o
     if (!di || !hearth_dtype_row_bytes(t->type, n_in, &rb))
         return hearth_err_set(err, HEARTH_EUNSUPPORTED, "%s: tensor '%s': type %s cannot hold rows of %lld",
                               m->g.path, name, di ? di->name : "?", (long long)n_in);
+    if (!m->dev->ops->supports(m->dev, HEARTH_OP_MATMUL, t->type))
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "%s: tensor '%s': device %s has no matmul for type %s",
+                              m->g.path, name, m->dev->caps.name, di->name);
     w->data = t->data;
     w->type = t->type;
     w->row_bytes = rb;
@@ -240,20 +246,26 @@ static int load_layer(hearth_llama *m, int64_t il, hearth_err *err)
     return 0;
 }
 
-/* F16 weights go into the GEMM's f16 panels where this CPU's kernels take
+/* Places w on the model's device (engine/dev.h's weight_new). COMPACT: on
+ * the CPU, F16 weights go into the GEMM's f16 panels where its kernels take
  * them (matmul.h): the prompt's matmuls then skip packing the weights on
  * every call (~20% of an F16 prefill GEMM), decode streams the panels as it
  * streamed the rows, and the memory stays the same: the mapped copy is
- * released. Other types, and F16 elsewhere, stay in place. */
-static int prepack_mat(hearth_llama *m, const char *what, llama_mat *w, hearth_err *err)
+ * released once the weight no longer reads it. Other types, and F16
+ * elsewhere, stay in place. AS_STORED for a table read by rows. */
+static int place_mat(hearth_llama *m, const char *what, llama_mat *w, enum hearth_weight_place place,
+                     hearth_err *err)
 {
-    if (m->no_repack || !hearth_cpu_prepack_replaces(w->type))
-        return 0;
-    w->packed = hearth_cpu_prepack(w->type, w->data, w->row_bytes, w->n_out, w->n_in);
-    if (!w->packed)
-        return hearth_err_set(err, HEARTH_ENOMEM, "%s: out of memory packing %s (%lld x %lld)", m->g.path, what,
-                              (long long)w->n_out, (long long)w->n_in);
-    hearth_mmap_release(w->data, w->row_bytes * (size_t)w->n_out);
+    const hearth_dev_ops *D = m->dev->ops;
+    hearth_weight_desc d = {w->type, w->data, w->row_bytes, w->n_out, w->n_in,
+                            m->no_repack ? HEARTH_WEIGHT_AS_STORED : place, what};
+    w->w = D->weight_new(m->dev, &d, err);
+    if (!w->w) {
+        hearth_err_prefix(err, "%s", m->g.path);
+        return err ? err->code : HEARTH_ENOMEM;
+    }
+    if (!D->weight_reads_host(w->w))
+        hearth_mmap_release(w->data, w->row_bytes * (size_t)w->n_out);
     return 0;
 }
 
@@ -313,13 +325,17 @@ static int load_tensors(hearth_llama *m, hearth_err *err)
         snprintf(what, sizeof what, "layer %lld's weights", (long long)il);
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
             count_mat(m, ws[i], counts);
-            if ((rc = prepack_mat(m, what, ws[i], err)))
+            if ((rc = place_mat(m, what, ws[i], HEARTH_WEIGHT_COMPACT, err)))
                 return rc;
         }
     }
     count_mat(m, &m->out, counts);
     /* a tied output head is also the token embedding table, read by rows */
-    if (!hp->tied_output && (rc = prepack_mat(m, "output.weight", &m->out, err)))
+    if ((rc = place_mat(m, "token_embd.weight", &m->embd, HEARTH_WEIGHT_AS_STORED, err)))
+        return rc;
+    if (hp->tied_output)
+        m->out.w = m->embd.w;
+    else if ((rc = place_mat(m, "output.weight", &m->out, HEARTH_WEIGHT_COMPACT, err)))
         return rc;
     m->wtype = HEARTH_F32;
     for (int t = 0; t < HEARTH_DTYPE_COUNT_; t++)
@@ -361,6 +377,7 @@ int hearth_llama_open_with(hearth_llama **out, const char *path, const hearth_ll
     if (rc)
         goto fail;
     m->no_repack = opts && opts->no_repack;
+    m->dev = hearth_dev_default();
     if ((rc = read_hparams(m, err)) || (rc = load_tensors(m, err)) || (rc = load_tokenizer(m, err)))
         goto fail;
     *out = m;
@@ -379,7 +396,7 @@ void hearth_llama_close(hearth_llama *m)
             llama_layer *L = &m->layers[il];
             llama_mat *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
-                hearth_cpu_prepacked_free(ws[i]->packed);
+                m->dev->ops->weight_free(ws[i]->w);
             free(L->attn_norm);
             free(L->ffn_norm);
             free(L->bq);
@@ -390,22 +407,13 @@ void hearth_llama_close(hearth_llama *m)
         }
         free(m->layers);
     }
-    if (!m->hp.tied_output)
-        hearth_cpu_prepacked_free(m->out.packed);
+    if (m->dev) {
+        if (m->out.w != m->embd.w)
+            m->dev->ops->weight_free(m->out.w);
+        m->dev->ops->weight_free(m->embd.w);
+    }
     free(m->out_norm);
     free(m->inv_freq);
-    llama_scratch *s = &m->s;
-    free(s->x);
-    free(s->h);
-    free(s->q);
-    free(s->k);
-    free(s->v);
-    free(s->att);
-    free(s->g);
-    free(s->u);
-    free(s->rope);
-    free(s->pos);
-    free(s->row);
     if (m->tok_ready)
         hearth_tokenizer_deinit(&m->tok);
     hearth_vocab_deinit(&m->vocab);

@@ -114,8 +114,10 @@ typedef struct hearth_llama_batch {
  * grows by its token count. Writes, for each token with want_logits, a row of
  * n_vocab logits to logits (rows in batch order). Fails without touching the
  * cache when a slot would pass n_ctx (HEARTH_ELIMIT, message with both
- * numbers) or a token id is out of range. Not thread-safe on one model+cache;
- * pool may be NULL. */
+ * numbers) or a token id is out of range. Runs on the model's device
+ * (engine/dev.h), on a stream over pool (NULL: the caller alone) whose
+ * activations are the calling thread's arena, so one model may run forwards
+ * on several threads at once; one cache may not. */
 int hearth_llama_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const hearth_llama_batch *b, float *logits,
                          hearth_err *err);
 

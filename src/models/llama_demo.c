@@ -17,7 +17,7 @@
  * exactly reproducible in Python if ever needed). */
 #include "models/llama_demo.h"
 
-#include "engine/cpu/quant.h"
+#include "engine/quant.h"
 #include "models/gguf.h"
 #include "models/gguf_write.h"
 

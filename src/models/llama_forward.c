@@ -1,321 +1,204 @@
-/* llama_forward.c: the forward pass of a llama-family decoder over a batch of
- * tokens from one or more KV-cache slots.
+/* llama_forward.c: the walk of a llama-family decoder (llama, qwen2, qwen3)
+ * over a batch of tokens from one or more KV-cache slots, written once over
+ * engine/dev.h's ops.
  *
  * How: the batch is checked whole first (ids, slots, room in each slot), so
  * a refused batch leaves the cache as it was. It then runs in chunks of at
  * most LLAMA_CHUNK tokens; within a chunk every layer works on all the
  * chunk's rows at once: one matmul per weight with M = rows (a decode step of
- * several slots reads each weight once; a prompt is a GEMM). Per layer:
- *     h = rmsnorm(x) * attn_norm
- *     q, k, v = h Wq^T, h Wk^T, h Wv^T (+ biases: qwen2)
- *     qwen3: q, k = rmsnorm per head * q_norm / k_norm
- *     q, k = rope(q, k) at each token's position (NORM: llama, NEOX: qwen)
- *     k, v rows appended to the token's slot at its position
- *     att = softmax(q K^T / sqrt(head_dim), causal) V per (token, head),
- *           q head h reading kv head h / (n_head / n_head_kv)
- *     x += att Wo^T
- *     h = rmsnorm(x) * ffn_norm; x += (silu(h Wg^T) * h Wu^T) Wd^T
+ * several slots reads each weight once; a prompt is a GEMM). Per layer, the
+ * device ops in order:
+ *     rmsnorm        h = rmsnorm(x) * attn_norm
+ *     matmul x3      q, k, v = h Wq^T, h Wk^T, h Wv^T (one group call)
+ *     qk_rope_store  + biases (qwen2); rmsnorm per head * q_norm / k_norm
+ *                    (qwen3); RoPE at each token's position (NORM: llama,
+ *                    NEOX: qwen); k, v rows into the token's slot
+ *     attn_cached    att = softmax(q K^T / sqrt(head_dim), causal) V per
+ *                    (token, head), q head h reading kv head
+ *                    h / (n_head / n_head_kv)
+ *     matmul         h = att Wo^T
+ *     add_rmsnorm    x += h; h = rmsnorm(x) * ffn_norm
+ *     matmul x2      g, u = h Wg^T, h Wu^T (one group call)
+ *     swiglu         g = silu(g) * u
+ *     matmul, add    h = g Wd^T; x += h
  * then the final norm and the output projection for the rows that want
  * logits only. Tokens of one slot come in order, so a token's K/V row is in
  * the cache before any later token of the chunk attends to it.
  *
- * Attention is split over (token, head) on the pool; each task is one head
- * of one token over its slot's positions (engine/cpu/attn.h: an online softmax
- * that streams K and V once and needs no scratch).
+ * The two rules of engine/dev.h hold: per-step data (tokens, positions,
+ * slots, output rows, the RoPE angle table) is built on the host into the
+ * stream's staging memory and uploaded as one block per chunk; the walk
+ * reads nothing an op computed, and logits reach the caller's buffer by one
+ * download at the end of a chunk (on the CPU, whose memory is the host's, the
+ * matmul writes them in place). The angles are computed here, once per token
+ * for all layers, in double (large positions keep their precision), with the
+ * model's linear frequency scale and rope_freqs factors folded in, so every
+ * device rotates by the same table.
  *
- * Scratch activations live in the model, sized at first use for the chunk
- * size and reused: no allocation per token in steady state, and therefore
- * one forward at a time per model.
- *
- * Norms, SwiGLU and residual adds are engine/cpu/ops.h's. RoPE is kept
- * here: ops.h's hearth_cpu_rope takes only a theta base (no linear freq
- * scale, no per-dim rope_freqs factors, both of which GGUF files carry).
- *
- * Q, K, V and gate, up are group matmuls (one X, several weights, one pool
- * job): 5 pool jobs per layer instead of 8 (attention included), each job
- * paying a start, a join and an idle tail. The per-token ops between them
- * (norms, biases, RoPE, KV stores, SwiGLU, residual adds) run on the caller
- * for a decode step and as 5 more jobs over the rows for a prompt (rows()).
+ * Scratch activations live in the stream's arena (one call per forward, at
+ * the same addresses while the chunk size does not grow), not in the model:
+ * no allocation per token in steady state.
  *
  * Rejected: a graph/tensor abstraction (one fixed architecture family does
- * not need it yet); concatenating Q/K/V into one weight (the weights are
- * separate tensors in the file, perhaps of different types, and the group
- * call gives the single job without a copy). */
+ * not need it); a copy of this walk per device (the ops are the seam);
+ * concatenating Q/K/V into one weight (the weights are separate tensors in
+ * the file, perhaps of different types, and the group call gives the single
+ * job without a copy). */
 #include "models/llama_int.h"
-
-#include "engine/cpu/matmul.h"
-#include "engine/cpu/ops.h"
-#include "engine/cpu/quant.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Rotates the first n_rot dims of each of n_heads heads of x by the angles
- * whose cos/sin are cs[2i], cs[2i+1]. */
-static void rope_heads(float *x, int64_t n_heads, int64_t hd, int64_t n_rot, const float *cs, int type)
-{
-    int64_t half = n_rot / 2;
-    for (int64_t h = 0; h < n_heads; h++) {
-        float *p = x + h * hd;
-        for (int64_t i = 0; i < half; i++) {
-            float c = cs[2 * i], s = cs[2 * i + 1];
-            int64_t ia = type == HEARTH_ROPE_NORM ? 2 * i : i;
-            int64_t ib = type == HEARTH_ROPE_NORM ? 2 * i + 1 : i + half;
-            float a = p[ia], b = p[ib];
-            p[ia] = a * c - b * s;
-            p[ib] = a * s + b * c;
-        }
-    }
-}
-
-typedef struct att_job {
-    const hearth_llama *m;
-    const hearth_kv *kv;
-    int64_t layer;
-    const int32_t *slot; /* (n) */
-    const int64_t *pos;  /* (n) */
-    const float *q;      /* (n, n_head*hd) */
-    float *out;          /* (n, n_head*hd) */
-    float scale;
-} att_job;
-
-static void att_task(void *ctx, int64_t task, int64_t n_tasks)
-{
-    const att_job *J = ctx;
-    const hearth_llama_hparams *hp = &J->m->hp;
-    int64_t hd = hp->head_dim, qd = hp->n_head * hd, kvd = J->kv->kv_dim;
-    int64_t i = task / hp->n_head, h = task % hp->n_head;
-    int64_t kvh = h / (hp->n_head / hp->n_head_kv);
-    const float *q = J->q + i * qd + h * hd;
-    size_t at = (size_t)(kvh * hd) * J->kv->elt;
-    const char *K = llama_kv_k(J->kv, J->slot[i], J->layer) + at;
-    const char *V = llama_kv_v(J->kv, J->slot[i], J->layer) + at;
-    J->kv->attn(J->out + i * qd + h * hd, q, K, V, kvd, J->pos[i] + 1, hd, J->scale);
-}
-
-/* Floats per token of the RoPE table (s->rope): cos, sin of each rotated
- * pair; 1 when nothing rotates, so the buffer is never empty. */
+/* Floats per token of the RoPE table: cos, sin of each rotated pair; 1 when
+ * nothing rotates, so the table is never empty. */
 static int64_t rope_stride(const hearth_llama_hparams *hp)
 {
     return hp->n_rot > 0 ? hp->n_rot : 1;
 }
 
-static int grow_scratch(hearth_llama *m, int64_t cap, hearth_err *err)
+/* One chunk's activations in the stream's arena, and its per-step block. */
+typedef struct llama_pass {
+    hearth_stream st;
+    const hearth_dev_ops *D;
+    float *x;                /* (cap, n_embd) residual stream */
+    float *h;                /* (cap, n_embd) normed input of a sub-layer */
+    float *q;                /* (cap, n_head*hd) */
+    float *k, *v;            /* (cap, n_head_kv*hd) */
+    float *att;              /* (cap, n_head*hd) attention output */
+    float *g, *u;            /* (cap, n_ff) FFN gate and up */
+    float *logits;           /* (cap, n_vocab) where device memory is not the host's, else NULL */
+    hearth_batch hb, db;     /* the step block: host staging, device copy */
+    size_t block_bytes;
+    hearth_dev_kv kv;
+} llama_pass;
+
+static size_t carve(size_t *at, size_t bytes)
 {
-    llama_scratch *s = &m->s;
-    if (s->cap >= cap)
-        return 0;
-    const hearth_llama_hparams *hp = &m->hp;
-    size_t c = (size_t)cap, qd = (size_t)(hp->n_head * hp->head_dim), kvd = (size_t)(hp->n_head_kv * hp->head_dim);
-    float **bufs[] = {&s->x, &s->h, &s->q, &s->k, &s->v, &s->att, &s->g, &s->u, &s->rope};
-    size_t sizes[] = {(size_t)hp->n_embd, (size_t)hp->n_embd, qd, kvd, kvd, qd, (size_t)hp->n_ff, (size_t)hp->n_ff,
-                      (size_t)rope_stride(hp)};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        free(*bufs[i]);
-        *bufs[i] = malloc(c * sizes[i] * sizeof(float));
-    }
-    free(s->pos);
-    free(s->row);
-    s->pos = malloc(c * sizeof *s->pos);
-    s->row = malloc(c * sizeof *s->row);
-    bool ok = s->pos && s->row;
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        ok = ok && *bufs[i];
-    /* On failure the buffers stay allocated (or NULL) but cap stays at 0, so
-     * the next call retries and close frees whatever is there. */
-    s->cap = ok ? cap : 0;
-    return ok ? 0 : hearth_err_set(err, HEARTH_ENOMEM, "llama: out of memory for activations of %lld tokens",
-                                   (long long)cap);
+    size_t off = (*at + 63) & ~(size_t)63;
+    *at = off + bytes;
+    return off;
 }
 
-static int mm(hearth_pool *pool, const llama_mat *w, const float *X, int64_t M, float *Y, int64_t y_stride,
-              hearth_err *err)
+static int pass_open(llama_pass *p, hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int64_t cap,
+                     hearth_err *err)
 {
-    int rc = w->packed ? hearth_cpu_matmul_prepacked(pool, w->packed, X, w->n_in, M, Y, y_stride)
-                       : hearth_cpu_matmul(pool, w->type, w->data, w->row_bytes, w->n_out, w->n_in, X, w->n_in, M,
-                                           Y, y_stride);
+    const hearth_llama_hparams *hp = &m->hp;
+    int rc = hearth_stream_init(&p->st, m->dev, pool, err);
     if (rc)
-        hearth_err_set(err, rc, "llama: matmul of %lld x %lld weights failed", (long long)w->n_out,
-                       (long long)w->n_in);
-    return rc;
-}
-
-/* The n weights in ws, all of one input X (M rows), in one call: X is
- * prepared once and the pool runs one job (matmul.h's group call; for Q, K,
- * V of a decode step, 38 us instead of 45 at M = 4). */
-static int mm_group(hearth_pool *pool, const llama_mat *const *ws, float *const *ys, const int64_t *y_strides, int n,
-                    const float *X, int64_t M, hearth_err *err)
-{
-    hearth_cpu_mm_out outs[HEARTH_MM_GROUP_MAX];
-    const hearth_cpu_prepacked *pws[HEARTH_MM_GROUP_MAX];
-    int n_packed = 0;
-    for (int i = 0; i < n; i++) {
-        outs[i] = (hearth_cpu_mm_out){ws[i]->type, ws[i]->data, ws[i]->row_bytes, ws[i]->n_out, ys[i], y_strides[i]};
-        pws[i] = ws[i]->packed;
-        n_packed += pws[i] != NULL;
-    }
-    if (n_packed > 0 && n_packed < n) { /* mixed types: one call each */
-        for (int i = 0; i < n; i++) {
-            int rc = mm(pool, ws[i], X, M, ys[i], y_strides[i], err);
-            if (rc)
-                return rc;
-        }
-        return 0;
-    }
-    int rc = n_packed ? hearth_cpu_matmul_prepacked_group(pool, pws, ys, y_strides, n, X, ws[0]->n_in, M)
-                      : hearth_cpu_matmul_group(pool, outs, n, ws[0]->n_in, X, ws[0]->n_in, M);
-    if (rc)
-        hearth_err_set(err, rc, "llama: matmul of %d weights of %lld inputs failed", n, (long long)ws[0]->n_in);
-    return rc;
-}
-
-/* Per-token work between the matmuls. Each op is per row, so a prompt's
- * rows are split over the pool (ROWS_PARALLEL_MIN and up; a decode step's
- * few rows stay on the caller, where a pool job would cost more than the
- * work): they were ~4% of a 128-token F16 prompt on one thread while the
- * other waited. */
-enum { ROW_ATTN_IN, ROW_QK, ROW_FFN_IN, ROW_SWIGLU, ROW_RESID };
-#define ROWS_PARALLEL_MIN 16
-
-typedef struct row_job {
-    const hearth_llama *m;
-    hearth_kv *kv;
-    const llama_layer *L;
-    int64_t il, nc, per;
-    const int32_t *slot;
-    int op;
-} row_job;
-
-/* ROW_QK for token i: biases (qwen2), q/k norm (qwen3), RoPE from the
- * chunk's table, then its K and V rows into the cache. */
-static void qk_row(const row_job *J, int64_t i)
-{
-    const hearth_llama *m = J->m;
-    const hearth_llama_hparams *hp = &m->hp;
-    const llama_layer *L = J->L;
-    const llama_scratch *s = &m->s;
-    hearth_kv *kv = J->kv;
-    int64_t hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
-    float *q = s->q + i * qd, *k = s->k + i * kvd, *v = s->v + i * kvd;
-    if (L->bq)
-        hearth_cpu_add(q, q, L->bq, qd);
-    if (L->bk)
-        hearth_cpu_add(k, k, L->bk, kvd);
-    if (L->bv)
-        hearth_cpu_add(v, v, L->bv, kvd);
-    if (L->q_norm) {
-        for (int64_t h = 0; h < hp->n_head; h++)
-            hearth_cpu_rmsnorm(q + h * hd, q + h * hd, hd, L->q_norm, hp->rms_eps);
-        for (int64_t h = 0; h < hp->n_head_kv; h++)
-            hearth_cpu_rmsnorm(k + h * hd, k + h * hd, hd, L->k_norm, hp->rms_eps);
-    }
-    const float *cs = s->rope + i * rope_stride(hp);
-    rope_heads(q, hp->n_head, hd, hp->n_rot, cs, hp->rope_type);
-    rope_heads(k, hp->n_head_kv, hd, hp->n_rot, cs, hp->rope_type);
-    size_t at = (size_t)(s->pos[i] * kvd) * kv->elt;
-    char *kd = llama_kv_k(kv, J->slot[i], J->il) + at, *vd = llama_kv_v(kv, J->slot[i], J->il) + at;
-    if (kv->type == HEARTH_F16) {
-        kv->put_f16(kd, k, kvd);
-        kv->put_f16(vd, v, kvd);
-    } else {
-        memcpy(kd, k, (size_t)kvd * sizeof(float));
-        memcpy(vd, v, (size_t)kvd * sizeof(float));
-    }
-}
-
-static void row_task(void *ctx, int64_t t, int64_t n_tasks)
-{
-    const row_job *J = ctx;
-    const hearth_llama_hparams *hp = &J->m->hp;
-    const llama_scratch *s = &J->m->s;
-    int64_t E = hp->n_embd, F = hp->n_ff, r1 = (t + 1) * J->per < J->nc ? (t + 1) * J->per : J->nc;
-    for (int64_t i = t * J->per; i < r1; i++) {
-        float *x = s->x + i * E, *h = s->h + i * E;
-        switch (J->op) {
-        case ROW_ATTN_IN: hearth_cpu_rmsnorm(h, x, E, J->L->attn_norm, hp->rms_eps); break;
-        case ROW_QK: qk_row(J, i); break;
-        case ROW_FFN_IN:
-            hearth_cpu_add(x, x, h, E);
-            hearth_cpu_rmsnorm(h, x, E, J->L->ffn_norm, hp->rms_eps);
-            break;
-        case ROW_SWIGLU: hearth_cpu_swiglu(s->g + i * F, s->g + i * F, s->u + i * F, F); break;
-        default: hearth_cpu_add(x, x, h, E); break; /* ROW_RESID */
-        }
-    }
-}
-
-/* op over the chunk's nc rows: on the pool for a prompt, here for a few rows */
-static void rows(const hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const llama_layer *L, int64_t il,
-                 const int32_t *slot, int64_t nc, int op)
-{
-    row_job J = {.m = m, .kv = kv, .L = L, .il = il, .nc = nc, .slot = slot, .op = op, .per = nc};
-    if (nc < ROWS_PARALLEL_MIN || hearth_pool_size(pool) < 2) {
-        row_task(&J, 0, 1);
-        return;
-    }
-    int64_t tasks = 4 * (int64_t)hearth_pool_size(pool);
-    J.per = (nc + tasks - 1) / tasks;
-    hearth_pool_run(pool, row_task, &J, (nc + J.per - 1) / J.per);
-}
-
-static int layer_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int64_t il, const int32_t *slot,
-                         int64_t nc, hearth_err *err)
-{
-    const hearth_llama_hparams *hp = &m->hp;
-    const llama_layer *L = &m->layers[il];
-    llama_scratch *s = &m->s;
-    int64_t E = hp->n_embd, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
-    int rc;
-    rows(m, kv, pool, L, il, slot, nc, ROW_ATTN_IN);
-    const llama_mat *qkv[] = {&L->wq, &L->wk, &L->wv};
-    float *qkv_y[] = {s->q, s->k, s->v};
-    const int64_t qkv_ld[] = {qd, kvd, kvd};
-    if ((rc = mm_group(pool, qkv, qkv_y, qkv_ld, 3, s->h, nc, err)))
         return rc;
-    rows(m, kv, pool, L, il, slot, nc, ROW_QK);
-    att_job J = {m, kv, il, slot, s->pos, s->q, s->att, (float)(1.0 / sqrt((double)hd))};
-    hearth_pool_run(pool, att_task, &J, nc * hp->n_head);
-    if ((rc = mm(pool, &L->wo, s->att, nc, s->h, E, err)))
-        return rc;
-    rows(m, kv, pool, L, il, slot, nc, ROW_FFN_IN);
-    const llama_mat *gu[] = {&L->gate, &L->up};
-    float *gu_y[] = {s->g, s->u};
-    const int64_t gu_ld[] = {hp->n_ff, hp->n_ff};
-    if ((rc = mm_group(pool, gu, gu_y, gu_ld, 2, s->h, nc, err)))
-        return rc;
-    rows(m, kv, pool, L, il, slot, nc, ROW_SWIGLU);
-    if ((rc = mm(pool, &L->down, s->g, nc, s->h, E, err)))
-        return rc;
-    rows(m, kv, pool, L, il, slot, nc, ROW_RESID);
+    p->D = hearth_stream_ops(&p->st);
+    p->kv = llama_kv_view(kv);
+    size_t c = (size_t)cap * sizeof(float), qd = (size_t)(hp->n_head * hp->head_dim),
+           kvd = (size_t)(hp->n_head_kv * hp->head_dim), E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
+    size_t at = 0, o[10];
+    o[0] = carve(&at, c * E);
+    o[1] = carve(&at, c * E);
+    o[2] = carve(&at, c * qd);
+    o[3] = carve(&at, c * kvd);
+    o[4] = carve(&at, c * kvd);
+    o[5] = carve(&at, c * qd);
+    o[6] = carve(&at, c * F);
+    o[7] = carve(&at, c * F);
+    o[8] = carve(&at, m->dev->caps.host_memory ? 0 : c * (size_t)hp->n_vocab);
+    p->block_bytes = hearth_batch_layout(&p->hb, NULL, cap, rope_stride(hp), 0);
+    o[9] = carve(&at, p->block_bytes);
+    if ((rc = p->D->scratch(&p->st, at, p->block_bytes)))
+        return hearth_err_set(err, rc, "llama: out of memory for activations of %lld tokens", (long long)cap);
+    char *b = p->st.scratch;
+    float **bufs[] = {&p->x, &p->h, &p->q, &p->k, &p->v, &p->att, &p->g, &p->u, &p->logits};
+    for (int i = 0; i < 9; i++)
+        *bufs[i] = (float *)(b + o[i]);
+    if (m->dev->caps.host_memory)
+        p->logits = NULL;
+    hearth_batch_layout(&p->hb, p->st.staging, cap, rope_stride(hp), 0);
+    hearth_batch_layout(&p->db, b + o[9], cap, rope_stride(hp), 0);
     return 0;
 }
 
-/* Runs tokens [0, nc) (a chunk of the batch) and writes the logits rows they want. */
-static int chunk_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const int32_t *tokens,
-                         const int32_t *slot, int64_t nc, float *logits, hearth_err *err)
+static int op_failed(int rc, const char *op, int64_t il, hearth_err *err)
+{
+    return hearth_err_set(err, rc, "llama: layer %lld: %s failed (%s)", (long long)il, op, hearth_status_name(rc));
+}
+
+static int layer_forward(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, hearth_err *err)
 {
     const hearth_llama_hparams *hp = &m->hp;
-    llama_scratch *s = &m->s;
-    int64_t E = hp->n_embd;
-    for (int64_t i = 0; i < nc; i++) {
-        s->pos[i] = kv->len[slot[i]] + kv->pend[slot[i]]++;
-        const uint8_t *row = (const uint8_t *)m->embd.data + (size_t)tokens[i] * m->embd.row_bytes;
-        int rc = hearth_quant_dequantize_row(m->embd.type, row, s->x + i * E, E);
-        if (rc)
-            return hearth_err_set(err, rc, "llama: token_embd row %d cannot be read", tokens[i]);
-    }
-    /* the rotation angles of each token, once for all layers (in double, so
-     * large positions keep their precision) */
+    const hearth_dev_ops *D = p->D;
+    hearth_stream *st = &p->st;
+    const llama_layer *L = &m->layers[il];
+    int64_t E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
+    const hearth_batch *b = &p->db;
+    int rc;
+    if ((rc = D->rmsnorm(st, p->h, p->x, NULL, nc, E, L->attn_norm, hp->rms_eps)))
+        return op_failed(rc, "attn norm", il, err);
+    const hearth_weight *qkv[] = {L->wq.w, L->wk.w, L->wv.w};
+    float *qkv_y[] = {p->q, p->k, p->v};
+    const int64_t qkv_ld[] = {qd, kvd, kvd};
+    if ((rc = D->matmul(st, qkv, 3, p->h, E, nc, qkv_y, qkv_ld)))
+        return hearth_err_set(err, rc, "llama: matmul of 3 weights of %lld inputs failed", (long long)E);
+    hearth_qk qk = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->n_head, hp->n_head_kv, hd, hp->n_rot,
+                    hp->rope_type == HEARTH_ROPE_NORM ? 0 : 2, hp->rms_eps};
+    if ((rc = D->qk_rope_store(st, p->q, p->k, p->v, &qk, &p->kv, il, b)))
+        return op_failed(rc, "qk_rope_store", il, err);
+    if ((rc = D->attn_cached(st, p->att, p->q, &p->kv, il, b, hp->n_head, hp->n_head_kv, hd,
+                             (float)(1.0 / sqrt((double)hd)))))
+        return op_failed(rc, "attention", il, err);
+    if ((rc = D->matmul(st, (const hearth_weight *const[]){L->wo.w}, 1, p->att, qd, nc, &p->h, &E)))
+        return hearth_err_set(err, rc, "llama: matmul of %lld x %lld weights failed", (long long)L->wo.n_out,
+                              (long long)L->wo.n_in);
+    if ((rc = D->add_rmsnorm(st, p->x, p->h, nc, E, L->ffn_norm, hp->rms_eps)))
+        return op_failed(rc, "ffn norm", il, err);
+    const hearth_weight *gu[] = {L->gate.w, L->up.w};
+    float *gu_y[] = {p->g, p->u};
+    const int64_t gu_ld[] = {F, F};
+    if ((rc = D->matmul(st, gu, 2, p->h, E, nc, gu_y, gu_ld)))
+        return hearth_err_set(err, rc, "llama: matmul of 2 weights of %lld inputs failed", (long long)E);
+    if ((rc = D->swiglu(st, p->g, p->u, nc, F)))
+        return op_failed(rc, "swiglu", il, err);
+    if ((rc = D->matmul(st, (const hearth_weight *const[]){L->down.w}, 1, p->g, F, nc, &p->h, &E)))
+        return hearth_err_set(err, rc, "llama: matmul of %lld x %lld weights failed", (long long)L->down.n_out,
+                              (long long)L->down.n_in);
+    if ((rc = D->add(st, p->x, p->h, nc, E)))
+        return op_failed(rc, "residual", il, err);
+    return 0;
+}
+
+/* Runs tokens [0, nc) (a chunk of the batch) and writes the logits rows they
+ * want, from row out_base of logits on. want: (nc) whether each wants them. */
+static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const int32_t *tokens, const int32_t *slot,
+                         const bool *want, int64_t nc, float *logits, int64_t out_base, hearth_err *err)
+{
+    const hearth_llama_hparams *hp = &m->hp;
+    const hearth_dev_ops *D = p->D;
+    hearth_stream *st = &p->st;
+    int64_t E = hp->n_embd, V = hp->n_vocab;
+    /* the step block, on the host */
+    hearth_batch *hb = &p->hb;
     int64_t half = hp->n_rot / 2, rs = rope_stride(hp);
-    for (int64_t i = 0; i < nc; i++)
+    hb->n = p->db.n = nc;
+    hb->n_out = 0;
+    for (int64_t i = 0; i < nc; i++) {
+        hb->token[i] = tokens[i];
+        hb->slot[i] = slot[i];
+        hb->pos[i] = kv->len[slot[i]] + kv->pend[slot[i]]++;
+        if (want[i])
+            hb->out_src[hb->n_out++] = (int32_t)i;
+        /* the rotation angles of each token, once for all layers */
         for (int64_t j = 0; j < half; j++) {
-            double a = (double)s->pos[i] * m->inv_freq[j];
-            s->rope[i * rs + 2 * j] = (float)cos(a);
-            s->rope[i * rs + 2 * j + 1] = (float)sin(a);
+            double a = (double)hb->pos[i] * m->inv_freq[j];
+            hb->rope_cs[i * rs + 2 * j] = (float)cos(a);
+            hb->rope_cs[i * rs + 2 * j + 1] = (float)sin(a);
         }
+    }
+    p->db.n_out = hb->n_out;
+    int rc = D->upload(st, p->db.token, hb->token, p->block_bytes);
+    if (rc)
+        return hearth_err_set(err, rc, "llama: the step's block of %lld tokens cannot be uploaded", (long long)nc);
+    if ((rc = D->embed(st, p->x, m->embd.w, &p->db, NULL, NULL, NULL, NULL, 0)))
+        return hearth_err_set(err, rc, "llama: token_embd rows cannot be read (%s)", hearth_status_name(rc));
     for (int64_t il = 0; il < hp->n_layer; il++) {
-        int rc = layer_forward(m, kv, pool, il, slot, nc, err);
+        rc = layer_forward(m, p, il, nc, err);
         if (rc)
             return rc;
     }
@@ -323,19 +206,19 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, cons
         kv->len[slot[i]] += kv->pend[slot[i]];
         kv->pend[slot[i]] = 0;
     }
-    /* final norm of the rows that want logits, packed to the front of h */
-    int64_t n_out = 0, first = -1;
-    for (int64_t i = 0; i < nc; i++) {
-        if (s->row[i] < 0)
-            continue;
-        if (first < 0)
-            first = s->row[i];
-        hearth_cpu_rmsnorm(s->h + n_out * E, s->x + i * E, E, m->out_norm, hp->rms_eps);
-        n_out++;
-    }
+    int64_t n_out = hb->n_out;
     if (n_out == 0)
         return 0;
-    return mm(pool, &m->out, s->h, n_out, logits + (size_t)first * (size_t)hp->n_vocab, hp->n_vocab, err);
+    /* final norm of the rows that want logits, packed to the front of h */
+    if ((rc = D->rmsnorm(st, p->h, p->x, p->db.out_src, n_out, E, m->out_norm, hp->rms_eps)))
+        return op_failed(rc, "output norm", hp->n_layer, err);
+    float *dst = logits + (size_t)out_base * (size_t)V, *y = p->logits ? p->logits : dst;
+    if ((rc = D->matmul(st, (const hearth_weight *const[]){m->out.w}, 1, p->h, E, n_out, &y, &V)))
+        return hearth_err_set(err, rc, "llama: matmul of %lld x %lld weights failed", (long long)m->out.n_out,
+                              (long long)m->out.n_in);
+    if (p->logits && (rc = D->download(st, dst, y, (size_t)n_out * (size_t)V * sizeof(float))))
+        return hearth_err_set(err, rc, "llama: logits of %lld rows cannot be downloaded", (long long)n_out);
+    return D->sync(st);
 }
 
 static int check_batch(const hearth_llama *m, const hearth_kv *kv, const hearth_llama_batch *b, const float *logits,
@@ -382,21 +265,26 @@ int hearth_llama_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, cons
     if (rc)
         return rc;
     int64_t chunk = b->n < LLAMA_CHUNK ? b->n : LLAMA_CHUNK;
-    if ((rc = grow_scratch(m, chunk, err)))
-        return rc;
+    llama_pass p = {0};
+    bool want[LLAMA_CHUNK];
+    if ((rc = pass_open(&p, m, kv, pool, chunk, err)))
+        goto done;
     int32_t out_row = 0;
     for (int32_t c0 = 0; c0 < b->n; c0 += (int32_t)chunk) {
         int64_t nc = b->n - c0 < chunk ? b->n - c0 : chunk;
+        int32_t base = out_row;
         for (int64_t i = 0; i < nc; i++) {
-            bool want = b->want_logits ? b->want_logits[c0 + i] : c0 + i == b->n - 1;
-            m->s.row[i] = want ? out_row++ : -1;
+            want[i] = b->want_logits ? b->want_logits[c0 + i] : c0 + i == b->n - 1;
+            out_row += want[i];
         }
-        rc = chunk_forward(m, kv, pool, b->tokens + c0, b->slot + c0, nc, logits, err);
+        rc = chunk_forward(m, kv, &p, b->tokens + c0, b->slot + c0, want, nc, logits, base, err);
         if (rc) {
             for (int32_t i = 0; i < b->n; i++)
                 kv->pend[b->slot[i]] = 0;
-            return rc;
+            goto done;
         }
     }
-    return 0;
+done:
+    hearth_stream_deinit(&p.st);
+    return rc;
 }

@@ -4,28 +4,26 @@
 #define HEARTH_MODELS_LLAMA_INT_H
 
 #include "models/llama.h"
-#include "engine/cpu/attn.h"
-#include "engine/cpu/matmul.h"
+#include "engine/dev.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* Largest head_dim accepted: attention and RoPE keep a head on the stack. */
-#define LLAMA_HEAD_DIM_MAX HEARTH_ATTN_HEAD_DIM_MAX
 /* Tokens run through the layers at once; a longer batch is cut into chunks of
  * this many so the activation scratch stays bounded (a few MB per 100M
  * parameters) whatever the batch size. */
 #define LLAMA_CHUNK 512
 
-/* A weight matrix (n_out, n_in), used in place from the mapping, or, for
- * F16 where the CPU's GEMM takes f16 panels, from those panels (the same
- * bytes re-laid out once at open; the mapped copy is then released). */
+/* A weight matrix (n_out, n_in): the view into the mapping, and the weight
+ * the device placed from it (engine/dev.h's weight_new; on the CPU, F16 goes
+ * into the GEMM's f16 panels, the same bytes re-laid out once at open, and
+ * the mapped copy is then released). */
 typedef struct llama_mat {
     const void *data;
     hearth_dtype type;
     size_t row_bytes;
     int64_t n_in, n_out;
-    hearth_cpu_prepacked *packed; /* owned, or NULL */
+    hearth_weight *w;             /* owned (shared by out and embd when tied), or NULL before placement */
 } llama_mat;
 
 typedef struct llama_layer {
@@ -38,20 +36,6 @@ typedef struct llama_layer {
     llama_mat gate, up;           /* (n_ff, n_embd) */
     llama_mat down;               /* (n_embd, n_ff) */
 } llama_layer;
-
-/* Activations of one chunk of up to cap tokens, kept between calls. */
-typedef struct llama_scratch {
-    int64_t cap;
-    float *x;       /* (cap, n_embd) residual stream */
-    float *h;       /* (cap, n_embd) normed input of a sub-layer */
-    float *q;       /* (cap, n_head*hd) */
-    float *k, *v;   /* (cap, n_head_kv*hd) */
-    float *att;     /* (cap, n_head*hd) attention output */
-    float *g, *u;   /* (cap, n_ff) FFN gate and up */
-    float *rope;    /* (cap, n_rot) cos, sin of each rotated pair at each token's position */
-    int64_t *pos;   /* (cap) position of each token */
-    int32_t *row;   /* (cap) logits row of each token, -1 for none */
-} llama_scratch;
 
 struct hearth_llama {
     hearth_gguf g;
@@ -67,7 +51,7 @@ struct hearth_llama {
     hearth_dtype wtype;
     uint64_t wbytes;
     bool no_repack;          /* hearth_llama_open_opts */
-    llama_scratch s;
+    hearth_dev *dev;         /* the device the walk runs on (engine/dev.h) */
 };
 
 /* n_slots x n_layer x {K, V} blocks of (n_ctx, kv_dim) elements of type
@@ -77,13 +61,18 @@ struct hearth_kv {
     int64_t n_ctx, n_layer, kv_dim;
     int64_t *len;            /* (n_slots) */
     int64_t *pend;           /* (n_slots) forward's scratch: tokens per slot in a batch */
-    char *k, *v;
+    char *k, *v;             /* device memory (dev->ops->alloc) */
     hearth_dtype type;
     size_t elt;              /* bytes per element: 4 or 2 */
-    hearth_attn_fn attn;     /* one head's attention for this type, widest vectors the CPU allows */
-    hearth_kv_put_fn put_f16; /* f32 rows into an f16 cache */
+    hearth_dev *dev;
     uint64_t bytes;
 };
+
+/* The cache as the device's ops see it. */
+static inline hearth_dev_kv llama_kv_view(const hearth_kv *kv)
+{
+    return (hearth_dev_kv){kv->k, kv->v, kv->type, kv->n_ctx, kv->n_layer, kv->kv_dim};
+}
 
 /* Rows (n_ctx, kv_dim) of K and V of one slot and layer: block (slot, layer)
  * of base, blocks in slot-major order. */

@@ -93,9 +93,26 @@ def test_doctor_json():
     assert doc["memory"]["total_bytes"] > 0
     assert doc["limits"]["max_body_bytes"] == 16 << 20 and doc["limits"]["max_header_fields"] == 100
     assert doc["limits"]["handler_threads"] == 2 and doc["limits"]["offload_body_bytes"] == 16 << 10
+    # no GPU on the machines this suite runs on: none listed, and the reason said
     assert doc["gpus"] == [] and doc["version"]
+    assert doc["gpu_backend"]["why_none_usable"], doc["gpu_backend"]
+
+
+def test_doctor_reports_the_kernels_chosen():
+    # the AVX-512 kernels need F, BW, VL, DQ and VNNI: a CPU without VNNI (masked here)
+    # runs the AVX2 ones, and doctor must say so rather than read avx512f alone
+    full = json.loads(hearth("doctor").stdout)["cpu"]
+    feats = set(full["features"])
+    want = "avx512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= feats else \
+        "avx2" if {"avx2", "fma"} <= feats else "scalar"
+    assert full["kernels_selected"] == want, (full["kernels_selected"], sorted(feats))
+    no_vnni = json.loads(hearth("doctor", env={"HEARTH_CPU_DISABLE": "avx512_vnni"}).stdout)["cpu"]
+    assert "avx512_vnni" not in no_vnni["features"], no_vnni["features"]
+    assert no_vnni["kernels_selected"] == ("avx2" if {"avx2", "fma"} <= feats else "scalar"), no_vnni
+    bare = json.loads(hearth("doctor", env={"HEARTH_CPU_DISABLE": "avx512f,avx2"}).stdout)["cpu"]
+    assert bare["kernels_selected"] == "scalar", bare
 
 
 if __name__ == "__main__":
     run([test_help_for_every_command, test_bad_flags_are_refused, test_environment_variables_configure_serve,
-         test_doctor_json])
+         test_doctor_json, test_doctor_reports_the_kernels_chosen])

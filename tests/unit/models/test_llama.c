@@ -10,6 +10,7 @@
 #include "harness.h"
 
 #include "engine/cpu/quant.h"
+#include "engine/dev.h"
 #include "models/gguf.h"
 #include "models/gguf_write.h"
 #include "models/llama.h"
@@ -543,6 +544,36 @@ static void open_errors_name_file_and_tensor(void)
     CHECK(m == NULL && strstr(e.msg, "/nonexistent/model.gguf") != NULL);
 }
 
+/* A head the device cannot run is refused at open, naming the key, the size
+ * and the device's limit (engine/dev.h's caps.head_dim_max, asked at load). */
+static void device_limits_refused_at_open(void)
+{
+    char voc[1024], path[256];
+    if (!stories(voc, sizeof voc))
+        return;
+    int64_t max = hearth_dev_default()->caps.head_dim_max;
+    hearth_llama_demo d;
+    hearth_llama_demo_tiny(&d, "llama");
+    d.vocab_path = voc;
+    d.n_embd = 32;
+    d.n_head = d.n_head_kv = 1;
+    d.head_dim = max + 8;
+    d.n_layer = 1;
+    d.n_ff = 32;
+    snprintf(path, sizeof path, "/tmp/hearth-test-llama-%d-bighead.gguf", (int)getpid());
+    hearth_err e = {0};
+    CHECK_EQ_INT(hearth_llama_demo_write(&d, path, &e), 0);
+    hearth_llama *m = NULL;
+    char want[64], lim[64];
+    snprintf(want, sizeof want, "key_length %lld", (long long)(max + 8));
+    snprintf(lim, sizeof lim, "> %lld", (long long)max);
+    CHECK_EQ_INT(hearth_llama_open(&m, path, &e), HEARTH_EUNSUPPORTED);
+    CHECK_MSG(m == NULL && strstr(e.msg, path) && strstr(e.msg, want) && strstr(e.msg, lim) &&
+                  strstr(e.msg, hearth_dev_default()->caps.name),
+              "%s", e.msg);
+    unlink(path);
+}
+
 int main(void)
 {
     RUN(golden_stories260k);
@@ -551,5 +582,6 @@ int main(void)
     RUN(overflow_refused_cache_unchanged);
     RUN(truncate_and_copy_prefix);
     RUN(open_errors_name_file_and_tensor);
+    RUN(device_limits_refused_at_open);
     TEST_EXIT();
 }
