@@ -95,13 +95,8 @@ all: $(BUILD)/hearth $(BUILD)/tests.stamp $(if $(filter 1,$(CUDA)),$(BUILD)/lib/
 # include views
 # models sees engine's headers but none of its backends (cpu/, cuda/): a walk
 # reaches a device only through engine/dev.h, so `#include "engine/cpu/..."`
-# from src/models fails to build. VIEW_CPU_models lists the cpu/ headers still
-# let through, each until its user moves off it: attn.h, for
-# HEARTH_ATTN_HEAD_DIM_MAX in hf_folder.c and bert_gguf.c (a loader rule that
-# becomes the device's caps.head_dim_max, asked at open by bert_weights.c).
-# The models view is rebuilt when src/engine gains or loses a file (the
+# from src/models fails to build. The models view is rebuilt when src/engine gains or loses a file (the
 # directory's mtime) or this Makefile changes.
-VIEW_CPU_models = attn.h
 $(BUILD)/inc/models.stamp: src/engine Makefile
 $(BUILD)/inc/%.stamp:
 	@mkdir -p $(BUILD)/inc/$*
@@ -109,9 +104,8 @@ $(BUILD)/inc/%.stamp:
 	    v=$(BUILD)/inc/$*/$$d; \
 	    if [ "$*" = models ] && [ "$$d" = engine ]; then \
 	        if [ -L $$v ]; then rm -f $$v; else rm -rf $$v; fi; \
-	        mkdir -p $$v/cpu; \
+	        mkdir -p $$v; \
 	        for f in $(CURDIR)/src/engine/*.h; do ln -sfn $$f $$v/; done; \
-	        for f in $(VIEW_CPU_models); do ln -sfn $(CURDIR)/src/engine/cpu/$$f $$v/cpu/$$f; done; \
 	    else ln -sfn $(CURDIR)/src/$$d $$v; fi; \
 	done
 	@touch $@

@@ -28,7 +28,7 @@
 #include "models/gguf.h"
 #include "models/gguf_vocab.h"
 
-#include "engine/cpu/attn.h"
+#include "engine/dev.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,12 +160,16 @@ static int read_hparams(hearth_bert *m, const hearth_gguf *g, hearth_err *err)
     if (m->hidden % m->n_head)
         return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: bert.attention.head_count (%lld) does not divide bert.embedding_length (%lld)",
                               m->path, (long long)m->n_head, (long long)m->hidden);
-    if (m->hidden / m->n_head > HEARTH_ATTN_HEAD_DIM_MAX)
+    /* the head size is a device limit: asked of the default device here, so a
+     * header alone is refused naming its key (bert_place_weights asks the
+     * device the model really opens on again) */
+    const hearth_dev *dev = hearth_dev_default();
+    if (m->hidden / m->n_head > dev->caps.head_dim_max)
         return hearth_err_set(err, HEARTH_EUNSUPPORTED,
                               "bert: %s: bert.attention.head_count (%lld) makes heads of %lld of bert.embedding_length "
-                              "(%lld); the attention takes at most %d",
+                              "(%lld); the attention of device %s takes at most %lld",
                               m->path, (long long)m->n_head, (long long)(m->hidden / m->n_head), (long long)m->hidden,
-                              HEARTH_ATTN_HEAD_DIM_MAX);
+                              dev->caps.name, (long long)dev->caps.head_dim_max);
     if ((rc = hearth_gguf_get_f32(g, "bert.attention.layer_norm_epsilon", &m->eps, err)))
         return rc;
     if (!(m->eps > 0 && m->eps <= 0.1f))

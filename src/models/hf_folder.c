@@ -18,7 +18,7 @@
 #include "models/hf_json.h"
 #include "models/hf_tokenizer.h"
 
-#include "engine/cpu/attn.h"
+#include "engine/dev.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -73,13 +73,17 @@ int hearth_bert_config_parse(hearth_bert_config *c, const char *json, size_t len
                             (long long)c->num_attention_heads, (long long)c->hidden_size);
         goto done;
     }
-    if (c->hidden_size / c->num_attention_heads > HEARTH_ATTN_HEAD_DIM_MAX) {
+    /* the head size is a device limit, asked of the default device so that
+     * config.json alone is refused naming its key (bert_place_weights asks the
+     * device the model really opens on again) */
+    const hearth_dev *dev = hearth_dev_default();
+    if (c->hidden_size / c->num_attention_heads > dev->caps.head_dim_max) {
         rc = hearth_err_set(err, HEARTH_EUNSUPPORTED,
                             "%s: key 'num_attention_heads' (%lld) makes heads of %lld of 'hidden_size' (%lld); the "
-                            "attention takes at most %d",
+                            "attention of device %s takes at most %lld",
                             path, (long long)c->num_attention_heads,
                             (long long)(c->hidden_size / c->num_attention_heads), (long long)c->hidden_size,
-                            HEARTH_ATTN_HEAD_DIM_MAX);
+                            dev->caps.name, (long long)dev->caps.head_dim_max);
         goto done;
     }
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_eps");
