@@ -13,6 +13,11 @@
  * events then one event with "stop": true and the summary; like
  * llama-server's /completion it ends without "data: [DONE]".
  *
+ * The generated text keeps the space SentencePiece puts before its first
+ * word (" park." after "...went to the"), as llama-server's does, so prompt +
+ * content reads right; even after BOS alone, where a client wanting the bare
+ * text strips it.
+ *
  * Deliberate differences: /detokenize drops the space SentencePiece puts
  * before the first word (llama-server keeps it), so /tokenize then
  * /detokenize gives back the text sent; the prompt is never truncated

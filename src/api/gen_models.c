@@ -34,10 +34,14 @@ static void adapt_truncate(void *ctx, int slot, int64_t n)
         hearth_kv_truncate(g->kv, slot, n);
 }
 
+/* Generated text always continues a prompt (at least BOS), so SentencePiece's
+ * leading space is kept: " park." after "...went to the", as llama-server
+ * sends each piece (llama_token_to_piece without lstrip). Stripping it, as a
+ * decode from the start of a text does, glued the first word to the prompt. */
 static void adapt_detok_init(void *ctx, void *state)
 {
     hearth_gen_entry *g = ctx;
-    hearth_detok_init(state, hearth_llama_tokenizer(g->llama), true, false);
+    hearth_detok_init(state, hearth_llama_tokenizer(g->llama), false, false);
 }
 
 static int adapt_detok_push(void *ctx, void *state, int32_t id, hearth_buf *out) { return hearth_detok_push(state, id, out); }
