@@ -25,6 +25,7 @@ typedef struct hearth_api_state hearth_api_state; /* loaded models and their que
 typedef struct hearth_api_config {
     const char *const *models;   /* --model values: PATH or NAME=PATH */
     int n_models;
+    const char *alias;           /* --alias: the name of a --model given without NAME= (llama-server's) */
     const char *demo_dir;        /* where demo models are written when no --model is given */
     bool no_demo;                /* serve no model at all when none is given */
     const char *dtype;           /* --dtype for encoders: f32, bf16, int8 */

@@ -379,8 +379,14 @@ hearth_embed_model *hearth_api_embed_model_or_respond(hearth_request *req, heart
         return NULL;
     }
     hearth_embed_model *m = hearth_api_find_embed(api, name);
+    /* text-embedding-3-small from a stock client: a lone encoder answers it (see gen_common.c) */
+    if (!m && name && api->state && api->state->n_embed == 1)
+        m = &api->state->embed_models[0];
     if (!m && name)
-        hearth_respond_error(req, 404, "not_found_error", "the model '%s' does not exist (see /v1/models)", name);
+        hearth_respond_error(req, 404, "not_found_error",
+                             "the model '%s' does not exist (see /v1/models: %d embedding models are served, so the name "
+                             "must be one of theirs)",
+                             name, api->state ? api->state->n_embed : 0);
     else if (!m)
         hearth_respond_error(req, 404, "not_found_error", "no embedding model is loaded");
     return m;

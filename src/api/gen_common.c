@@ -312,9 +312,16 @@ hearth_gen_entry *hearth_gen_find_or_respond(hearth_request *req, hearth_api *ap
         return NULL;
     }
     hearth_gen_entry *m = hearth_api_find_gen(api, name);
+    /* Stock clients name OpenAI's models (gpt-3.5-turbo): like llama-server,
+     * a lone generation model answers whatever name is sent, and the answer's
+     * "model" says which did. With several, a name is routing: no match is a 404. */
+    if (!m && name && api->state && api->state->n_gen == 1)
+        m = &api->state->gen_models[0];
     if (!m && name)
-        hearth_respond_error(req, 404, "not_found_error", "the model '%s' does not exist or does not generate text (see /v1/models)",
-                             name);
+        hearth_respond_error(req, 404, "not_found_error",
+                             "the model '%s' does not exist or does not generate text (see /v1/models: %d generation models "
+                             "are served, so the name must be one of theirs)",
+                             name, api->state ? api->state->n_gen : 0);
     else if (!m)
         hearth_respond_error(req, 404, "not_found_error", "no text-generation model is loaded (serve a llama-family .gguf with --model)");
     return m;

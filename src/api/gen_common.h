@@ -76,8 +76,9 @@ void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_cal
  * object, no NUL in its strings), or NULL after a 400 saying what is wrong.
  * Free with cJSON_Delete. */
 cJSON *hearth_gen_parse_body(hearth_request *req);
-/* The generation model named (NULL: the first), or NULL after a 503 (loading)
- * or 404 (no such model / none loaded). */
+/* The generation model named (NULL: the first; any name when only one is
+ * served, as llama-server answers every name), or NULL after a 503 (loading)
+ * or 404 (no such model among several / none loaded). */
 hearth_gen_entry *hearth_gen_find_or_respond(hearth_request *req, hearth_api *api, const char *name);
 /* The optional "model" string of doc into *name (NULL when absent); false after a 400. */
 bool hearth_gen_model_name(hearth_request *req, const cJSON *doc, const char **name);

@@ -1,7 +1,8 @@
 /* models.c: loading the models named by --model (or the demos) in a serving
  * process, and finding them by name.
  *
- * A --model value is PATH or NAME=PATH. A directory with a config.json is a
+ * A --model value is PATH or NAME=PATH (or PATH named by --alias, as
+ * llama-server names its one model). A directory with a config.json is a
  * Hugging Face sentence-transformers encoder; a .gguf file is routed by its
  * general.architecture (bert -> embeddings). The name defaults to the last
  * path component without its extension. With no --model at all, hearth writes
@@ -238,6 +239,8 @@ static int load_one(hearth_api *api, const char *spec, hearth_err *err)
     if (eq && eq != spec && !memchr(spec, '/', (size_t)(eq - spec))) {
         snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
         path = eq + 1;
+    } else if (api->cfg.alias && *api->cfg.alias) {
+        snprintf(name, sizeof name, "%s", api->cfg.alias);
     } else {
         default_name(spec, name, sizeof name);
     }

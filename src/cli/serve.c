@@ -42,6 +42,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     bool demo = true;
     const opt opts[] = {
         {"model", 'm', OPT_STR_LIST, &models, "[NAME=]PATH", "a model to serve: a sentence-transformers folder or a GGUF file; repeat for more (none: demo models)"},
+        {"alias", 0, OPT_STR, &api.cfg.alias, "NAME", "the name the one --model is served under (llama-server's; default: its file name)"},
         {"dtype", 0, OPT_STR, &api.cfg.dtype, "f32|bf16|int8", "weights of embedding models in memory (f32)"},
         {"max-batch-tokens", 0, OPT_INT, &max_batch_tokens, "N", "tokens in one embedding forward pass (16384)"},
         {"max-concurrent-requests", 0, OPT_INT, &api.cfg.max_concurrent, "N", "requests queued per model; past it 429 (512)"},
@@ -127,6 +128,11 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     }
     if (hearth_kv_type_from_name(api.cfg.cache_type) < 0) {
         fprintf(stderr, "hearth serve: --cache-type %s: want f16 or f32\n", api.cfg.cache_type);
+        return 2;
+    }
+    if (api.cfg.alias && models.n != 1) {
+        fprintf(stderr, "hearth serve: --alias names the one model served, and %d are given with --model: name each "
+                        "with --model NAME=PATH instead\n", models.n);
         return 2;
     }
     api.cfg.max_batch_tokens = (size_t)max_batch_tokens;

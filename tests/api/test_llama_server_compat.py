@@ -11,10 +11,13 @@ the encoder put before its first word.
 """
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import SHARED, Server, request, run  # noqa: E402
+from hearth_test import BIN, SHARED, Server, request, run  # noqa: E402
 
 STORIES_DIR = os.path.join(SHARED, "models", "stories260K")
 STORIES = os.path.join(STORIES_DIR, "stories260K.gguf")
@@ -52,6 +55,20 @@ def sse_events(body):
             data = ev[len("data: "):]
             out.append(data if data == "[DONE]" else json.loads(data))
     return out
+
+
+DEMO_DIR = tempfile.mkdtemp(prefix="hearth-compat-demo-")
+
+
+class Demo:
+    """The demo models (one encoder, one generator): the encoder's routes."""
+    srv = None
+
+
+def demo():
+    if Demo.srv is None:
+        Demo.srv = Server("--demo", "--demo-dir", DEMO_DIR, "--log-level", "warn", timeout=120)
+    return Demo.srv
 
 
 class Main:
@@ -93,11 +110,51 @@ def test_text_from_bos_alone_is_golden():
     assert doc["content"].lstrip(" ") == golden_text(), doc["content"]
 
 
-TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_golden]
+# ---- 2. model names ----
+
+def test_lone_model_answers_any_name():
+    """Stock OpenAI clients send gpt-3.5-turbo: llama-server answers with its one model,
+    and so does hearth, saying in "model" which one answered."""
+    port = srv().port
+    st, doc = post_json(port, "/v1/completions", {"model": "gpt-3.5-turbo", "prompt": PROMPT, "max_tokens": 2})
+    assert st == 200 and doc["model"] == "stories260K", doc
+    st, doc = post_json(port, "/completion", {"model": "nope", "prompt": PROMPT, "n_predict": 2})
+    assert st == 200 and doc["model"] == "stories260K", doc
+    # the same for the one encoder, under OpenAI's embedding model's name
+    st, doc = post_json(demo().port, "/v1/embeddings", {"model": "text-embedding-3-small", "input": "a cat"})
+    assert st == 200 and doc["model"] == "demo-minilm-l6" and len(doc["data"][0]["embedding"]) == 384, doc
+
+
+def test_several_models_route_by_name():
+    """With two generation models a name is routing (vLLM's and Ollama's rule): a name
+    that matches neither stays a 404 naming it; each name reaches its model."""
+    with Server("--model", "a=" + STORIES, "--model", "b=" + STORIES, "--log-level", "warn", timeout=120) as s:
+        st, doc = post_json(s.port, "/v1/completions", {"model": "gpt-3.5-turbo", "prompt": PROMPT, "max_tokens": 2})
+        assert st == 404 and "gpt-3.5-turbo" in doc["error"]["message"], doc
+        st, doc = post_json(s.port, "/v1/completions", {"model": "b", "prompt": PROMPT, "max_tokens": 2})
+        assert st == 200 and doc["model"] == "b", doc
+
+
+def test_alias_names_the_served_model():
+    """llama-server's --alias: the name /v1/models lists and answers carry."""
+    with Server("--model", STORIES, "--alias", "tiny-stories", "--log-level", "warn", timeout=120) as s:
+        st, doc = get_json(s.port, "/v1/models")
+        assert st == 200 and [m["id"] for m in doc["data"]] == ["tiny-stories"], doc
+        st, doc = post_json(s.port, "/completion", {"prompt": PROMPT, "n_predict": 2})
+        assert st == 200 and doc["model"] == "tiny-stories", doc
+    r = subprocess.run([BIN, "serve", "--model", "a=" + STORIES, "--model", STORIES, "--alias", "x", "--port", "0"],
+                       capture_output=True, text=True, timeout=60, env=dict(os.environ, HEARTH_DEMO="0"))
+    assert r.returncode == 2 and "--alias" in r.stderr and "NAME=PATH" in r.stderr, (r.returncode, r.stderr)
+
+
+TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_golden,
+         test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model]
 
 if __name__ == "__main__":
     try:
         run(TESTS)
     finally:
-        if Main.srv is not None:
-            Main.srv.stop()
+        for held in (Main, Demo):
+            if held.srv is not None:
+                held.srv.stop()
+        shutil.rmtree(DEMO_DIR, ignore_errors=True)
