@@ -264,7 +264,15 @@ out:
     cJSON_Delete(doc);
 }
 
-/* GET /props: the first generation model's defaults, slots, template. */
+/* The template /props shows when chat fell back to chatml (the GGUF has none
+ * hearth knows), as llama-server shows the chatml source it fell back to:
+ * the layout chat_template.c renders, written as Jinja for clients that read it. */
+#define CHATML_JINJA                                                                                                   \
+    "{%- for message in messages -%}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + "              \
+    "'<|im_end|>\\n' -}}{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+
+/* GET /props: the first generation model's defaults, slots, template (its
+ * name, and where it came from: "gguf", "override" or "fallback"). */
 static void props(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
@@ -275,11 +283,14 @@ static void props(hearth_request *req, void *ctx)
     hearth_sampler_params_default(&defaults.sampling);
     const char *tmpl = "";
     size_t tmpl_len = 0;
-    if (hearth_gguf_get_str(hearth_llama_gguf(m->llama), "tokenizer.chat_template", &tmpl, &tmpl_len, NULL) != 0) {
+    if (!strcmp(m->tmpl_source, "fallback")) {
+        tmpl = CHATML_JINJA;
+        tmpl_len = strlen(tmpl);
+    } else if (hearth_gguf_get_str(hearth_llama_gguf(m->llama), "tokenizer.chat_template", &tmpl, &tmpl_len, NULL) != 0) {
         tmpl = "";
         tmpl_len = 0;
     }
-    const char *tmpl_name = m->has_template ? hearth_chat_template_name(m->tmpl) : "none";
+    const char *tmpl_name = hearth_chat_template_name(m->tmpl);
     hearth_buf out;
     hearth_buf_init(&out, (size_t)16 << 20);
     int rc = hearth_buf_printf(&out, "{\"default_generation_settings\":{\"n_ctx\":%lld,\"params\":", (long long)m->n_ctx);

@@ -62,9 +62,8 @@ typedef struct hearth_gen_entry {
     hearth_pool *pool;           /* borrowed */
     int64_t n_ctx;               /* per sequence */
     int n_parallel;
-    bool has_template;
     hearth_chat_template_kind tmpl;
-    char tmpl_source[16];        /* "gguf", "override" or "none" */
+    char tmpl_source[16];        /* "gguf", "override" or "fallback" (chatml: the GGUF has none hearth knows) */
     char bos_text[64];           /* the BOS token's text, for templates that write it */
 } hearth_gen_entry;
 

@@ -14,7 +14,8 @@
  * here too, as llama-server accepts them.
  *
  * A chat prompt is the model's template rendered by a built-in
- * (chat_template.h), tokenized with special tokens parsed. BOS: the llama3,
+ * (chat_template.h; chatml when the GGUF has none hearth knows, as
+ * llama-server falls back), tokenized with special tokens parsed. BOS: the llama3,
  * gemma, mistral and llama2 layouts write the vocabulary's BOS text
  * themselves, so the tokenizer adds none (a second BOS degrades those
  * models); chatml and phi3 write none, so BOS is prepended when the
@@ -262,14 +263,6 @@ static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *me
     hearth_gen_entry *m = c->model;
     if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0)
         return refuse(req, "'messages' must be a non-empty list of {\"role\", \"content\"}");
-    if (!m->has_template) {
-        hearth_respond_error(req, 400, "invalid_request_error",
-                             "model '%s' has no chat template (its GGUF carries none hearth recognises): start hearth with "
-                             "--chat-template NAME (chatml, llama3, phi3, gemma, mistral, llama2), or send your own "
-                             "prompt to /v1/completions",
-                             m->info->name);
-        return false;
-    }
     int n = cJSON_GetArraySize(messages);
     hearth_chat_msg *msgs = calloc((size_t)n, sizeof *msgs);
     char **texts = calloc((size_t)n, sizeof *texts);

@@ -147,8 +147,28 @@ def test_alias_names_the_served_model():
     assert r.returncode == 2 and "--alias" in r.stderr and "NAME=PATH" in r.stderr, (r.returncode, r.stderr)
 
 
+# ---- 3. no chat template in the GGUF ----
+
+def test_chat_falls_back_to_chatml():
+    """stories260K's GGUF has no chat template: llama-server chats with chatml and says so
+    at load; /props names the template (and shows its source, as llama-server's does)."""
+    s = srv()
+    s.wait_log(r"warn.*stories260K.*no chat template.*chatml")
+    st, doc = post_json(s.port, "/v1/chat/completions",
+                        {"messages": [{"role": "user", "content": "Tell a story"}], "max_tokens": 4, "temperature": 0})
+    assert st == 200 and doc["choices"][0]["message"]["role"] == "assistant", doc
+    # the prompt is chatml's: its tokens are those of the rendered text (BOS first, as the vocabulary asks)
+    rendered = "<|im_start|>user\nTell a story<|im_end|>\n<|im_start|>assistant\n"
+    st, toks = post_json(s.port, "/tokenize", {"content": rendered, "add_special": True})
+    assert doc["usage"]["prompt_tokens"] == len(toks["tokens"]), (doc["usage"], len(toks["tokens"]))
+    st, props = get_json(s.port, "/props")
+    assert props["chat_template_name"] == "chatml" and props["chat_template_source"] == "fallback", props
+    assert "<|im_start|>" in props["chat_template"], props["chat_template"]
+
+
 TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_golden,
-         test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model]
+         test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model,
+         test_chat_falls_back_to_chatml]
 
 if __name__ == "__main__":
     try:
