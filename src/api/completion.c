@@ -1,5 +1,6 @@
-/* completion.c: llama-server's own API: POST /completion (one JSON answer, or
- * server-sent events with "stream": true), the llama form of POST /tokenize
+/* completion.c: llama-server's own API: POST /completion (and /completions,
+ * its newer name; one JSON answer, or server-sent events with "stream":
+ * true), the llama form of POST /tokenize
  * ({"content": ...}; embed.c dispatches to it), POST /detokenize and
  * GET /props; and hearth_api_register_generation, which registers these and
  * OpenAI's generation routes (openai_gen.c).
@@ -120,7 +121,7 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
 
 static const hearth_gen_format completion_format = {NULL, fmt_piece, fmt_end};
 
-/* {"prompt": str | [int], "n_predict", sampling..., "stop", "stream", "cache_prompt", "n_probs"} */
+/* {"prompt": str | [int], "n_predict" (or "max_tokens"), sampling..., "stop", "stream", "cache_prompt", "n_probs"} */
 static void completion(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
@@ -138,7 +139,10 @@ static void completion(hearth_request *req, void *ctx)
         hearth_respond_error(req, 503, "unavailable_error", "out of memory");
         goto out;
     }
-    if (!hearth_gen_parse_sampling(req, doc, c) || hearth_gen_opt_int(req, doc, "n_predict", -1, INT32_MAX, &n_predict) < 0 ||
+    int r = hearth_gen_opt_int(req, doc, "n_predict", -1, INT32_MAX, &n_predict);
+    if (r == 0) /* llama-server reads OpenAI's max_tokens when n_predict is absent */
+        r = hearth_gen_opt_int(req, doc, "max_tokens", -1, INT32_MAX, &n_predict);
+    if (r < 0 || !hearth_gen_parse_sampling(req, doc, c) ||
         !hearth_gen_prompt_from_json(req, c, cJSON_GetObjectItemCaseSensitive(doc, "prompt"), "prompt"))
         goto out;
     hearth_gen_call_submit(req, api, c, n_predict);
@@ -323,6 +327,8 @@ static void props(hearth_request *req, void *ctx)
 int hearth_api_register_generation(hearth_api *api, hearth_server *s)
 {
     int rc = hearth_server_route(s, "POST", "/completion", completion, api);
+    if (!rc) /* llama-server's newer name for the same */
+        rc = hearth_server_route(s, "POST", "/completions", completion, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/detokenize", detokenize, api);
     if (!rc)

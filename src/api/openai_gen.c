@@ -1,6 +1,7 @@
 /* openai_gen.c: OpenAI's text generation: POST /v1/chat/completions and
- * POST /v1/completions (and /chat/completions, /completions, as
- * llama-server also answers), one JSON answer or, with "stream": true,
+ * POST /v1/completions (and /chat/completions, as llama-server also answers;
+ * its /completions is its own /completion, completion.c's), one JSON answer
+ * or, with "stream": true,
  * server-sent "chunk" events ending in "data: [DONE]".
  *
  * The shapes are what the official clients parse: ids "chatcmpl-<hex>" and
@@ -404,7 +405,5 @@ int hearth_api_register_openai_gen(hearth_api *api, hearth_server *s)
         rc = hearth_server_route(s, "POST", "/chat/completions", chat_completions, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/v1/completions", completions, api);
-    if (!rc)
-        rc = hearth_server_route(s, "POST", "/completions", completions, api);
     return rc;
 }

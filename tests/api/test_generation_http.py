@@ -246,7 +246,7 @@ def test_openai_shapes_raw():
     st, doc = post_json(port, "/v1/completions", {"prompt": "Once upon", "max_tokens": 5, "temperature": 0})
     assert st == 200 and doc["object"] == "text_completion" and doc["id"].startswith("cmpl-"), doc
     assert doc["choices"][0]["finish_reason"] == "length" and doc["usage"]["completion_tokens"] == 5, doc
-    st, h, body = post(port, "/completions", {"prompt": "Once upon", "max_tokens": 5, "temperature": 0, "stream": True})
+    st, h, body = post(port, "/v1/completions", {"prompt": "Once upon", "max_tokens": 5, "temperature": 0, "stream": True})
     ev = sse_events(body)
     assert ev[-1] == "[DONE]" and ev[-2]["choices"][0]["finish_reason"] == "length", ev
     assert "".join(e["choices"][0]["text"] for e in ev[:-1]) == doc["choices"][0]["text"]

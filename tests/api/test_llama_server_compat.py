@@ -166,9 +166,59 @@ def test_chat_falls_back_to_chatml():
     assert "<|im_start|>" in props["chat_template"], props["chat_template"]
 
 
+# ---- 4. llama-server's routes ----
+
+def test_models_route():
+    """GET /models is llama-server's name for /v1/models."""
+    port = srv().port
+    st, a = get_json(port, "/models")
+    st2, b = get_json(port, "/v1/models")
+    assert st == st2 == 200 and a == b and a["data"][0]["id"] == "stories260K", (a, b)
+
+
+def test_completions_route_is_completion():
+    """POST /completions is llama-server's /completion (its shape: "content"), not OpenAI's."""
+    port = srv().port
+    req = {"prompt": PROMPT, "n_predict": 6, "temperature": 0}
+    st, a = post_json(port, "/completions", req)
+    st2, b = post_json(port, "/completion", req)
+    assert st == st2 == 200 and "choices" not in a, a
+    assert a["content"] == b["content"] and a["tokens_predicted"] == 6, (a, b)
+    # with no n_predict, llama-server reads OpenAI's max_tokens
+    st, c = post_json(port, "/completions", {"prompt": PROMPT, "max_tokens": 3, "temperature": 0})
+    assert st == 200 and c["tokens_predicted"] == 3, c
+
+
+def norm(v):
+    return sum(x * x for x in v) ** 0.5
+
+
+def test_embedding_routes_llama_shape():
+    """llama-server's POST /embedding and /embeddings: a list of {"index", "embedding": [[float]]}
+    (the pooled vector, normalized, as the one row of a matrix), "content" or "input" naming
+    the texts; the vectors are the OpenAI route's."""
+    port = demo().port
+    st, oai = post_json(port, "/v1/embeddings", {"input": ["a cat", "a dog"]})
+    assert st == 200, oai
+    for path, doc in (("/embedding", {"content": "a cat"}), ("/embeddings", {"input": "a cat"}),
+                      ("/embeddings", {"content": ["a cat", "a dog"]})):
+        st, got = post_json(port, path, doc)
+        assert st == 200 and isinstance(got, list), (path, got)
+        texts = doc.get("content", doc.get("input"))
+        n = 1 if isinstance(texts, str) else len(texts)
+        assert [e["index"] for e in got] == list(range(n)), got
+        for e in got:
+            assert len(e["embedding"]) == 1 and len(e["embedding"][0]) == 384, (path, e)
+            v, want = e["embedding"][0], oai["data"][e["index"]]["embedding"]
+            assert abs(norm(v) - 1) < 1e-4 and max(abs(x - y) for x, y in zip(v, want)) < 1e-5, path
+    st, doc = post_json(port, "/embedding", {"text": "a cat"})
+    assert st == 400 and "content" in doc["error"]["message"], doc
+
+
 TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_golden,
          test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model,
-         test_chat_falls_back_to_chatml]
+         test_chat_falls_back_to_chatml, test_models_route, test_completions_route_is_completion,
+         test_embedding_routes_llama_shape]
 
 if __name__ == "__main__":
     try:
