@@ -6,13 +6,16 @@
  * OpenAI's generation routes (openai_gen.c).
  *
  * Field names and shapes follow llama-server's tools/server README, so its
- * clients work unchanged: the answer's content, stop, stop_type
+ * clients work unchanged: the answer's content, tokens (the generated ids
+ * with "return_tokens": true, else []), stop, stop_type
  * ("eos" | "word" | "limit"), stopping_word, tokens_predicted,
- * tokens_evaluated, tokens_cached, timings, generation_settings and, for
- * n_probs > 0, completion_probabilities in the newer shape (id, token, bytes,
- * logprob, top_logprobs). A stream is {"content": piece, "stop": false}
- * events then one event with "stop": true and the summary; like
- * llama-server's /completion it ends without "data: [DONE]".
+ * tokens_evaluated, tokens_cached, has_new_line, truncated, timings,
+ * generation_settings and, for n_probs > 0, completion_probabilities in the
+ * newer shape (id, token, bytes, logprob, top_logprobs). A stream is
+ * {"content": piece, "tokens": its ids, "stop": false, tokens_predicted,
+ * tokens_evaluated} events then one event with "stop": true and the summary
+ * (timings included); like llama-server's /completion it ends without
+ * "data: [DONE]".
  *
  * The generated text keeps the space SentencePiece puts before its first
  * word (" park." after "...went to the"), as llama-server's does, so prompt +
@@ -63,6 +66,17 @@ static int append_probs_field(hearth_gen_call *c, hearth_buf *out)
     return rc;
 }
 
+/* "tokens":[...]: the ids in c->tokens (see gen_common.h) */
+static int append_tokens_field(hearth_gen_call *c, hearth_buf *out)
+{
+    int rc = hearth_buf_appends(out, ",\"tokens\":[");
+    if (!rc && c->tokens.len)
+        rc = hearth_buf_append(out, c->tokens.data, c->tokens.len);
+    if (!rc)
+        rc = hearth_buf_appends(out, "]");
+    return rc;
+}
+
 static int fmt_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf *out)
 {
     int rc = hearth_gen_sse_open(out);
@@ -71,7 +85,10 @@ static int fmt_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf 
     if (!rc)
         rc = hearth_json_quote(out, text, n);
     if (!rc)
-        rc = hearth_buf_appends(out, ",\"stop\":false");
+        rc = append_tokens_field(c, out);
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"stop\":false,\"tokens_predicted\":%lld,\"tokens_evaluated\":%lld",
+                               (long long)c->n_gen, (long long)c->prompt.n);
     if (!rc)
         rc = append_probs_field(c, out);
     if (!rc)
@@ -86,8 +103,11 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
     int rc = c->stream ? hearth_gen_sse_open(out) : 0;
     if (!rc)
         rc = hearth_buf_appends(out, "{\"index\":0,\"content\":");
-    if (!rc) /* streamed, the text went out in the pieces */
-        rc = c->stream ? hearth_buf_appends(out, "\"\"") : hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
+    if (!rc) /* streamed, the text (and its ids) went out in the pieces */
+        rc = c->stream ? hearth_buf_appends(out, "\"\",\"tokens\":[]")
+                       : hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
+    if (!rc && !c->stream)
+        rc = append_tokens_field(c, out);
     if (!rc)
         rc = hearth_buf_printf(out, ",\"stop\":true,\"id_slot\":%d,\"model\":", st->slot);
     if (!rc)
@@ -95,8 +115,9 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
     if (!rc)
         rc = hearth_buf_printf(out,
                                ",\"tokens_predicted\":%lld,\"tokens_evaluated\":%lld,\"tokens_cached\":%lld,"
-                               "\"truncated\":false,\"stop_type\":\"%s\",\"stopping_word\":",
-                               (long long)st->n_gen, (long long)st->n_prompt, (long long)st->n_cached, stop_type(st));
+                               "\"has_new_line\":%s,\"truncated\":false,\"stop_type\":\"%s\",\"stopping_word\":",
+                               (long long)st->n_gen, (long long)st->n_prompt, (long long)st->n_cached,
+                               c->has_new_line ? "true" : "false", stop_type(st));
     const char *word = st->finish == HEARTH_GEN_STOP && st->stop_index >= 0 && st->stop_index < c->g.n_stop
                            ? c->stop[st->stop_index]
                            : "";
@@ -142,7 +163,7 @@ static void completion(hearth_request *req, void *ctx)
     int r = hearth_gen_opt_int(req, doc, "n_predict", -1, INT32_MAX, &n_predict);
     if (r == 0) /* llama-server reads OpenAI's max_tokens when n_predict is absent */
         r = hearth_gen_opt_int(req, doc, "max_tokens", -1, INT32_MAX, &n_predict);
-    if (r < 0 || !hearth_gen_parse_sampling(req, doc, c) ||
+    if (r < 0 || !hearth_gen_parse_sampling(req, doc, c) || hearth_gen_opt_bool(req, doc, "return_tokens", &c->return_tokens) < 0 ||
         !hearth_gen_prompt_from_json(req, c, cJSON_GetObjectItemCaseSensitive(doc, "prompt"), "prompt"))
         goto out;
     hearth_gen_call_submit(req, api, c, n_predict);

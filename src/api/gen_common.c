@@ -52,6 +52,7 @@ hearth_gen_call *hearth_gen_call_new(hearth_gen_entry *m, const hearth_gen_forma
     hearth_ids_init(&c->prompt, PROMPT_MAX);
     hearth_buf_init(&c->text, TEXT_MAX);
     hearth_buf_init(&c->probs, TEXT_MAX);
+    hearth_buf_init(&c->tokens, TEXT_MAX);
     hearth_buf_init(&c->scratch, TEXT_MAX);
     atomic_store(&c->refs, 2);
     c->created = hearth_unix_time();
@@ -67,6 +68,7 @@ void hearth_gen_call_free(hearth_gen_call *c)
     hearth_ids_deinit(&c->prompt);
     hearth_buf_deinit(&c->text);
     hearth_buf_deinit(&c->probs);
+    hearth_buf_deinit(&c->tokens);
     hearth_buf_deinit(&c->scratch);
     free(c);
 }
@@ -184,7 +186,14 @@ static void on_text(hearth_gen_req *g, const char *text, size_t n, int32_t token
 {
     hearth_gen_call *c = g->user;
     int rc = 0;
-    if (probs && token >= 0)
+    if (token >= 0)
+        c->n_gen++;
+    if (n && memchr(text, '\n', n))
+        c->has_new_line = true;
+    /* a streamed event lists the ids it carries, as llama-server's do; a whole answer only with return_tokens */
+    if (token >= 0 && (c->stream || c->return_tokens))
+        rc = hearth_buf_printf(&c->tokens, c->tokens.len ? ",%d" : "%d", token);
+    if (!rc && probs && token >= 0)
         rc = append_probs(c, token, probs);
     if (!rc && !c->stream)
         rc = hearth_buf_append(&c->text, text, n);
@@ -196,6 +205,7 @@ static void on_text(hearth_gen_req *g, const char *text, size_t n, int32_t token
         if (!rc)
             rc = hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
         hearth_buf_reset(&c->probs, 1 << 16);
+        hearth_buf_reset(&c->tokens, 1 << 16);
     }
     if (rc) {
         /* out of memory or past a bound: stop generating; on_done then reports it */

@@ -45,6 +45,9 @@ struct hearth_gen_call {
     bool stream;
     bool include_usage;            /* OpenAI stream_options.include_usage */
     bool begun;                    /* the stream's head has been posted (scheduler thread) */
+    bool return_tokens;            /* llama-server's return_tokens: the answer lists the generated ids */
+    bool has_new_line;             /* some generated text held a '\n' (llama-server's has_new_line) */
+    int64_t n_gen;                 /* tokens generated so far (a streamed event's tokens_predicted) */
     hearth_ids prompt;
     char *stop[HEARTH_GEN_MAX_STOP]; /* owned copies; g.stop points here */
     char id[48];                   /* "chatcmpl-<hex>" / "cmpl-<hex>" */
@@ -52,6 +55,8 @@ struct hearth_gen_call {
     hearth_buf text;               /* not streamed: the whole generated text */
     hearth_buf probs;              /* n_probs: completion_probabilities entries, comma-separated,
                                       since the last streamed event (or all of them) */
+    hearth_buf tokens;             /* generated ids, comma-separated: since the last streamed event,
+                                      or (not streamed, with return_tokens) all of them */
     hearth_buf scratch;            /* the event or body being formatted */
 };
 

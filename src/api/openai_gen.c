@@ -9,8 +9,9 @@
  * message | delta | text and finish_reason ("stop" | "length"), usage
  * (with prompt_tokens_details.cached_tokens for the reused prefix). A chat
  * stream opens with a delta carrying the role, then content deltas, then an
- * empty delta with finish_reason, then (stream_options.include_usage) a
- * chunk with "choices": [] and usage. llama-server's extra sampling fields
+ * empty delta with finish_reason and llama-server's timings (and, with
+ * stream_options.include_usage, the usage, as llama-server's last chunk has
+ * it), then (include_usage) OpenAI's chunk with "choices": [] and usage. llama-server's extra sampling fields
  * (top_k, min_p, repeat_penalty, n_probs, cache_prompt, ...) are accepted
  * here too, as llama-server accepts them.
  *
@@ -70,8 +71,20 @@ static int stream_tail(hearth_gen_call *c, const hearth_gen_stats *st, const cha
     if (!rc)
         rc = chunk_head(c, object, out);
     if (!rc)
-        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]}", empty_choice,
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]", empty_choice,
                                hearth_gen_finish_reason(st));
+    /* llama-server's last chunk carries the usage and the timings; OpenAI's
+     * clients read usage from the chunk after it, asked for with include_usage */
+    if (!rc && c->include_usage)
+        rc = hearth_buf_appends(out, ",");
+    if (!rc && c->include_usage)
+        rc = usage(st, out);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",");
+    if (!rc)
+        rc = hearth_gen_append_timings(out, st);
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
     if (!rc)
         rc = hearth_gen_sse_close(out);
     if (!rc && c->include_usage) {

@@ -215,10 +215,72 @@ def test_embedding_routes_llama_shape():
     assert st == 400 and "content" in doc["error"]["message"], doc
 
 
+# ---- 5. response fields ----
+
+def test_completion_fields():
+    """llama-server's /completion answer: tokens ([] unless return_tokens), has_new_line,
+    tokens_predicted, tokens_evaluated, truncated, timings (prompt_n, predicted_n)."""
+    port = srv().port
+    st, toks = post_json(port, "/tokenize", {"content": PROMPT, "add_special": True})
+    n_prompt = len(toks["tokens"])
+    st, doc = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "cache_prompt": False})
+    assert st == 200 and doc["tokens"] == [], doc
+    assert doc["has_new_line"] is False and doc["truncated"] is False, doc
+    assert doc["tokens_predicted"] == 8 and doc["tokens_evaluated"] == n_prompt, doc
+    assert doc["timings"]["prompt_n"] == n_prompt and doc["timings"]["predicted_n"] == 8, doc["timings"]
+    st, doc2 = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "return_tokens": True})
+    ids = doc2["tokens"]
+    assert len(ids) == 8 and all(type(t) == int for t in ids), doc2
+    # the ids are the text's: detokenized after the prompt's (BOS left out: /detokenize shows it) they read as the content
+    assert toks["tokens"][0] == 1, toks
+    st, back = post_json(port, "/detokenize", {"tokens": toks["tokens"][1:] + ids})
+    assert back["content"] == PROMPT + doc2["content"], (back, doc2["content"])
+    # a text that runs past a line end says so
+    st, doc3 = post_json(port, "/completion", {"prompt": "", "n_predict": 200, "temperature": 0})
+    assert doc3["has_new_line"] == ("\n" in doc3["content"]), doc3
+    st, doc = post_json(port, "/completion", {"prompt": "x", "return_tokens": "yes"})
+    assert st == 400 and "return_tokens" in doc["error"]["message"], doc
+
+
+def test_completion_stream_fields():
+    """Each streamed event lists its ids ("tokens"), tokens_predicted so far and
+    tokens_evaluated; the last ("stop": true) has timings, truncated, has_new_line."""
+    port = srv().port
+    st, _, body = post(port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "stream": True})
+    ev = sse_events(body)
+    parts, last = ev[:-1], ev[-1]
+    assert parts and all(e["stop"] is False and len(e["tokens"]) >= 1 for e in parts), parts
+    assert sum(len(e["tokens"]) for e in parts) <= 8 and parts[-1]["tokens_predicted"] <= 8, parts
+    assert [e["tokens_predicted"] for e in parts] == sorted(e["tokens_predicted"] for e in parts), parts
+    assert all(e["tokens_evaluated"] == parts[0]["tokens_evaluated"] > 0 for e in parts), parts
+    assert last["stop"] is True and last["tokens"] == [] and last["truncated"] is False, last
+    assert last["timings"]["predicted_n"] == 8 and type(last["has_new_line"]) == bool, last
+    st, whole = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "return_tokens": True})
+    assert [t for e in parts for t in e["tokens"]] == whole["tokens"], (parts, whole["tokens"])
+
+
+def test_chat_stream_last_chunk():
+    """The finishing chat chunk carries llama-server's timings, and with
+    stream_options.include_usage the usage too (then OpenAI's usage chunk follows)."""
+    port = srv().port
+    req = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "temperature": 0, "stream": True}
+    st, _, body = post(port, "/v1/chat/completions", dict(req, stream_options={"include_usage": True}))
+    ev = sse_events(body)
+    assert ev[-1] == "[DONE]" and ev[-2]["choices"] == [], ev[-3:]
+    fin = ev[-3]
+    assert fin["choices"][0]["finish_reason"] == "length", fin
+    assert fin["usage"] == {k: ev[-2]["usage"][k] for k in fin["usage"]} and fin["usage"]["completion_tokens"] == 5, fin
+    assert fin["timings"]["predicted_n"] == 5, fin
+    st, _, body = post(port, "/v1/chat/completions", req)
+    fin = sse_events(body)[-2]
+    assert "timings" in fin and "usage" not in fin, fin
+
+
 TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_golden,
          test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model,
          test_chat_falls_back_to_chatml, test_models_route, test_completions_route_is_completion,
-         test_embedding_routes_llama_shape]
+         test_embedding_routes_llama_shape, test_completion_fields, test_completion_stream_fields,
+         test_chat_stream_last_chunk]
 
 if __name__ == "__main__":
     try:
