@@ -304,8 +304,7 @@ static void props(hearth_request *req, void *ctx)
     hearth_gen_entry *m = hearth_gen_find_or_respond(req, api, NULL);
     if (!m)
         return;
-    hearth_gen_req defaults = {.n_predict = -1, .cache_prompt = true};
-    hearth_sampler_params_default(&defaults.sampling);
+    hearth_gen_req defaults = {.n_predict = m->n_predict, .cache_prompt = true, .sampling = m->sampling};
     const char *tmpl = "";
     size_t tmpl_len = 0;
     if (!strcmp(m->tmpl_source, "fallback")) {

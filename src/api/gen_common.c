@@ -44,7 +44,7 @@ hearth_gen_call *hearth_gen_call_new(hearth_gen_entry *m, const hearth_gen_forma
         return NULL;
     c->model = m;
     c->fmt = fmt;
-    hearth_sampler_params_default(&c->g.sampling);
+    c->g.sampling = m->sampling;
     c->g.n_predict = -1;
     c->g.cache_prompt = true;
     c->g.user = c;
@@ -276,6 +276,8 @@ void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_cal
     /* As llama-server does, a request for more tokens than fit is not an
      * error: n_predict is capped to the positions left after the prompt, and
      * the answer ends with finish_reason "length" (stop_type "limit") there. */
+    if (c->model->n_predict >= 0 && (n_predict < 0 || n_predict > c->model->n_predict))
+        n_predict = c->model->n_predict; /* serve --n-predict caps every answer, as llama-server's -n */
     if (n_predict < 0 || n_predict > n_ctx - n)
         n_predict = n_ctx - n;
     c->g.n_predict = (int32_t)n_predict;
@@ -464,6 +466,8 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
     int64_t seed = -1;
     if ((r = hearth_gen_opt_int(req, doc, "seed", -1, (int64_t)1 << 53, &seed)) < 0)
         return false;
+    if (r == 0 && c->model->sampling.seed != HEARTH_SAMPLER_SEED_RANDOM)
+        seed = (int64_t)c->model->sampling.seed; /* serve --seed: the seed of requests that name none */
     p->seed = seed >= 0 ? (uint64_t)seed : hearth_random_u64() >> 11; /* 53 bits: exact as a JSON number */
     if ((r = hearth_gen_opt_int(req, doc, "n_probs", 0, 16, &i)) < 0)
         return false;

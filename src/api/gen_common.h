@@ -60,7 +60,7 @@ struct hearth_gen_call {
     hearth_buf scratch;            /* the event or body being formatted */
 };
 
-/* A call with llama-server's default sampling, no stop strings, n_predict -1,
+/* A call with the model's default sampling (serve's --temp, ...), no stop strings, n_predict -1,
  * cache_prompt true, refs 2 (the scheduler's and the connection's). NULL
  * when out of memory. */
 hearth_gen_call *hearth_gen_call_new(hearth_gen_entry *m, const hearth_gen_format *fmt);

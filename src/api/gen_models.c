@@ -90,6 +90,10 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     g->pool = st->pool;
     g->n_parallel = st->gen.n_parallel;
     g->n_ctx = st->gen.n_ctx > 0 ? st->gen.n_ctx : hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    g->sampling = api->cfg.sampling;
+    if (g->sampling.repeat_last_n < 0) /* llama-server's -1: the context */
+        g->sampling.repeat_last_n = (int)(g->n_ctx < HEARTH_SAMPLER_MAX_LAST_N ? g->n_ctx : HEARTH_SAMPLER_MAX_LAST_N);
+    g->n_predict = api->cfg.n_predict;
     int n_slots = st->gen.n_parallel + st->gen.n_cache_slots;
     g->kv = hearth_kv_new_typed(g->llama, n_slots, g->n_ctx, st->gen.kv_type, err);
     if (!g->kv) {

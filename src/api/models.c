@@ -39,6 +39,8 @@ void hearth_api_config_default(hearth_api_config *cfg)
     cfg->max_queue = 64;
     cfg->batch_size = 512;
     cfg->repack = true;
+    cfg->n_predict = -1;
+    hearth_sampler_params_default(&cfg->sampling);
 }
 
 int hearth_api_metrics(hearth_api *api, hearth_buf *out)
@@ -254,6 +256,11 @@ static int load_one(hearth_api *api, const char *spec, hearth_err *err)
             return rc;
         if (!strcmp(arch, "bert"))
             return add_embed(api, name, path, false, err);
+        if ((!strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3")) && api->cfg.embedding_only)
+            return hearth_err_set(err, HEARTH_EUNSUPPORTED,
+                                  "%s: --embedding asks for embeddings, and hearth computes them with BERT-family encoders "
+                                  "only, not a '%s' decoder: serve this model without --embedding for generation",
+                                  path, arch);
         if (!strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3"))
             return hearth_api_add_gen(api, name, path, false, err);
         return hearth_err_set(err, HEARTH_EUNSUPPORTED,
@@ -318,7 +325,11 @@ int hearth_api_load_models(hearth_api *api, hearth_err *err)
     st->embed.max_client_batch = api->cfg.max_client_batch;
     st->gen.n_parallel = api->cfg.parallel > 0 ? api->cfg.parallel : 4;
     st->gen.n_cache_slots = api->cfg.cache_slots >= 0 ? api->cfg.cache_slots : 4;
-    st->gen.n_ctx = api->cfg.ctx_size;
+    /* llama-server's -c is the context of all its slots together: each gets an equal share */
+    st->gen.n_ctx = api->cfg.ctx_size > 0 ? api->cfg.ctx_size / st->gen.n_parallel : 0;
+    if (api->cfg.ctx_size > 0)
+        HLOG_INFO("context: %d positions in all (--ctx-size), %lld per sequence (--parallel %d)", api->cfg.ctx_size,
+                  (long long)st->gen.n_ctx, st->gen.n_parallel);
     st->gen.max_queue = api->cfg.max_queue > 0 ? api->cfg.max_queue : 64;
     st->gen.n_batch = api->cfg.batch_size > 0 ? api->cfg.batch_size : 512;
     st->gen.chat_template = api->cfg.chat_template;

@@ -276,11 +276,60 @@ def test_chat_stream_last_chunk():
     assert "timings" in fin and "usage" not in fin, fin
 
 
+# ---- 6. llama-server's command line ----
+
+def test_llama_server_command_line():
+    """A llama-server command line, unchanged, means the same: -c is the context of all
+    -np slots together, -n caps every answer, --seed and --temp are the defaults of requests
+    that give none, -a names the model, --api-key guards the APIs; -ub, --metrics,
+    --no-context-shift and --jinja are accepted, -ngl is ignored with a note."""
+    key = {"Authorization": "Bearer sekret"}
+    args = ["-m", STORIES, "-c", "256", "-np", "2", "-b", "64", "-ub", "32", "-n", "5", "--seed", "42", "--temp", "0",
+            "--top-k", "1", "-a", "tiny", "-ngl", "99", "--metrics", "--no-context-shift", "--jinja", "--api-key", "sekret"]
+    with Server(*args, "--log-level", "info", timeout=120) as s:
+        s.wait_log(r"--gpu-layers 99 is ignored")
+        st, props = get_json(s.port, "/props", headers=key)
+        assert st == 200 and props["total_slots"] == 2 and props["model"] == "tiny", props
+        d = props["default_generation_settings"]
+        assert d["n_ctx"] == 128, d  # 256 over 2 slots, as llama-server splits -c
+        assert d["params"]["n_predict"] == 5 and d["params"]["seed"] == 42 and d["params"]["temperature"] == 0, d
+        assert d["params"]["top_k"] == 1, d
+        assert post(s.port, "/completion", {"prompt": PROMPT})[0] == 401
+        for ask in ({}, {"n_predict": 50}, {"n_predict": -1}):
+            st, doc = post_json(s.port, "/completion", dict(ask, prompt=PROMPT), headers=key)
+            assert st == 200 and doc["tokens_predicted"] == 5 and doc["model"] == "tiny", (ask, doc)
+            assert doc["generation_settings"]["seed"] == 42, doc["generation_settings"]
+        st, doc = post_json(s.port, "/completion", {"prompt": PROMPT, "n_predict": 3}, headers=key)
+        assert doc["tokens_predicted"] == 3, doc
+        # a prompt that fits the whole -c but not a slot's share is refused naming the share
+        st, doc = post_json(s.port, "/completion", {"prompt": [1] + [403] * 140}, headers=key)
+        assert st == 400 and "128" in doc["error"]["message"], doc
+
+
+def serve_fails(*args):
+    r = subprocess.run([BIN, "serve", "--port", "0", *args], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, HEARTH_DEMO="0"))
+    assert r.returncode != 0, (args, r.stdout, r.stderr)
+    return r.stdout + r.stderr
+
+
+def test_flags_hearth_cannot_honour_are_refused():
+    """A llama-server flag hearth cannot honour stops the start with a message naming it."""
+    assert "--context-shift" in serve_fails("-m", STORIES, "--context-shift")
+    assert "--slots" in serve_fails("-m", STORIES, "--slots")
+    assert "--pooling" in serve_fails("-m", STORIES, "--pooling", "mean")
+    assert "Jinja" in serve_fails("-m", STORIES, "--chat-template", "{% for m in messages %}{{ m.content }}{% endfor %}")
+    assert "BERT" in serve_fails("-m", STORIES, "--embedding")
+    assert "--ctx-size" in serve_fails("-m", STORIES, "-c", "3", "-np", "4")
+    assert "--seed" in serve_fails("-m", STORIES, "--seed", "x")
+    assert "--temp" in serve_fails("-m", STORIES, "--temp", "hot")
+
+
 TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_golden,
          test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model,
          test_chat_falls_back_to_chatml, test_models_route, test_completions_route_is_completion,
          test_embedding_routes_llama_shape, test_completion_fields, test_completion_stream_fields,
-         test_chat_stream_last_chunk]
+         test_chat_stream_last_chunk, test_llama_server_command_line, test_flags_hearth_cannot_honour_are_refused]
 
 if __name__ == "__main__":
     try:
