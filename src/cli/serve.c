@@ -3,8 +3,9 @@
  *
  * llama-server's common flags are accepted with llama-server's meaning, so
  * its command lines work unchanged: -m, -c (the context of all slots
- * together), -np, -b, -ub, -n, -s/--seed and the sampling defaults, -a/--alias,
- * --api-key, --embedding, --chat-template. Those hearth has no use for are
+ * together), -np, -t (compute threads; hearth's I/O threads are
+ * --io-threads), -tb, -b, -ub, -n, -s/--seed and the sampling defaults,
+ * -a/--alias, --api-key, --embedding, --chat-template. Those hearth has no use for are
  * accepted where hearth already behaves so (--metrics, --no-context-shift,
  * --no-slots, --jinja with a note, -ngl with a note); those it cannot honour
  * (--context-shift, --slots, a Jinja --chat-template) are refused with a
@@ -111,7 +112,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     bool demo = true;
     /* llama-server's flags with no hearth counterpart: checked below, never dropped unseen */
     const char *seed = NULL;
-    int ubatch = 0, gpu_layers = 0;
+    int ubatch = 0, gpu_layers = 0, threads_batch = -1;
     bool jinja = false, context_shift = false, metrics = false, slots = false;
     const opt opts[] = {
         {"model", 'm', OPT_STR_LIST, &models, "[NAME=]PATH", "a model to serve: a sentence-transformers folder or a GGUF file; repeat for more (none: demo models)"},
@@ -120,7 +121,9 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"max-batch-tokens", 0, OPT_INT, &max_batch_tokens, "N", "tokens in one embedding forward pass (16384)"},
         {"max-concurrent-requests", 0, OPT_INT, &api.cfg.max_concurrent, "N", "requests queued per model; past it 429 (512)"},
         {"max-client-batch", 0, OPT_INT, &api.cfg.max_client_batch, "N", "inputs in one embedding request; past it 413 (512)"},
-        {"compute-threads", 0, OPT_INT, &api.cfg.compute_threads, "N", "threads for the forward passes (0: one per physical core)"},
+        {"threads", 't', OPT_INT, &api.cfg.compute_threads, "N", "threads for the forward passes, as llama-server's -t (0: one per physical core)"},
+        {"compute-threads", 0, OPT_INT, &api.cfg.compute_threads, "N", "the same as --threads"},
+        {"threads-batch", 0, OPT_INT, &threads_batch, "N", "llama-server's prompt threads: hearth has one pool for prompts and decoding, so it must equal --threads (or sets it when that is not given)", .dash_name = "tb"},
         {"embed-engines", 0, OPT_INT, &api.cfg.embed_engines, "N", "embedding passes run at once, each on compute-threads / N threads (0: 2 where there are 2+ threads; 1: every pass on all threads; a lone request always runs on all)"},
         {"default-prompt-name", 0, OPT_STR, &api.cfg.default_prompt_name, "NAME", "embedding: the prompt of the model's config_sentence_transformers.json put before every text whose request names none (default: the model's default_prompt_name)"},
         {"default-prompt", 0, OPT_STR, &api.cfg.default_prompt, "TEXT", "embedding: text put before every text whose request names no prompt"},
@@ -155,7 +158,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"demo-dir", 0, OPT_STR, &api.cfg.demo_dir, "DIR", "where demo models are written (~/.cache/hearth/demo)"},
         {"host", 0, OPT_STR, &cfg.host, "ADDR", "address to listen on (127.0.0.1; 0.0.0.0 or :: for every interface)"},
         {"port", 'p', OPT_INT, &cfg.port, "N", "TCP port (8080; 0 picks a free one)"},
-        {"threads", 't', OPT_INT, &cfg.threads, "N", "I/O threads per process, each with its own event loop (1)"},
+        {"io-threads", 0, OPT_INT, &cfg.threads, "N", "I/O threads per process, each with its own event loop (1)"},
         {"workers", 'w', OPT_INT, &cfg.workers, "N", "worker processes under a supervisor that respawns them (0: one process)"},
         {"spawn", 0, OPT_BOOL, &cfg.spawn, NULL, "start workers by fork+exec instead of fork (for runtimes that cannot survive fork)"},
         {"reuse-port", 0, OPT_BOOL, &cfg.reuse_port, NULL, "let other processes listen on the same port (SO_REUSEPORT)"},
@@ -229,6 +232,17 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     }
     if (llama_server_flags(&api.cfg, seed, ubatch, gpu_layers, jinja, context_shift, slots) != 0)
         return 2;
+    if (threads_batch >= 0 && api.cfg.compute_threads == 0) {
+        api.cfg.compute_threads = threads_batch;
+    } else if (threads_batch >= 0 && threads_batch != api.cfg.compute_threads) {
+        fprintf(stderr, "hearth serve: --threads-batch %d differs from --threads %d: hearth runs prompts and decoding on "
+                        "one pool of threads; give one number\n", threads_batch, api.cfg.compute_threads);
+        return 2;
+    }
+    if (cfg.threads < 1 || cfg.threads > 64) { /* checked here so the message names this flag */
+        fprintf(stderr, "hearth serve: --io-threads %d is out of range (1..64)\n", cfg.threads);
+        return 2;
+    }
     (void)metrics;
     api.cfg.max_batch_tokens = (size_t)max_batch_tokens;
     api.cfg.models = models.items;

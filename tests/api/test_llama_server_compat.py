@@ -306,6 +306,18 @@ def test_llama_server_command_line():
         assert st == 400 and "128" in doc["error"]["message"], doc
 
 
+def test_threads_are_compute_threads():
+    """llama-server's -t/--threads is the compute threads (hearth's I/O threads are --io-threads);
+    -tb is the same pool in hearth, so it may only agree with -t."""
+    with Server("-m", STORIES, "-t", "1", "--io-threads", "2", "--log-level", "info", timeout=120) as s:
+        s.wait_log(r"compute pool: 1 threads")
+        s.wait_log(r"1 worker x 2 I/O threads")
+    with Server("-m", STORIES, "-tb", "1", "--log-level", "info", timeout=120) as s:
+        s.wait_log(r"compute pool: 1 threads")
+    assert "--threads-batch" in serve_fails("-m", STORIES, "-t", "2", "-tb", "1")
+    assert "--io-threads" in serve_fails("-m", STORIES, "--io-threads", "0")
+
+
 def serve_fails(*args):
     r = subprocess.run([BIN, "serve", "--port", "0", *args], capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, HEARTH_DEMO="0"))
@@ -329,7 +341,8 @@ TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_
          test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model,
          test_chat_falls_back_to_chatml, test_models_route, test_completions_route_is_completion,
          test_embedding_routes_llama_shape, test_completion_fields, test_completion_stream_fields,
-         test_chat_stream_last_chunk, test_llama_server_command_line, test_flags_hearth_cannot_honour_are_refused]
+         test_chat_stream_last_chunk, test_llama_server_command_line, test_flags_hearth_cannot_honour_are_refused,
+         test_threads_are_compute_threads]
 
 if __name__ == "__main__":
     try:
