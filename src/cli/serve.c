@@ -173,7 +173,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"idle-timeout", 0, OPT_U64, &cfg.idle_timeout_ms, "MS", "idle keep-alive connections close after this (60000)"},
         {"drain-timeout", 0, OPT_U64, &cfg.drain_timeout_ms, "MS", "on SIGTERM, longest wait for in-flight requests and for models still loading (10000)"},
         {"max-connections", 0, OPT_INT, &cfg.max_connections, "N", "open connections per process, all I/O threads together; past it new ones are closed at once (65536)"},
-        {"api-key", 0, OPT_STR, &cfg.api_key, "KEY", "require \"Authorization: Bearer KEY\" (not on /health and /metrics)"},
+        {"api-key", 0, OPT_STR, &cfg.api_key, "KEY", "require \"Authorization: Bearer KEY\" (not on /health, /metrics and the model lists /models, /v1/models, as llama-server)"},
         {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "allow browsers on ORIGIN (or *) to call the APIs (off)"},
         {"debug-routes", 0, OPT_BOOL, &debug_routes, NULL, "add /debug/* test endpoints (echo, delayed and streamed replies)"},
     };

@@ -295,6 +295,10 @@ def test_llama_server_command_line():
         assert d["params"]["n_predict"] == 5 and d["params"]["seed"] == 42 and d["params"]["temperature"] == 0, d
         assert d["params"]["top_k"] == 1, d
         assert post(s.port, "/completion", {"prompt": PROMPT})[0] == 401
+        # the model list is public, as llama-server's /models and /v1/models
+        for path in ("/models", "/v1/models"):
+            st, doc = get_json(s.port, path)
+            assert st == 200 and doc["data"][0]["id"] == "tiny", (path, doc)
         for ask in ({}, {"n_predict": 50}, {"n_predict": -1}):
             st, doc = post_json(s.port, "/completion", dict(ask, prompt=PROMPT), headers=key)
             assert st == 200 and doc["tokens_predicted"] == 5 and doc["model"] == "tiny", (ask, doc)
