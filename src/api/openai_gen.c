@@ -25,8 +25,12 @@
  * Qwen's chatml BPE vocabulary does not). This is the single BOS llama-server
  * ends up with after stripping a template's leading BOS.
  *
+ * logprobs (chat's with top_logprobs, completions' as a count) are given
+ * as llama-server gives them: {"content": [entries of OpenAI's chat shape]}
+ * in each choice (each chunk when streamed).
+ *
  * What hearth does not do is refused with a 400 naming it, never ignored:
- * n > 1, logprobs, tools, echo, suffix, best_of > 1, structured output. */
+ * n > 1, tools, echo, suffix, best_of > 1, structured output. */
 #include "gen_common.h"
 
 #include <stdio.h>
@@ -61,6 +65,23 @@ static int usage(const hearth_gen_stats *st, hearth_buf *out)
                              "\"prompt_tokens_details\":{\"cached_tokens\":%lld}}",
                              (long long)st->n_prompt, (long long)st->n_gen, (long long)(st->n_prompt + st->n_gen),
                              (long long)st->n_cached);
+}
+
+/* "logprobs": null, or with n_probs (OpenAI's logprobs) {"content": [...]}:
+ * an entry per token since the last event (or, whole, all of them), each
+ * {id, token, bytes, logprob, top_logprobs: [{id, token, bytes, logprob}]},
+ * the shape of OpenAI's chat logprobs, which llama-server gives on both
+ * endpoints. */
+static int append_logprobs(hearth_gen_call *c, hearth_buf *out)
+{
+    if (c->g.n_probs <= 0)
+        return hearth_buf_appends(out, "\"logprobs\":null");
+    int rc = hearth_buf_appends(out, "\"logprobs\":{\"content\":[");
+    if (!rc && c->probs.len)
+        rc = hearth_buf_append(out, c->probs.data, c->probs.len);
+    if (!rc)
+        rc = hearth_buf_appends(out, "]}");
+    return rc;
 }
 
 /* The events after the last piece: the finishing chunk, the usage chunk, [DONE]. */
@@ -115,8 +136,11 @@ static int whole(hearth_gen_call *c, const hearth_gen_stats *st, const char *obj
     if (!rc)
         rc = hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
     if (!rc)
-        rc = hearth_buf_printf(out, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}],", choice_close,
-                               hearth_gen_finish_reason(st));
+        rc = hearth_buf_printf(out, "%s,", choice_close);
+    if (!rc)
+        rc = append_logprobs(c, out);
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"finish_reason\":\"%s\"}],", hearth_gen_finish_reason(st));
     if (!rc)
         rc = usage(st, out);
     if (!rc)
@@ -140,7 +164,11 @@ static int piece_chunk(hearth_gen_call *c, const char *object, const char *field
     if (!rc)
         rc = hearth_json_quote(out, text, n);
     if (!rc)
-        rc = hearth_buf_printf(out, "%s,\"logprobs\":null,\"finish_reason\":null}]}", field_close);
+        rc = hearth_buf_printf(out, "%s,", field_close);
+    if (!rc)
+        rc = append_logprobs(c, out);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"finish_reason\":null}]}");
     if (!rc)
         rc = hearth_gen_sse_close(out);
     return rc;
@@ -201,20 +229,44 @@ static bool refuse(hearth_request *req, const char *what)
 
 static bool is_set(const cJSON *f) { return f && !cJSON_IsNull(f) && !cJSON_IsFalse(f); }
 
-/* The fields both OpenAI endpoints share. */
-static bool parse_openai(hearth_request *req, const cJSON *doc, hearth_gen_call *c, int64_t *n_predict)
+/* OpenAI's logprobs, as llama-server maps them onto its n_probs (a request's
+ * own n_probs wins): chat's "logprobs": true with "top_logprobs" (0..16;
+ * absent: 16, llama-server's 20 capped at hearth's most); completions'
+ * "logprobs": N. */
+static bool parse_logprobs(hearth_request *req, const cJSON *doc, hearth_gen_call *c, bool chat)
 {
-    if (!hearth_gen_parse_sampling(req, doc, c))
+    if (cJSON_GetObjectItemCaseSensitive(doc, "n_probs"))
+        return true;
+    int64_t n = 0;
+    if (!chat) {
+        if (hearth_gen_opt_int(req, doc, "logprobs", 0, 16, &n) < 0)
+            return false;
+        c->g.n_probs = (int)n;
+        return true;
+    }
+    bool want = false;
+    if (hearth_gen_opt_bool(req, doc, "logprobs", &want) < 0)
+        return false;
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(doc, "top_logprobs");
+    if (!want && top && !cJSON_IsNull(top))
+        return refuse(req, "'top_logprobs' requires 'logprobs' to be true");
+    n = 16;
+    if (want && hearth_gen_opt_int(req, doc, "top_logprobs", 0, 16, &n) < 0)
+        return false;
+    c->g.n_probs = want ? (int)n : 0;
+    return true;
+}
+
+/* The fields both OpenAI endpoints share. */
+static bool parse_openai(hearth_request *req, const cJSON *doc, hearth_gen_call *c, bool chat, int64_t *n_predict)
+{
+    if (!hearth_gen_parse_sampling(req, doc, c) || !parse_logprobs(req, doc, c, chat))
         return false;
     int64_t n = 1;
     if (hearth_gen_opt_int(req, doc, "n", 1, INT32_MAX, &n) < 0)
         return false;
     if (n != 1)
         return refuse(req, "'n' must be 1: hearth makes one choice per request (send several requests; they are batched)");
-    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(doc, "logprobs");
-    if (is_set(lp) && !(cJSON_IsNumber(lp) && lp->valuedouble == 0))
-        return refuse(req, "'logprobs' is not supported by hearth's OpenAI API; llama-server's /completion with "
-                           "\"n_probs\" gives token probabilities");
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(doc, "stream_options");
     if (so && !cJSON_IsNull(so) && !cJSON_IsObject(so))
         return refuse(req, "'stream_options' must be an object");
@@ -352,7 +404,7 @@ static hearth_gen_call *start_call(hearth_request *req, hearth_api *api, const c
         return NULL;
     }
     hearth_gen_call_set_id(c, id_prefix);
-    if (!parse_openai(req, doc, c, n_predict)) {
+    if (!parse_openai(req, doc, c, fmt == &chat_format, n_predict)) {
         hearth_gen_call_free(c);
         return NULL;
     }

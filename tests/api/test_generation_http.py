@@ -210,7 +210,7 @@ def test_bad_requests():
     check_error(st, doc, 400, str(len(long_prompt)), str(n_ctx))
     st, doc = post_json(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "n": 2})
     check_error(st, doc, 400, "'n'")
-    st, doc = post_json(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "logprobs": True})
+    st, doc = post_json(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})
     check_error(st, doc, 400, "logprobs")
     st, doc = post_json(port, "/v1/chat/completions", {"messages": [{"role": "tool", "content": "hi"}]})
     check_error(st, doc, 400, "tool")

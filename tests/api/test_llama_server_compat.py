@@ -276,6 +276,38 @@ def test_chat_stream_last_chunk():
     assert "timings" in fin and "usage" not in fin, fin
 
 
+# ---- OpenAI logprobs, as llama-server gives them ----
+
+def test_openai_logprobs():
+    """Chat's logprobs + top_logprobs and completions' logprobs: N come back as llama-server
+    gives them, {"content": [{token, logprob, bytes, top_logprobs}]} per choice (per chunk
+    streamed); greedy, each token is its own top candidate; the numbers are /completion's n_probs'."""
+    port = srv().port
+    st, ref = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 4, "temperature": 0, "n_probs": 2})
+    want = [(p["token"], round(p["logprob"], 4)) for p in ref["completion_probabilities"]]
+    st, doc = post_json(port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 4, "temperature": 0, "logprobs": 2})
+    assert st == 200, doc
+    got = doc["choices"][0]["logprobs"]["content"]
+    assert [(p["token"], round(p["logprob"], 4)) for p in got] == want, (got, want)
+    assert all(len(p["top_logprobs"]) == 2 and p["top_logprobs"][0]["token"] == p["token"] for p in got), got
+    assert "".join(p["token"] for p in got) == doc["choices"][0]["text"], doc
+    msgs = [{"role": "user", "content": "hi"}]
+    st, doc = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "temperature": 0,
+                                                       "logprobs": True, "top_logprobs": 3})
+    assert st == 200, doc
+    content = doc["choices"][0]["logprobs"]["content"]
+    assert len(content) == 4 and all(len(p["top_logprobs"]) == 3 and p["logprob"] <= 0 for p in content), content
+    st, _, body = post(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "temperature": 0,
+                                                      "logprobs": True, "top_logprobs": 3, "stream": True})
+    chunks = [e for e in sse_events(body)[1:-2]]
+    streamed = [p for e in chunks for p in e["choices"][0]["logprobs"]["content"]]
+    assert [p["token"] for p in streamed] == [p["token"] for p in content], (streamed, content)
+    st, doc = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 2})
+    assert doc["choices"][0]["logprobs"] is None, doc
+    st, doc = post_json(port, "/v1/chat/completions", {"messages": msgs, "logprobs": True, "top_logprobs": 21})
+    assert st == 400 and "top_logprobs" in doc["error"]["message"], doc
+
+
 # ---- 6. llama-server's command line ----
 
 def test_llama_server_command_line():
@@ -345,8 +377,8 @@ TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_
          test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model,
          test_chat_falls_back_to_chatml, test_models_route, test_completions_route_is_completion,
          test_embedding_routes_llama_shape, test_completion_fields, test_completion_stream_fields,
-         test_chat_stream_last_chunk, test_llama_server_command_line, test_flags_hearth_cannot_honour_are_refused,
-         test_threads_are_compute_threads]
+         test_chat_stream_last_chunk, test_openai_logprobs, test_llama_server_command_line,
+         test_flags_hearth_cannot_honour_are_refused, test_threads_are_compute_threads]
 
 if __name__ == "__main__":
     try:

@@ -208,7 +208,7 @@ def test_errors_are_client_exception_classes():
     expect_error(openai.NotFoundError, 404, "nope", chat, model="nope", messages=MSGS)
     expect_error(openai.NotFoundError, 404, "gpt-x", comp, model="gpt-x", prompt="a")
     expect_error(openai.BadRequestError, 400, "n", chat, model="stories", messages=MSGS, n=2)
-    expect_error(openai.BadRequestError, 400, "logprobs", chat, model="stories", messages=MSGS, logprobs=True)
+    expect_error(openai.BadRequestError, 400, "logprobs", chat, model="stories", messages=MSGS, top_logprobs=2)
     expect_error(openai.BadRequestError, 400, "temperature", chat, model="stories", messages=MSGS, temperature=-1)
     expect_error(openai.BadRequestError, 400, "text", chat, model="stories",
                  messages=[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}])
