@@ -15,7 +15,8 @@
  * {"content": piece, "tokens": its ids, "stop": false, tokens_predicted,
  * tokens_evaluated} events then one event with "stop": true and the summary
  * (timings included); like llama-server's /completion it ends without
- * "data: [DONE]".
+ * "data: [DONE]". "response_fields": [paths] keeps only those fields of a
+ * whole answer, keyed by their paths, as llama-server does.
  *
  * The generated text keeps the space SentencePiece puts before its first
  * word (" park." after "...went to the"), as llama-server's does, so prompt +
@@ -39,6 +40,10 @@
 #ifndef HEARTH_VERSION
 #define HEARTH_VERSION "unknown"
 #endif
+
+/* response_fields: bounds on a request's list (llama-server has none; these are far past any use) */
+#define HEARTH_FIELDS_MAX 64
+#define HEARTH_FIELD_MAX 256
 
 static const char *stop_type(const hearth_gen_stats *st)
 {
@@ -140,7 +145,93 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
     return rc;
 }
 
-static const hearth_gen_format completion_format = {NULL, fmt_piece, fmt_end};
+/* The value at path ("generation_settings/n_predict": keys split at '/') in
+ * doc, or NULL. */
+static const cJSON *nested(const cJSON *doc, const char *path)
+{
+    char key[HEARTH_FIELD_MAX + 1];
+    while (doc && *path) {
+        size_t n = strcspn(path, "/");
+        snprintf(key, sizeof key, "%.*s", (int)n, path);
+        doc = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, key) : NULL;
+        path += n + (path[n] == '/');
+    }
+    return doc;
+}
+
+/* response_fields: the body at out[start..) replaced by an object of only
+ * those fields, each under its whole path as the key (llama-server's
+ * json_get_nested_values); a path that leads nowhere is left out. An opt-in
+ * costs one parse and print of the answer, so cJSON is fine here. */
+static int keep_fields(hearth_gen_call *c, hearth_buf *out, size_t start)
+{
+    cJSON *doc = cJSON_ParseWithLength(out->data + start, out->len - start);
+    cJSON *kept = cJSON_CreateObject();
+    char *text = NULL;
+    int rc = doc && kept ? HEARTH_OK : HEARTH_ENOMEM;
+    for (int i = 0; i < c->n_fields && !rc; i++) {
+        const cJSON *v = nested(doc, c->fields[i]);
+        cJSON *copy = v ? cJSON_Duplicate(v, true) : NULL;
+        if (v && (!copy || !cJSON_AddItemToObject(kept, c->fields[i], copy))) {
+            cJSON_Delete(copy);
+            rc = HEARTH_ENOMEM;
+        }
+    }
+    if (!rc && !(text = cJSON_PrintUnformatted(kept)))
+        rc = HEARTH_ENOMEM;
+    if (!rc) {
+        out->len = start;
+        rc = hearth_buf_appends(out, text);
+    }
+    cJSON_free(text);
+    cJSON_Delete(kept);
+    cJSON_Delete(doc);
+    return rc;
+}
+
+static int fmt_end_fields(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
+{
+    size_t start = out->len;
+    int rc = fmt_end(c, st, out);
+    if (!rc && c->n_fields && !c->stream)
+        rc = keep_fields(c, out, start);
+    return rc;
+}
+
+static const hearth_gen_format completion_format = {NULL, fmt_piece, fmt_end_fields};
+
+/* "response_fields": [path] into c->fields; false after a 400. */
+static bool parse_fields(hearth_request *req, const cJSON *doc, hearth_gen_call *c)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, "response_fields");
+    if (!f || cJSON_IsNull(f))
+        return true;
+    int n = cJSON_GetArraySize(f);
+    if (!cJSON_IsArray(f) || n > HEARTH_FIELDS_MAX) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'response_fields' must be a list of at most %d paths",
+                             HEARTH_FIELDS_MAX);
+        return false;
+    }
+    if (n && !(c->fields = calloc((size_t)n, sizeof *c->fields))) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return false;
+    }
+    const cJSON *p;
+    cJSON_ArrayForEach(p, f)
+    {
+        if (!cJSON_IsString(p) || strlen(p->valuestring) > HEARTH_FIELD_MAX) {
+            hearth_respond_error(req, 400, "invalid_request_error", "'response_fields'[%d] must be a path of at most %d bytes",
+                                 c->n_fields, HEARTH_FIELD_MAX);
+            return false;
+        }
+        if (!(c->fields[c->n_fields] = strdup(p->valuestring))) {
+            hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+            return false;
+        }
+        c->n_fields++;
+    }
+    return true;
+}
 
 /* {"prompt": str | [int], "n_predict" (or "max_tokens"), sampling..., "stop", "stream", "cache_prompt", "n_probs"} */
 static void completion(hearth_request *req, void *ctx)
@@ -164,6 +255,7 @@ static void completion(hearth_request *req, void *ctx)
     if (r == 0) /* llama-server reads OpenAI's max_tokens when n_predict is absent */
         r = hearth_gen_opt_int(req, doc, "max_tokens", -1, INT32_MAX, &n_predict);
     if (r < 0 || !hearth_gen_parse_sampling(req, doc, c) || hearth_gen_opt_bool(req, doc, "return_tokens", &c->return_tokens) < 0 ||
+        !parse_fields(req, doc, c) ||
         !hearth_gen_prompt_from_json(req, c, cJSON_GetObjectItemCaseSensitive(doc, "prompt"), "prompt"))
         goto out;
     hearth_gen_call_submit(req, api, c, n_predict);
@@ -338,6 +430,12 @@ static void props(hearth_request *req, void *ctx)
                                m->tmpl_source);
     if (!rc)
         rc = hearth_json_quote(&out, m->bos_text, strlen(m->bos_text));
+    const hearth_vocab *v = hearth_llama_vocab(m->llama);
+    const char *eos = v->eos >= 0 ? v->text[v->eos] : "";
+    if (!rc)
+        rc = hearth_buf_appends(&out, ",\"eos_token\":");
+    if (!rc)
+        rc = hearth_json_quote(&out, eos, strlen(eos));
     if (!rc)
         rc = hearth_buf_appends(&out, ",\"build_info\":\"hearth " HEARTH_VERSION "\"}");
     hearth_api_send_buf(req, &out, rc, "answer");

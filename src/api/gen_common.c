@@ -65,6 +65,9 @@ void hearth_gen_call_free(hearth_gen_call *c)
         return;
     for (int i = 0; i < c->g.n_stop; i++)
         free(c->stop[i]);
+    for (int i = 0; i < c->n_fields; i++)
+        free(c->fields[i]);
+    free(c->fields);
     hearth_ids_deinit(&c->prompt);
     hearth_buf_deinit(&c->text);
     hearth_buf_deinit(&c->probs);

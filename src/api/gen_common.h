@@ -50,6 +50,8 @@ struct hearth_gen_call {
     int64_t n_gen;                 /* tokens generated so far (a streamed event's tokens_predicted) */
     hearth_ids prompt;
     char *stop[HEARTH_GEN_MAX_STOP]; /* owned copies; g.stop points here */
+    char **fields;                 /* llama-server's response_fields (owned copies), or NULL */
+    int n_fields;
     char id[48];                   /* "chatcmpl-<hex>" / "cmpl-<hex>" */
     int64_t created;               /* unix time of the request */
     hearth_buf text;               /* not streamed: the whole generated text */

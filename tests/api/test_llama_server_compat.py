@@ -276,6 +276,20 @@ def test_chat_stream_last_chunk():
     assert "timings" in fin and "usage" not in fin, fin
 
 
+def test_response_fields_and_props():
+    """response_fields keeps only the fields named, keyed by their paths (llama-server's
+    json_get_nested_values); /props names the EOS token as it names BOS."""
+    port = srv().port
+    st, doc = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 3, "temperature": 0,
+                                              "response_fields": ["content", "generation_settings/n_predict", "no/such"]})
+    assert st == 200 and set(doc) == {"content", "generation_settings/n_predict"}, doc
+    assert doc["generation_settings/n_predict"] == 3 and doc["content"].startswith(" park"), doc
+    st, doc = post_json(port, "/completion", {"prompt": PROMPT, "response_fields": "content"})
+    assert st == 400 and "response_fields" in doc["error"]["message"], doc
+    st, props = get_json(port, "/props")
+    assert props["bos_token"] == "<s>" and props["eos_token"] == "</s>", props
+
+
 # ---- OpenAI logprobs, as llama-server gives them ----
 
 def test_openai_logprobs():
@@ -377,7 +391,7 @@ TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_
          test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model,
          test_chat_falls_back_to_chatml, test_models_route, test_completions_route_is_completion,
          test_embedding_routes_llama_shape, test_completion_fields, test_completion_stream_fields,
-         test_chat_stream_last_chunk, test_openai_logprobs, test_llama_server_command_line,
+         test_chat_stream_last_chunk, test_response_fields_and_props, test_openai_logprobs, test_llama_server_command_line,
          test_flags_hearth_cannot_honour_are_refused, test_threads_are_compute_threads]
 
 if __name__ == "__main__":
