@@ -86,7 +86,7 @@ static int fmt_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf 
 {
     int rc = hearth_gen_sse_open(out);
     if (!rc)
-        rc = hearth_buf_appends(out, "{\"index\":0,\"content\":");
+        rc = hearth_buf_printf(out, "{\"index\":%d,\"content\":", c->index);
     if (!rc)
         rc = hearth_json_quote(out, text, n);
     if (!rc)
@@ -107,7 +107,7 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
 {
     int rc = c->stream ? hearth_gen_sse_open(out) : 0;
     if (!rc)
-        rc = hearth_buf_appends(out, "{\"index\":0,\"content\":");
+        rc = hearth_buf_printf(out, "{\"index\":%d,\"content\":", c->index);
     if (!rc) /* streamed, the text (and its ids) went out in the pieces */
         rc = c->stream ? hearth_buf_appends(out, "\"\",\"tokens\":[]")
                        : hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
@@ -233,7 +233,30 @@ static bool parse_fields(hearth_request *req, const cJSON *doc, hearth_gen_call 
     return true;
 }
 
-/* {"prompt": str | [int], "n_predict" (or "max_tokens"), sampling..., "stop", "stream", "cache_prompt", "n_probs"} */
+/* One call of a /completion request for prompt (key names it in messages);
+ * NULL after responding. */
+static hearth_gen_call *completion_call(hearth_request *req, hearth_gen_entry *m, const cJSON *doc, const cJSON *prompt,
+                                        const char *key, int64_t *n_predict)
+{
+    hearth_gen_call *c = hearth_gen_call_new(m, &completion_format);
+    if (!c) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return NULL;
+    }
+    int r = hearth_gen_opt_int(req, doc, "n_predict", -1, INT32_MAX, n_predict);
+    if (r == 0) /* llama-server reads OpenAI's max_tokens when n_predict is absent */
+        r = hearth_gen_opt_int(req, doc, "max_tokens", -1, INT32_MAX, n_predict);
+    if (r < 0 || !hearth_gen_parse_sampling(req, doc, c) || hearth_gen_opt_bool(req, doc, "return_tokens", &c->return_tokens) < 0 ||
+        !parse_fields(req, doc, c) || !hearth_gen_prompt_from_json(req, c, prompt, key)) {
+        hearth_gen_call_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* {"prompt": str | [int] | [str | [int], ...], "n_predict" (or "max_tokens"), sampling..., "stop", "stream",
+ *  "cache_prompt", "n_probs", "return_tokens", "response_fields"}. Several prompts (a list of strings or
+ * id lists) are answered as llama-server answers them: a JSON array of answers, in order. */
 static void completion(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
@@ -242,26 +265,45 @@ static void completion(hearth_request *req, void *ctx)
         return;
     const char *name;
     hearth_gen_entry *m;
-    hearth_gen_call *c = NULL;
+    hearth_gen_call **calls = NULL;
     int64_t n_predict = -1;
     if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
         goto out;
-    c = hearth_gen_call_new(m, &completion_format);
-    if (!c) {
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(doc, "prompt");
+    int n = hearth_gen_prompt_count(prompt);
+    if (n > HEARTH_GEN_MAX_PROMPTS) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'prompt' holds %d prompts; at most %d in one request", n,
+                             HEARTH_GEN_MAX_PROMPTS);
+        goto out;
+    }
+    if (!(calls = calloc((size_t)n, sizeof *calls))) {
         hearth_respond_error(req, 503, "unavailable_error", "out of memory");
         goto out;
     }
-    int r = hearth_gen_opt_int(req, doc, "n_predict", -1, INT32_MAX, &n_predict);
-    if (r == 0) /* llama-server reads OpenAI's max_tokens when n_predict is absent */
-        r = hearth_gen_opt_int(req, doc, "max_tokens", -1, INT32_MAX, &n_predict);
-    if (r < 0 || !hearth_gen_parse_sampling(req, doc, c) || hearth_gen_opt_bool(req, doc, "return_tokens", &c->return_tokens) < 0 ||
-        !parse_fields(req, doc, c) ||
-        !hearth_gen_prompt_from_json(req, c, cJSON_GetObjectItemCaseSensitive(doc, "prompt"), "prompt"))
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, n > 1 ? "prompt[%d]" : "prompt", i);
+        if (!(calls[i] = completion_call(req, m, doc, n > 1 ? cJSON_GetArrayItem(prompt, i) : prompt, key, &n_predict)))
+            goto out;
+    }
+    if (n > 1 && calls[0]->stream) {
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "several prompts are answered whole, not streamed: send \"stream\": false, or one prompt a request");
         goto out;
-    hearth_gen_call_submit(req, api, c, n_predict);
-    c = NULL;
+    }
+    if (n == 1)
+        hearth_gen_call_submit(req, api, calls[0], n_predict);
+    else
+        hearth_gen_group_submit(req, api, calls, n, n_predict);
+    if (n > 1)
+        calls = NULL; /* the group's now */
+    else
+        calls[0] = NULL;
+    n = 0;
 out:
-    hearth_gen_call_free(c);
+    for (int i = 0; calls && i < n; i++)
+        hearth_gen_call_free(calls[i]);
+    free(calls);
     cJSON_Delete(doc);
 }
 

@@ -17,6 +17,10 @@
 #include <stdint.h>
 
 typedef struct hearth_gen_call hearth_gen_call;
+typedef struct hearth_gen_group hearth_gen_group;
+
+/* The most prompts one request may hold (llama-server's prompt list); each is a sequence. */
+#define HEARTH_GEN_MAX_PROMPTS 64
 
 /* How one API family writes its answer. Called on the scheduler thread, one
  * call at a time per request. Each appends to out and returns 0 or a
@@ -52,6 +56,11 @@ struct hearth_gen_call {
     char *stop[HEARTH_GEN_MAX_STOP]; /* owned copies; g.stop points here */
     char **fields;                 /* llama-server's response_fields (owned copies), or NULL */
     int n_fields;
+    hearth_gen_group *group;       /* several prompts in one request: the answer it is part of, or NULL */
+    int index;                     /* its place in that answer ("index" in the JSON; 0 alone) */
+    int err_status;                /* a grouped call's failure, kept for the group's answer */
+    char err_type[32];
+    char err_msg[600];
     char id[48];                   /* "chatcmpl-<hex>" / "cmpl-<hex>" */
     int64_t created;               /* unix time of the request */
     hearth_buf text;               /* not streamed: the whole generated text */
@@ -76,6 +85,13 @@ void hearth_gen_call_set_id(hearth_gen_call *c, const char *prefix);
  * after the prompt, defers the request and submits the call. The queue full
  * gives 503. Takes c in every case: the caller must not touch it afterwards. */
 void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_call *c, int64_t n_predict);
+
+/* Several prompts of one request (calls[0..n), n >= 2, not streamed): each
+ * checked and submitted as hearth_gen_call_submit does, batched by the
+ * scheduler like any requests; the answer is a JSON array of their whole
+ * answers in order (llama-server's), or the first failure's error. Takes the
+ * calls and the array in every case. */
+void hearth_gen_group_submit(hearth_request *req, hearth_api *api, hearth_gen_call **calls, int n, int64_t n_predict);
 
 /* ---- request parsing (each responds on bad input) ---- */
 
@@ -109,6 +125,9 @@ bool hearth_gen_encode(hearth_request *req, hearth_gen_call *c, const char *text
 /* A completion prompt (llama-server's and OpenAI's): a string (tokenized with
  * BOS as the vocabulary says), a list of token ids (used as given), or a list
  * holding one of those. key names the field in messages. False after a 400. */
+/* How many prompts a completion prompt holds: n for a list of n >= 2 strings
+ * or id lists (llama-server's several prompts), else 1. */
+int hearth_gen_prompt_count(const cJSON *prompt);
 bool hearth_gen_prompt_from_json(hearth_request *req, hearth_gen_call *c, const cJSON *prompt, const char *key);
 
 /* ---- formatting ---- */

@@ -29,8 +29,12 @@
  * as llama-server gives them: {"content": [entries of OpenAI's chat shape]}
  * in each choice (each chunk when streamed).
  *
+ * Several prompts in /v1/completions are answered as llama-server answers
+ * them (gen_common.h, hearth_gen_group_submit), whole only.
+ *
  * What hearth does not do is refused with a 400 naming it, never ignored:
- * n > 1, tools, echo, suffix, best_of > 1, structured output. */
+ * n > 1, tools, echo, suffix, best_of > 1, structured output, several
+ * prompts streamed. */
 #include "gen_common.h"
 
 #include <stdio.h>
@@ -92,8 +96,8 @@ static int stream_tail(hearth_gen_call *c, const hearth_gen_stats *st, const cha
     if (!rc)
         rc = chunk_head(c, object, out);
     if (!rc)
-        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]", empty_choice,
-                               hearth_gen_finish_reason(st));
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":%d,%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]", c->index,
+                               empty_choice, hearth_gen_finish_reason(st));
     /* llama-server's last chunk carries the usage and the timings; OpenAI's
      * clients read usage from the chunk after it, asked for with include_usage */
     if (!rc && c->include_usage)
@@ -132,7 +136,7 @@ static int whole(hearth_gen_call *c, const hearth_gen_stats *st, const char *obj
 {
     int rc = chunk_head(c, object, out);
     if (!rc)
-        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s", choice_open);
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":%d,%s", c->index, choice_open);
     if (!rc)
         rc = hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
     if (!rc)
@@ -160,7 +164,7 @@ static int piece_chunk(hearth_gen_call *c, const char *object, const char *field
     if (!rc)
         rc = chunk_head(c, object, out);
     if (!rc)
-        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s", field_open);
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":%d,%s", c->index, field_open);
     if (!rc)
         rc = hearth_json_quote(out, text, n);
     if (!rc)
@@ -437,16 +441,14 @@ out:
     cJSON_Delete(doc);
 }
 
-static void completions(hearth_request *req, void *ctx)
+/* One call of a /v1/completions request for prompt (key names it); NULL after responding. */
+static hearth_gen_call *completions_call(hearth_request *req, hearth_api *api, const cJSON *doc, const cJSON *prompt,
+                                         const char *key, int64_t *n_predict)
 {
-    hearth_api *api = ctx;
-    cJSON *doc = hearth_gen_parse_body(req);
-    if (!doc)
-        return;
-    int64_t n_predict = -1, best_of = 1;
-    hearth_gen_call *c = start_call(req, api, doc, &text_format, "cmpl-", &n_predict);
+    int64_t best_of = 1;
+    hearth_gen_call *c = start_call(req, api, doc, &text_format, "cmpl-", n_predict);
     if (!c)
-        goto out;
+        return NULL;
     const cJSON *suffix = cJSON_GetObjectItemCaseSensitive(doc, "suffix");
     if (is_set(cJSON_GetObjectItemCaseSensitive(doc, "echo")))
         refuse(req, "'echo' is not supported by hearth");
@@ -454,12 +456,56 @@ static void completions(hearth_request *req, void *ctx)
         refuse(req, "'suffix' (insertion) is not supported by hearth");
     else if (hearth_gen_opt_int(req, doc, "best_of", 1, 1, &best_of) < 0)
         ; /* answered: hearth makes one choice per request */
-    else if (hearth_gen_prompt_from_json(req, c, cJSON_GetObjectItemCaseSensitive(doc, "prompt"), "prompt")) {
-        hearth_gen_call_submit(req, api, c, n_predict);
-        c = NULL;
-    }
+    else if (hearth_gen_prompt_from_json(req, c, prompt, key))
+        return c;
     hearth_gen_call_free(c);
+    return NULL;
+}
+
+/* Several prompts are answered as llama-server answers them: a JSON array of
+ * completions, one per prompt, in order (not OpenAI's one object with a
+ * choice per prompt). */
+static void completions(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    cJSON *doc = hearth_gen_parse_body(req);
+    if (!doc)
+        return;
+    int64_t n_predict = -1;
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(doc, "prompt");
+    int n = hearth_gen_prompt_count(prompt);
+    hearth_gen_call **calls = NULL;
+    if (n > HEARTH_GEN_MAX_PROMPTS) {
+        refuse(req, "'prompt' holds more prompts than hearth takes in one request (64)");
+        goto out;
+    }
+    if (!(calls = calloc((size_t)n, sizeof *calls))) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, n > 1 ? "prompt[%d]" : "prompt", i);
+        if (!(calls[i] = completions_call(req, api, doc, n > 1 ? cJSON_GetArrayItem(prompt, i) : prompt, key, &n_predict)))
+            goto out;
+    }
+    if (n > 1 && calls[0]->stream) {
+        refuse(req, "several prompts are answered whole, not streamed: send \"stream\": false, or one prompt a request");
+        goto out;
+    }
+    if (n == 1)
+        hearth_gen_call_submit(req, api, calls[0], n_predict);
+    else
+        hearth_gen_group_submit(req, api, calls, n, n_predict);
+    if (n > 1)
+        calls = NULL; /* the group's now */
+    else
+        calls[0] = NULL;
+    n = 0;
 out:
+    for (int i = 0; calls && i < n; i++)
+        hearth_gen_call_free(calls[i]);
+    free(calls);
     cJSON_Delete(doc);
 }
 

@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, SHARED, Server, request, run  # noqa: E402
+from hearth_test import BIN, SHARED, Server, connect, request, run  # noqa: E402
 
 STORIES_DIR = os.path.join(SHARED, "models", "stories260K")
 STORIES = os.path.join(STORIES_DIR, "stories260K.gguf")
@@ -290,6 +290,53 @@ def test_response_fields_and_props():
     assert props["bos_token"] == "<s>" and props["eos_token"] == "</s>", props
 
 
+# ---- several prompts in one request ----
+
+def test_several_prompts():
+    """A list of prompts (strings or id lists) gets llama-server's answer: a JSON array,
+    one whole answer per prompt in order, each with its "index", each what the prompt
+    alone gets (greedy); /v1/completions the same with its completion objects."""
+    port = srv().port
+    prompts = [PROMPT, "Once upon a time", [1, 403, 407]]
+    alone = []
+    for p in prompts:
+        st, doc = post_json(port, "/completion", {"prompt": p, "n_predict": 6, "temperature": 0})
+        alone.append(doc["content"])
+    st, docs = post_json(port, "/completion", {"prompt": prompts, "n_predict": 6, "temperature": 0})
+    assert st == 200 and isinstance(docs, list) and len(docs) == 3, docs
+    assert [d["index"] for d in docs] == [0, 1, 2] and [d["content"] for d in docs] == alone, (docs, alone)
+    st, docs = post_json(port, "/v1/completions", {"prompt": prompts[:2], "max_tokens": 6, "temperature": 0})
+    assert st == 200 and len(docs) == 2, docs
+    assert [d["choices"][0]["index"] for d in docs] == [0, 1], docs
+    assert [d["choices"][0]["text"] for d in docs] == alone[:2], docs
+    # what cannot be answered is refused before any work, naming the prompt
+    st, doc = post_json(port, "/completion", {"prompt": [PROMPT, [1] + [403] * 3000], "n_predict": 2})
+    assert st == 400 and "3001 tokens" in doc["error"]["message"], doc
+    st, doc = post_json(port, "/completion", {"prompt": ["a", "b"], "stream": True})
+    assert st == 400 and "stream" in doc["error"]["message"], doc
+    st, doc = post_json(port, "/completion", {"prompt": ["a"] * 65})
+    assert st == 400 and "65" in doc["error"]["message"], doc
+    st, doc = post_json(port, "/completion", {"prompt": ["a", 5]})
+    assert st == 400 and "prompt" in doc["error"]["message"], doc
+    # a client that leaves mid-answer cancels every prompt of it; the server goes on
+    body = json.dumps({"prompt": [[1] + [403] * 50] * 4, "n_predict": 1500}).encode()
+    sock = connect(port)
+    sock.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(body), body))
+    sock.close()
+    st, doc = post_json(port, "/completion", {"prompt": [PROMPT, PROMPT], "n_predict": 2, "temperature": 0})
+    assert st == 200 and len(doc) == 2, doc
+
+
+def test_servers_exit_cleanly():
+    """Last: the shared servers stop with status 0 (under ASan, no leak)."""
+    for held in (Main, Demo):
+        if held.srv is not None:
+            rc = held.srv.stop()
+            assert rc == 0, "exit status %s; log tail:\n%s" % (rc, "\n".join(held.srv.lines[-30:]))
+            held.srv = None
+
+
 # ---- OpenAI logprobs, as llama-server gives them ----
 
 def test_openai_logprobs():
@@ -391,8 +438,9 @@ TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_
          test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model,
          test_chat_falls_back_to_chatml, test_models_route, test_completions_route_is_completion,
          test_embedding_routes_llama_shape, test_completion_fields, test_completion_stream_fields,
-         test_chat_stream_last_chunk, test_response_fields_and_props, test_openai_logprobs, test_llama_server_command_line,
-         test_flags_hearth_cannot_honour_are_refused, test_threads_are_compute_threads]
+         test_chat_stream_last_chunk, test_response_fields_and_props, test_several_prompts,
+         test_openai_logprobs, test_llama_server_command_line,
+         test_flags_hearth_cannot_honour_are_refused, test_threads_are_compute_threads, test_servers_exit_cleanly]
 
 if __name__ == "__main__":
     try:
