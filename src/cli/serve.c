@@ -7,8 +7,9 @@
  * --io-threads), -tb, -b, -ub, -n, -s/--seed and the sampling defaults,
  * -a/--alias, --api-key, --embedding, --chat-template. Those hearth has no use for are
  * accepted where hearth already behaves so (--metrics, --no-context-shift,
- * --no-slots, --jinja with a note, -ngl with a note); those it cannot honour
- * (--context-shift, --slots, a Jinja --chat-template) are refused with a
+ * --no-slots, --cont-batching, --no-webui, -v, --jinja with a note, -ngl
+ * with a note); those it cannot honour (--context-shift, --slots,
+ * --no-cont-batching, --webui, a Jinja --chat-template) are refused with a
  * message, as is any flag it does not know: never dropped unseen. */
 #include "cli.h"
 #include "opts.h"
@@ -113,7 +114,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     /* llama-server's flags with no hearth counterpart: checked below, never dropped unseen */
     const char *seed = NULL;
     int ubatch = 0, gpu_layers = 0, threads_batch = -1;
-    bool jinja = false, context_shift = false, metrics = false, slots = false;
+    bool jinja = false, context_shift = false, metrics = false, slots = false, cont_batching = true, webui = false,
+         verbose = false;
     const opt opts[] = {
         {"model", 'm', OPT_STR_LIST, &models, "[NAME=]PATH", "a model to serve: a sentence-transformers folder or a GGUF file; repeat for more (none: demo models)"},
         {"alias", 'a', OPT_STR, &api.cfg.alias, "NAME", "the name the one --model is served under (llama-server's; default: its file name)"},
@@ -152,6 +154,9 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"embeddings", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "the same as --embedding"},
         {"metrics", 0, OPT_BOOL, &metrics, NULL, "accepted for llama-server's command lines: /metrics is always served"},
         {"slots", 0, OPT_BOOL, &slots, NULL, "refused: hearth has no /slots endpoint yet (--no-slots is accepted)"},
+        {"cont-batching", 0, OPT_BOOL, &cont_batching, NULL, "accepted for llama-server's command lines: generation is always batched continuously (--no-cont-batching is refused)", .dash_name = "cb"},
+        {"webui", 0, OPT_BOOL, &webui, NULL, "refused: hearth has no web UI (--no-webui is accepted)"},
+        {"verbose", 0, OPT_BOOL, &verbose, NULL, "the same as --log-level debug (llama-server's -v)", .dash_name = "v"},
         {"gpu-layers", 0, OPT_INT, &gpu_layers, "N", "accepted and ignored, with a note: generation models run on the CPU", .dash_name = "ngl"},
         {"n-gpu-layers", 0, OPT_INT, &gpu_layers, "N", "the same as --gpu-layers"},
         {"demo", 0, OPT_BOOL, &demo, NULL, "serve demo models when no --model is given (on; --no-demo serves none)"},
@@ -181,7 +186,12 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
                         "Serves models over HTTP: /health, /metrics, /v1/models and the APIs of the loaded models.");
     if (rc)
         return rc == 1 ? 0 : 2;
-    int level = hearth_log_parse_level(log_level);
+    if (!cont_batching || webui) {
+        fprintf(stderr, "hearth serve: %s\n", webui ? "--webui: hearth has no web UI; drop the flag"
+                                                   : "--no-cont-batching: hearth always batches generation continuously; drop the flag");
+        return 2;
+    }
+    int level = hearth_log_parse_level(verbose ? "debug" : log_level);
     if (level < 0) {
         fprintf(stderr, "hearth serve: --log-level '%s' is not one of debug, info, warn, error, off\n", log_level);
         return 2;

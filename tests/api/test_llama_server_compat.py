@@ -378,7 +378,8 @@ def test_llama_server_command_line():
     --no-context-shift and --jinja are accepted, -ngl is ignored with a note."""
     key = {"Authorization": "Bearer sekret"}
     args = ["-m", STORIES, "-c", "256", "-np", "2", "-b", "64", "-ub", "32", "-n", "5", "--seed", "42", "--temp", "0",
-            "--top-k", "1", "-a", "tiny", "-ngl", "99", "--metrics", "--no-context-shift", "--jinja", "--api-key", "sekret"]
+            "--top-k", "1", "-a", "tiny", "-ngl", "99", "--metrics", "--no-context-shift", "--jinja", "--api-key", "sekret",
+            "--cont-batching", "--no-webui", "--no-slots"]
     with Server(*args, "--log-level", "info", timeout=120) as s:
         s.wait_log(r"--gpu-layers 99 is ignored")
         st, props = get_json(s.port, "/props", headers=key)
@@ -432,6 +433,9 @@ def test_flags_hearth_cannot_honour_are_refused():
     assert "--ctx-size" in serve_fails("-m", STORIES, "-c", "3", "-np", "4")
     assert "--seed" in serve_fails("-m", STORIES, "--seed", "x")
     assert "--temp" in serve_fails("-m", STORIES, "--temp", "hot")
+    assert "--webui" in serve_fails("-m", STORIES, "--webui")
+    assert "--no-cont-batching" in serve_fails("-m", STORIES, "--no-cont-batching")
+    assert "--hf-repo" in serve_fails("--hf-repo", "ggml-org/models")
 
 
 TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_golden,
