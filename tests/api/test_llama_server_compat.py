@@ -288,6 +288,9 @@ def test_response_fields_and_props():
     assert st == 400 and "response_fields" in doc["error"]["message"], doc
     st, props = get_json(port, "/props")
     assert props["bos_token"] == "<s>" and props["eos_token"] == "</s>", props
+    # /slots: what llama-server started without --slots answers
+    st, doc = get_json(port, "/slots")
+    assert st == 501 and doc["error"]["type"] == "not_supported_error", doc
 
 
 # ---- several prompts in one request ----
