@@ -10,7 +10,8 @@
  * clients work unchanged: the answer's content, tokens (the generated ids
  * with "return_tokens": true, else []), stop, stop_type
  * ("eos" | "word" | "limit"), stopping_word, tokens_predicted,
- * tokens_evaluated, tokens_cached, has_new_line, truncated, timings,
+ * tokens_evaluated, tokens_cached, has_new_line, truncated, prompt (its
+ * ids as text, control tokens shown), timings,
  * generation_settings and, for n_probs > 0, completion_probabilities in the
  * newer shape (id, token, bytes, logprob, top_logprobs). A stream is
  * {"content": piece, "tokens": its ids, "stop": false, tokens_predicted,
@@ -104,6 +105,21 @@ static int fmt_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf 
     return rc;
 }
 
+/* ,"prompt": the prompt's ids as text, control tokens shown ("<s> I believe
+ * ..."), as llama-server's answer gives it. */
+static int append_prompt(hearth_gen_call *c, hearth_buf *out)
+{
+    hearth_buf text;
+    hearth_buf_init(&text, (size_t)64 << 20);
+    int rc = hearth_tokenizer_decode(hearth_llama_tokenizer(c->model->llama), c->prompt.v, c->prompt.n, true, &text);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"prompt\":");
+    if (!rc)
+        rc = hearth_json_quote(out, text.data ? text.data : "", text.len);
+    hearth_buf_deinit(&text);
+    return rc;
+}
+
 static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
 {
     int rc = c->stream ? hearth_gen_sse_open(out) : 0;
@@ -129,6 +145,8 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
                            : "";
     if (!rc)
         rc = hearth_json_quote(out, word, strlen(word));
+    if (!rc)
+        rc = append_prompt(c, out);
     if (!rc)
         rc = hearth_buf_appends(out, ",\"generation_settings\":");
     if (!rc)

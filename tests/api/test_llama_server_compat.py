@@ -281,8 +281,10 @@ def test_response_fields_and_props():
     json_get_nested_values); /props names the EOS token as it names BOS."""
     port = srv().port
     st, doc = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 3, "temperature": 0,
-                                              "response_fields": ["content", "generation_settings/n_predict", "no/such"]})
-    assert st == 200 and set(doc) == {"content", "generation_settings/n_predict"}, doc
+                                              "response_fields": ["content", "generation_settings/n_predict", "prompt",
+                                                                  "no/such"]})
+    assert st == 200 and set(doc) == {"content", "generation_settings/n_predict", "prompt"}, doc
+    assert doc["prompt"] == "<s> " + PROMPT, doc  # the prompt as llama-server shows it, BOS and all
     assert doc["generation_settings/n_predict"] == 3 and doc["content"].startswith(" park"), doc
     st, doc = post_json(port, "/completion", {"prompt": PROMPT, "response_fields": "content"})
     assert st == 400 and "response_fields" in doc["error"]["message"], doc
