@@ -664,9 +664,16 @@ static bool push_ids(hearth_request *req, hearth_gen_call *c, const cJSON *arr, 
     const cJSON *t;
     cJSON_ArrayForEach(t, arr)
     {
+        if (cJSON_IsString(t)) {
+            /* llama-server's mixed prompt: text among the ids, with BOS only when it comes first */
+            if (!hearth_gen_encode(req, c, t->valuestring, strlen(t->valuestring), k == 0))
+                return false;
+            k++;
+            continue;
+        }
         double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
         if (!(d >= 0 && d < n_vocab) || d != floor(d)) {
-            hearth_respond_error(req, 400, "invalid_request_error", "'%s'[%d] is not a token id in 0..%d", key, k,
+            hearth_respond_error(req, 400, "invalid_request_error", "'%s'[%d] is not a token id in 0..%d nor a string", key, k,
                                  (int)n_vocab - 1);
             return false;
         }
@@ -709,15 +716,9 @@ bool hearth_gen_prompt_from_json(hearth_request *req, hearth_gen_call *c, const 
     }
     int n = cJSON_GetArraySize(prompt);
     const cJSON *first = cJSON_GetArrayItem(prompt, 0);
-    if (n == 0 || cJSON_IsNumber(first))
-        return push_ids(req, c, prompt, key);
     if (n == 1 && (cJSON_IsString(first) || cJSON_IsArray(first)))
         return hearth_gen_prompt_from_json(req, c, first, key);
-    hearth_respond_error(req, 400, "invalid_request_error",
-                         "'%s' mixes token ids with other values: give one list of ids, or a list of prompts "
-                         "(strings or id lists)",
-                         key);
-    return false;
+    return push_ids(req, c, prompt, key); /* ids, or ids and texts mixed (llama-server's) */
 }
 
 /* ---- formatting ---- */

@@ -123,8 +123,10 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
  * add_special, special tokens' texts parsed as those tokens. False after a 400/413. */
 bool hearth_gen_encode(hearth_request *req, hearth_gen_call *c, const char *text, size_t n, bool add_special);
 /* A completion prompt (llama-server's and OpenAI's): a string (tokenized with
- * BOS as the vocabulary says), a list of token ids (used as given), or a list
- * holding one of those. key names the field in messages. False after a 400. */
+ * BOS as the vocabulary says), a list of token ids (used as given), ids and
+ * strings mixed (llama-server's: a string gets BOS only when it comes first),
+ * or a list holding one of those. key names the field in messages. False
+ * after a 400. */
 /* How many prompts a completion prompt holds: n for a list of n >= 2 strings
  * or id lists (llama-server's several prompts), else 1. */
 int hearth_gen_prompt_count(const cJSON *prompt);

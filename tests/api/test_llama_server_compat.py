@@ -321,8 +321,13 @@ def test_several_prompts():
     assert st == 400 and "stream" in doc["error"]["message"], doc
     st, doc = post_json(port, "/completion", {"prompt": ["a"] * 65})
     assert st == 400 and "65" in doc["error"]["message"], doc
-    st, doc = post_json(port, "/completion", {"prompt": ["a", 5]})
-    assert st == 400 and "prompt" in doc["error"]["message"], doc
+    # ids and text mixed are one prompt (llama-server's): BOS then the text is the text alone
+    st, doc = post_json(port, "/completion", {"prompt": [1, PROMPT], "n_predict": 6, "temperature": 0})
+    assert st == 200 and doc["content"] == alone[0], (doc, alone[0])
+    st, docs = post_json(port, "/completion", {"prompt": [[1, PROMPT], PROMPT], "n_predict": 6, "temperature": 0})
+    assert st == 200 and [d["content"] for d in docs] == [alone[0]] * 2, docs
+    st, doc = post_json(port, "/completion", {"prompt": [1, True]})
+    assert st == 400 and "'prompt'[1]" in doc["error"]["message"], doc
     # a client that leaves mid-answer cancels every prompt of it; the server goes on
     body = json.dumps({"prompt": [[1] + [403] * 50] * 4, "n_predict": 1500}).encode()
     sock = connect(port)
