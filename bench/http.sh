@@ -39,7 +39,7 @@ http {
 }
 NGX
 "$NGINX" -c "$work/nginx.conf" -p "$work"
-"$HEARTH" serve --port $HPORT --threads "$CORES" --log-level warn --no-demo &
+"$HEARTH" serve --port $HPORT --io-threads "$CORES" --log-level warn --no-demo &
 hpid=$!
 for i in $(seq 50); do curl -sf localhost:$HPORT/health >/dev/null && curl -sf localhost:$NPORT/health >/dev/null && break; sleep 0.1; done
 

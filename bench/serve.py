@@ -154,7 +154,7 @@ def main():
     hp, lp = 18521, 18522
     servers = {
         "hearth": subprocess.Popen([args.hearth, "serve", "--model", args.model, "--port", str(hp), "--parallel", "8",
-                                    "--cache-slots", "8", "--ctx-size", "2048", "--compute-threads", "2", "--log-level", "warn"],
+                                    "--cache-slots", "8", "--ctx-size", "16384", "--compute-threads", "2", "--log-level", "warn"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
         "llama": subprocess.Popen([args.llama_server, "-m", args.model, "--port", str(lp), "--parallel", "8", "-c", "16384",
                                    "-t", "2", "-tb", "2", "--log-disable"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),

@@ -32,7 +32,7 @@ rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 # soak BIN N LABEL: runs the mix; sets ok=0 on any failure
 soak() {
     local bin=$1 n=$2 label=$3
-    "$bin" serve --port "$PORT" --threads 2 --log-level warn --demo --demo-dir "$work/demo" >"$work/$label.log" 2>&1 &
+    "$bin" serve --port "$PORT" --io-threads 2 --log-level warn --demo --demo-dir "$work/demo" >"$work/$label.log" 2>&1 &
     pid=$!
     for _ in $(seq 600); do curl -sf "localhost:$PORT/health" >/dev/null && break; sleep 0.2; done
     curl -sf "localhost:$PORT/health" >/dev/null || { echo "$label: the server did not start"; cat "$work/$label.log"; ok=0; return; }

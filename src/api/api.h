@@ -3,6 +3,7 @@
 #ifndef HEARTH_API_API_H
 #define HEARTH_API_API_H
 
+#include "engine/sampler.h"
 #include "net/server.h"
 
 #include <stdbool.h>
@@ -25,6 +26,7 @@ typedef struct hearth_api_state hearth_api_state; /* loaded models and their que
 typedef struct hearth_api_config {
     const char *const *models;   /* --model values: PATH or NAME=PATH */
     int n_models;
+    const char *alias;           /* --alias: the name of a --model given without NAME= (llama-server's) */
     const char *demo_dir;        /* where demo models are written when no --model is given */
     bool no_demo;                /* serve no model at all when none is given */
     const char *dtype;           /* --dtype for encoders: f32, bf16, int8 */
@@ -38,7 +40,11 @@ typedef struct hearth_api_config {
     /* generation */
     int parallel;                /* --parallel live sequences per model (4) */
     int cache_slots;             /* --cache-slots idle KV slots kept for prefix reuse (4) */
-    int ctx_size;                /* --ctx-size positions per sequence (0: the model's, capped at 4096) */
+    int ctx_size;                /* --ctx-size positions of all --parallel sequences together, as llama-server's
+                                    -c (0: the model's per sequence, capped at 4096) */
+    int n_predict;               /* --n-predict: the most tokens an answer may have (-1: no limit) */
+    hearth_sampler_params sampling; /* --temp, --top-k, ..., --seed: for requests that give none */
+    bool embedding_only;         /* --embedding: serve embedding models only, as llama-server's */
     int max_queue;               /* --max-queue waiting generation requests (64) */
     int batch_size;              /* --batch-size tokens per forward pass (512) */
     const char *chat_template;   /* --chat-template override */

@@ -1,17 +1,29 @@
-/* completion.c: llama-server's own API: POST /completion (one JSON answer, or
- * server-sent events with "stream": true), the llama form of POST /tokenize
- * ({"content": ...}; embed.c dispatches to it), POST /detokenize and
- * GET /props; and hearth_api_register_generation, which registers these and
- * OpenAI's generation routes (openai_gen.c).
+/* completion.c: llama-server's own API: POST /completion (and /completions,
+ * its newer name; one JSON answer, or server-sent events with "stream":
+ * true), the llama form of POST /tokenize
+ * ({"content": ...}; embed.c dispatches to it), POST /detokenize,
+ * GET /props and GET /slots (a 501, as llama-server's without --slots);
+ * and hearth_api_register_generation, which registers these and OpenAI's
+ * generation routes (openai_gen.c).
  *
  * Field names and shapes follow llama-server's tools/server README, so its
- * clients work unchanged: the answer's content, stop, stop_type
+ * clients work unchanged: the answer's content, tokens (the generated ids
+ * with "return_tokens": true, else []), stop, stop_type
  * ("eos" | "word" | "limit"), stopping_word, tokens_predicted,
- * tokens_evaluated, tokens_cached, timings, generation_settings and, for
- * n_probs > 0, completion_probabilities in the newer shape (id, token, bytes,
- * logprob, top_logprobs). A stream is {"content": piece, "stop": false}
- * events then one event with "stop": true and the summary; like
- * llama-server's /completion it ends without "data: [DONE]".
+ * tokens_evaluated, tokens_cached, has_new_line, truncated, prompt (its
+ * ids as text, control tokens shown), timings,
+ * generation_settings and, for n_probs > 0, completion_probabilities in the
+ * newer shape (id, token, bytes, logprob, top_logprobs). A stream is
+ * {"content": piece, "tokens": its ids, "stop": false, tokens_predicted,
+ * tokens_evaluated} events then one event with "stop": true and the summary
+ * (timings included); like llama-server's /completion it ends without
+ * "data: [DONE]". "response_fields": [paths] keeps only those fields of a
+ * whole answer, keyed by their paths, as llama-server does.
+ *
+ * The generated text keeps the space SentencePiece puts before its first
+ * word (" park." after "...went to the"), as llama-server's does, so prompt +
+ * content reads right; even after BOS alone, where a client wanting the bare
+ * text strips it.
  *
  * Deliberate differences: /detokenize drops the space SentencePiece puts
  * before the first word (llama-server keeps it), so /tokenize then
@@ -30,6 +42,10 @@
 #ifndef HEARTH_VERSION
 #define HEARTH_VERSION "unknown"
 #endif
+
+/* response_fields: bounds on a request's list (llama-server has none; these are far past any use) */
+#define HEARTH_FIELDS_MAX 64
+#define HEARTH_FIELD_MAX 256
 
 static const char *stop_type(const hearth_gen_stats *st)
 {
@@ -57,15 +73,29 @@ static int append_probs_field(hearth_gen_call *c, hearth_buf *out)
     return rc;
 }
 
+/* "tokens":[...]: the ids in c->tokens (see gen_common.h) */
+static int append_tokens_field(hearth_gen_call *c, hearth_buf *out)
+{
+    int rc = hearth_buf_appends(out, ",\"tokens\":[");
+    if (!rc && c->tokens.len)
+        rc = hearth_buf_append(out, c->tokens.data, c->tokens.len);
+    if (!rc)
+        rc = hearth_buf_appends(out, "]");
+    return rc;
+}
+
 static int fmt_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf *out)
 {
     int rc = hearth_gen_sse_open(out);
     if (!rc)
-        rc = hearth_buf_appends(out, "{\"index\":0,\"content\":");
+        rc = hearth_buf_printf(out, "{\"index\":%d,\"content\":", c->index);
     if (!rc)
         rc = hearth_json_quote(out, text, n);
     if (!rc)
-        rc = hearth_buf_appends(out, ",\"stop\":false");
+        rc = append_tokens_field(c, out);
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"stop\":false,\"tokens_predicted\":%lld,\"tokens_evaluated\":%lld",
+                               (long long)c->n_gen, (long long)c->prompt.n);
     if (!rc)
         rc = append_probs_field(c, out);
     if (!rc)
@@ -75,13 +105,31 @@ static int fmt_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf 
     return rc;
 }
 
+/* ,"prompt": the prompt's ids as text, control tokens shown ("<s> I believe
+ * ..."), as llama-server's answer gives it. */
+static int append_prompt(hearth_gen_call *c, hearth_buf *out)
+{
+    hearth_buf text;
+    hearth_buf_init(&text, (size_t)64 << 20);
+    int rc = hearth_tokenizer_decode(hearth_llama_tokenizer(c->model->llama), c->prompt.v, c->prompt.n, true, &text);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"prompt\":");
+    if (!rc)
+        rc = hearth_json_quote(out, text.data ? text.data : "", text.len);
+    hearth_buf_deinit(&text);
+    return rc;
+}
+
 static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
 {
     int rc = c->stream ? hearth_gen_sse_open(out) : 0;
     if (!rc)
-        rc = hearth_buf_appends(out, "{\"index\":0,\"content\":");
-    if (!rc) /* streamed, the text went out in the pieces */
-        rc = c->stream ? hearth_buf_appends(out, "\"\"") : hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
+        rc = hearth_buf_printf(out, "{\"index\":%d,\"content\":", c->index);
+    if (!rc) /* streamed, the text (and its ids) went out in the pieces */
+        rc = c->stream ? hearth_buf_appends(out, "\"\",\"tokens\":[]")
+                       : hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
+    if (!rc && !c->stream)
+        rc = append_tokens_field(c, out);
     if (!rc)
         rc = hearth_buf_printf(out, ",\"stop\":true,\"id_slot\":%d,\"model\":", st->slot);
     if (!rc)
@@ -89,13 +137,16 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
     if (!rc)
         rc = hearth_buf_printf(out,
                                ",\"tokens_predicted\":%lld,\"tokens_evaluated\":%lld,\"tokens_cached\":%lld,"
-                               "\"truncated\":false,\"stop_type\":\"%s\",\"stopping_word\":",
-                               (long long)st->n_gen, (long long)st->n_prompt, (long long)st->n_cached, stop_type(st));
+                               "\"has_new_line\":%s,\"truncated\":false,\"stop_type\":\"%s\",\"stopping_word\":",
+                               (long long)st->n_gen, (long long)st->n_prompt, (long long)st->n_cached,
+                               c->has_new_line ? "true" : "false", stop_type(st));
     const char *word = st->finish == HEARTH_GEN_STOP && st->stop_index >= 0 && st->stop_index < c->g.n_stop
                            ? c->stop[st->stop_index]
                            : "";
     if (!rc)
         rc = hearth_json_quote(out, word, strlen(word));
+    if (!rc)
+        rc = append_prompt(c, out);
     if (!rc)
         rc = hearth_buf_appends(out, ",\"generation_settings\":");
     if (!rc)
@@ -113,9 +164,118 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
     return rc;
 }
 
-static const hearth_gen_format completion_format = {NULL, fmt_piece, fmt_end};
+/* The value at path ("generation_settings/n_predict": keys split at '/') in
+ * doc, or NULL. */
+static const cJSON *nested(const cJSON *doc, const char *path)
+{
+    char key[HEARTH_FIELD_MAX + 1];
+    while (doc && *path) {
+        size_t n = strcspn(path, "/");
+        snprintf(key, sizeof key, "%.*s", (int)n, path);
+        doc = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, key) : NULL;
+        path += n + (path[n] == '/');
+    }
+    return doc;
+}
 
-/* {"prompt": str | [int], "n_predict", sampling..., "stop", "stream", "cache_prompt", "n_probs"} */
+/* response_fields: the body at out[start..) replaced by an object of only
+ * those fields, each under its whole path as the key (llama-server's
+ * json_get_nested_values); a path that leads nowhere is left out. An opt-in
+ * costs one parse and print of the answer, so cJSON is fine here. */
+static int keep_fields(hearth_gen_call *c, hearth_buf *out, size_t start)
+{
+    cJSON *doc = cJSON_ParseWithLength(out->data + start, out->len - start);
+    cJSON *kept = cJSON_CreateObject();
+    char *text = NULL;
+    int rc = doc && kept ? HEARTH_OK : HEARTH_ENOMEM;
+    for (int i = 0; i < c->n_fields && !rc; i++) {
+        const cJSON *v = nested(doc, c->fields[i]);
+        cJSON *copy = v ? cJSON_Duplicate(v, true) : NULL;
+        if (v && (!copy || !cJSON_AddItemToObject(kept, c->fields[i], copy))) {
+            cJSON_Delete(copy);
+            rc = HEARTH_ENOMEM;
+        }
+    }
+    if (!rc && !(text = cJSON_PrintUnformatted(kept)))
+        rc = HEARTH_ENOMEM;
+    if (!rc) {
+        out->len = start;
+        rc = hearth_buf_appends(out, text);
+    }
+    cJSON_free(text);
+    cJSON_Delete(kept);
+    cJSON_Delete(doc);
+    return rc;
+}
+
+static int fmt_end_fields(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
+{
+    size_t start = out->len;
+    int rc = fmt_end(c, st, out);
+    if (!rc && c->n_fields && !c->stream)
+        rc = keep_fields(c, out, start);
+    return rc;
+}
+
+static const hearth_gen_format completion_format = {NULL, fmt_piece, fmt_end_fields};
+
+/* "response_fields": [path] into c->fields; false after a 400. */
+static bool parse_fields(hearth_request *req, const cJSON *doc, hearth_gen_call *c)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, "response_fields");
+    if (!f || cJSON_IsNull(f))
+        return true;
+    int n = cJSON_GetArraySize(f);
+    if (!cJSON_IsArray(f) || n > HEARTH_FIELDS_MAX) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'response_fields' must be a list of at most %d paths",
+                             HEARTH_FIELDS_MAX);
+        return false;
+    }
+    if (n && !(c->fields = calloc((size_t)n, sizeof *c->fields))) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return false;
+    }
+    const cJSON *p;
+    cJSON_ArrayForEach(p, f)
+    {
+        if (!cJSON_IsString(p) || strlen(p->valuestring) > HEARTH_FIELD_MAX) {
+            hearth_respond_error(req, 400, "invalid_request_error", "'response_fields'[%d] must be a path of at most %d bytes",
+                                 c->n_fields, HEARTH_FIELD_MAX);
+            return false;
+        }
+        if (!(c->fields[c->n_fields] = strdup(p->valuestring))) {
+            hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+            return false;
+        }
+        c->n_fields++;
+    }
+    return true;
+}
+
+/* One call of a /completion request for prompt (key names it in messages);
+ * NULL after responding. */
+static hearth_gen_call *completion_call(hearth_request *req, hearth_gen_entry *m, const cJSON *doc, const cJSON *prompt,
+                                        const char *key, int64_t *n_predict)
+{
+    hearth_gen_call *c = hearth_gen_call_new(m, &completion_format);
+    if (!c) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return NULL;
+    }
+    int r = hearth_gen_opt_int(req, doc, "n_predict", -1, INT32_MAX, n_predict);
+    if (r == 0) /* llama-server reads OpenAI's max_tokens when n_predict is absent */
+        r = hearth_gen_opt_int(req, doc, "max_tokens", -1, INT32_MAX, n_predict);
+    if (r < 0 || !hearth_gen_parse_sampling(req, doc, c) || hearth_gen_opt_bool(req, doc, "return_tokens", &c->return_tokens) < 0 ||
+        !parse_fields(req, doc, c) || !hearth_gen_prompt_from_json(req, c, prompt, key)) {
+        hearth_gen_call_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* {"prompt": str | [int] | [str | [int], ...], "n_predict" (or "max_tokens"), sampling..., "stop", "stream",
+ *  "cache_prompt", "n_probs", "return_tokens", "response_fields"}. Several prompts (a list of strings or
+ * id lists) are answered as llama-server answers them: a JSON array of answers, in order. */
 static void completion(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
@@ -124,22 +284,45 @@ static void completion(hearth_request *req, void *ctx)
         return;
     const char *name;
     hearth_gen_entry *m;
-    hearth_gen_call *c = NULL;
+    hearth_gen_call **calls = NULL;
     int64_t n_predict = -1;
     if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
         goto out;
-    c = hearth_gen_call_new(m, &completion_format);
-    if (!c) {
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(doc, "prompt");
+    int n = hearth_gen_prompt_count(prompt);
+    if (n > HEARTH_GEN_MAX_PROMPTS) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'prompt' holds %d prompts; at most %d in one request", n,
+                             HEARTH_GEN_MAX_PROMPTS);
+        goto out;
+    }
+    if (!(calls = calloc((size_t)n, sizeof *calls))) {
         hearth_respond_error(req, 503, "unavailable_error", "out of memory");
         goto out;
     }
-    if (!hearth_gen_parse_sampling(req, doc, c) || hearth_gen_opt_int(req, doc, "n_predict", -1, INT32_MAX, &n_predict) < 0 ||
-        !hearth_gen_prompt_from_json(req, c, cJSON_GetObjectItemCaseSensitive(doc, "prompt"), "prompt"))
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, n > 1 ? "prompt[%d]" : "prompt", i);
+        if (!(calls[i] = completion_call(req, m, doc, n > 1 ? cJSON_GetArrayItem(prompt, i) : prompt, key, &n_predict)))
+            goto out;
+    }
+    if (n > 1 && calls[0]->stream) {
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "several prompts are answered whole, not streamed: send \"stream\": false, or one prompt a request");
         goto out;
-    hearth_gen_call_submit(req, api, c, n_predict);
-    c = NULL;
+    }
+    if (n == 1)
+        hearth_gen_call_submit(req, api, calls[0], n_predict);
+    else
+        hearth_gen_group_submit(req, api, calls, n, n_predict);
+    if (n > 1)
+        calls = NULL; /* the group's now */
+    else
+        calls[0] = NULL;
+    n = 0;
 out:
-    hearth_gen_call_free(c);
+    for (int i = 0; calls && i < n; i++)
+        hearth_gen_call_free(calls[i]);
+    free(calls);
     cJSON_Delete(doc);
 }
 
@@ -259,22 +442,32 @@ out:
     cJSON_Delete(doc);
 }
 
-/* GET /props: the first generation model's defaults, slots, template. */
+/* The template /props shows when chat fell back to chatml (the GGUF has none
+ * hearth knows), as llama-server shows the chatml source it fell back to:
+ * the layout chat_template.c renders, written as Jinja for clients that read it. */
+#define CHATML_JINJA                                                                                                   \
+    "{%- for message in messages -%}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + "              \
+    "'<|im_end|>\\n' -}}{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+
+/* GET /props: the first generation model's defaults, slots, template (its
+ * name, and where it came from: "gguf", "override" or "fallback"). */
 static void props(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
     hearth_gen_entry *m = hearth_gen_find_or_respond(req, api, NULL);
     if (!m)
         return;
-    hearth_gen_req defaults = {.n_predict = -1, .cache_prompt = true};
-    hearth_sampler_params_default(&defaults.sampling);
+    hearth_gen_req defaults = {.n_predict = m->n_predict, .cache_prompt = true, .sampling = m->sampling};
     const char *tmpl = "";
     size_t tmpl_len = 0;
-    if (hearth_gguf_get_str(hearth_llama_gguf(m->llama), "tokenizer.chat_template", &tmpl, &tmpl_len, NULL) != 0) {
+    if (!strcmp(m->tmpl_source, "fallback")) {
+        tmpl = CHATML_JINJA;
+        tmpl_len = strlen(tmpl);
+    } else if (hearth_gguf_get_str(hearth_llama_gguf(m->llama), "tokenizer.chat_template", &tmpl, &tmpl_len, NULL) != 0) {
         tmpl = "";
         tmpl_len = 0;
     }
-    const char *tmpl_name = m->has_template ? hearth_chat_template_name(m->tmpl) : "none";
+    const char *tmpl_name = hearth_chat_template_name(m->tmpl);
     hearth_buf out;
     hearth_buf_init(&out, (size_t)16 << 20);
     int rc = hearth_buf_printf(&out, "{\"default_generation_settings\":{\"n_ctx\":%lld,\"params\":", (long long)m->n_ctx);
@@ -298,19 +491,38 @@ static void props(hearth_request *req, void *ctx)
                                m->tmpl_source);
     if (!rc)
         rc = hearth_json_quote(&out, m->bos_text, strlen(m->bos_text));
+    const hearth_vocab *v = hearth_llama_vocab(m->llama);
+    const char *eos = v->eos >= 0 ? v->text[v->eos] : "";
+    if (!rc)
+        rc = hearth_buf_appends(&out, ",\"eos_token\":");
+    if (!rc)
+        rc = hearth_json_quote(&out, eos, strlen(eos));
     if (!rc)
         rc = hearth_buf_appends(&out, ",\"build_info\":\"hearth " HEARTH_VERSION "\"}");
     hearth_api_send_buf(req, &out, rc, "answer");
     hearth_buf_deinit(&out);
 }
 
+/* GET /slots: what llama-server answers when started without --slots (which
+ * hearth refuses): 501, so a client that probes for it learns it is off. */
+static void slots(hearth_request *req, void *ctx)
+{
+    hearth_respond_error(req, 501, "not_supported_error",
+                         "this server does not support the slots endpoint: hearth has none yet (/metrics shows the "
+                         "generation queues)");
+}
+
 int hearth_api_register_generation(hearth_api *api, hearth_server *s)
 {
     int rc = hearth_server_route(s, "POST", "/completion", completion, api);
+    if (!rc) /* llama-server's newer name for the same */
+        rc = hearth_server_route(s, "POST", "/completions", completion, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/detokenize", detokenize, api);
     if (!rc)
         rc = hearth_server_route(s, "GET", "/props", props, api);
+    if (!rc)
+        rc = hearth_server_route(s, "GET", "/slots", slots, api);
     if (!rc)
         rc = hearth_api_register_openai_gen(api, s);
     return rc;

@@ -1,6 +1,8 @@
 /* embed.c: the embedding APIs: TEI's POST /embed (also at / and
  * /invocations, TEI's root routes), /embed_all and /similarity, and OpenAI's
- * POST /v1/embeddings. TEI's endpoints around them (/info, /ping, /tokenize,
+ * POST /v1/embeddings, and llama-server's POST /embedding and /embeddings
+ * (its own shape: a list of {index, embedding: [[float]]}). TEI's endpoints
+ * around them (/info, /ping, /tokenize,
  * /decode) are tei.c's, registered on their own: tei.c uses this file's
  * helpers (models.h), and this file knows nothing of tei.c.
  *
@@ -24,6 +26,7 @@
  * batches before knowing their token counts). */
 #include "models.h"
 #include "embed_parse.h"
+#include "json_body.h"
 #include "respond.h"
 
 #include "base/log.h"
@@ -36,7 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { FMT_TEI, FMT_TEI_ALL, FMT_TEI_SIMILARITY, FMT_OPENAI };
+enum { FMT_TEI, FMT_TEI_ALL, FMT_TEI_SIMILARITY, FMT_OPENAI, FMT_LLAMA };
 
 /* The largest JSON answer formatted (every float at its longest): past it a
  * request is refused with 413 before any work, not failed after it. */
@@ -189,6 +192,19 @@ static void on_done(hearth_embed_job *job, int status, const char *msg)
         }
         rc = sim ? append_floats(&out, sim, r->n - 1) : HEARTH_ENOMEM;
         free(sim);
+    } else if (r->fmt == FMT_LLAMA) {
+        /* [{"index": i, "embedding": [[float]]}]: llama-server lists a pooled
+         * vector as the one row of a matrix (without pooling, a row per token) */
+        rc = hearth_buf_append(&out, "[", 1);
+        for (int i = 0; i < r->n && !rc; i++) {
+            rc = hearth_buf_printf(&out, "%s{\"index\":%d,\"embedding\":[", i ? "," : "", i);
+            if (!rc)
+                rc = append_floats(&out, r->out + (size_t)i * (size_t)r->dim, r->dim);
+            if (!rc)
+                rc = hearth_buf_append(&out, "]}", 2);
+        }
+        if (!rc)
+            rc = hearth_buf_append(&out, "]", 1);
     } else if (r->fmt == FMT_TEI) {
         rc = hearth_buf_append(&out, "[", 1);
         for (int i = 0; i < r->n && !rc; i++) {
@@ -380,8 +396,14 @@ hearth_embed_model *hearth_api_embed_model_or_respond(hearth_request *req, heart
         return NULL;
     }
     hearth_embed_model *m = hearth_api_find_embed(api, name);
+    /* text-embedding-3-small from a stock client: a lone encoder answers it (see gen_common.c) */
+    if (!m && name && api->state && api->state->n_embed == 1)
+        m = &api->state->embed_models[0];
     if (!m && name)
-        hearth_respond_error(req, 404, "not_found_error", "the model '%s' does not exist (see /v1/models)", name);
+        hearth_respond_error(req, 404, "not_found_error",
+                             "the model '%s' does not exist (see /v1/models: %d embedding models are served, so the name "
+                             "must be one of theirs)",
+                             name, api->state ? api->state->n_embed : 0);
     else if (!m)
         hearth_respond_error(req, 404, "not_found_error", "no embedding model is loaded");
     return m;
@@ -512,6 +534,51 @@ static void openai_embeddings(hearth_request *req, void *ctx)
     hearth_embed_parsed_free(&p);
 }
 
+/* llama-server's own: {"content" | "input": str | [str] | [int] | [[int]]}
+ * -> [{"index", "embedding": [[float]]}], unit vectors (llama-server
+ * normalizes pooled ones). "content" is llama-server's older name for
+ * "input": it is renamed, and the body parsed as OpenAI's, whose forms
+ * llama-server's input takes. */
+static void llama_embeddings(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    size_t len;
+    const char *body = hearth_request_body(req, &len);
+    char msg[512];
+    cJSON *doc = hearth_json_body_parse(body, len, msg, sizeof msg);
+    if (!doc) {
+        hearth_respond_error(req, 400, "invalid_request_error", "%s", msg);
+        return;
+    }
+    char *text = NULL;
+    if (!cJSON_GetObjectItemCaseSensitive(doc, "input")) {
+        cJSON *content = cJSON_DetachItemFromObjectCaseSensitive(doc, "content");
+        if (!content) {
+            hearth_respond_error(req, 400, "invalid_request_error", "\"input\" or \"content\" must be provided");
+            goto out;
+        }
+        cJSON_AddItemToObject(doc, "input", content);
+    }
+    if (!(text = cJSON_PrintUnformatted(doc))) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        goto out;
+    }
+    hearth_embed_parsed p;
+    int st = hearth_embed_parse(text, strlen(text), HEARTH_EMBED_OPENAI, api->state ? api->state->embed.max_client_batch : 1,
+                                &p, msg, sizeof msg);
+    if (st) {
+        hearth_respond_error(req, st, st == 413 ? "request_too_large" : "invalid_request_error", "%s", msg);
+        goto out;
+    }
+    hearth_embed_model *m = hearth_api_embed_model_or_respond(req, api, p.model);
+    if (m)
+        embed_inputs(req, api, m, &p, FMT_LLAMA);
+    hearth_embed_parsed_free(&p);
+out:
+    cJSON_free(text);
+    cJSON_Delete(doc);
+}
+
 int hearth_api_register_embed(hearth_api *api, hearth_server *s)
 {
     int rc = hearth_server_route(s, "POST", "/embed", tei_embed, api);
@@ -521,8 +588,10 @@ int hearth_api_register_embed(hearth_api *api, hearth_server *s)
         rc = hearth_server_route(s, "POST", "/similarity", tei_similarity, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/v1/embeddings", openai_embeddings, api);
+    if (!rc) /* llama-server answers both in its own shape, only /v1/embeddings in OpenAI's */
+        rc = hearth_server_route(s, "POST", "/embeddings", llama_embeddings, api);
     if (!rc)
-        rc = hearth_server_route(s, "POST", "/embeddings", openai_embeddings, api);
+        rc = hearth_server_route(s, "POST", "/embedding", llama_embeddings, api);
     /* TEI's root routes: @huggingface/inference posts to an endpoint's URL
      * itself, SageMaker to /invocations; both mean /embed */
     if (!rc)

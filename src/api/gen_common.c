@@ -17,6 +17,10 @@
  * that goes away sets g.cancelled and pokes the scheduler, which frees the
  * slot at its next step rather than generating into the void.
  *
+ * Several prompts in one request are a group of calls (hearth_gen_group,
+ * below): one deferred connection, one call per prompt, batched by the
+ * scheduler like separate requests, one answer when the last is done.
+ *
  * Rejected: a per-request arena shared across threads (the call is the only
  * cross-thread object, and it owns plain buffers); formatting with cJSON on
  * the scheduler thread (the per-token events are a few fixed fields: printf
@@ -46,7 +50,7 @@ hearth_gen_call *hearth_gen_call_new(hearth_gen_entry *m, const hearth_gen_forma
         return NULL;
     c->model = m;
     c->fmt = fmt;
-    hearth_sampler_params_default(&c->g.sampling);
+    c->g.sampling = m->sampling;
     c->g.n_predict = -1;
     c->g.cache_prompt = true;
     c->g.user = c;
@@ -54,6 +58,7 @@ hearth_gen_call *hearth_gen_call_new(hearth_gen_entry *m, const hearth_gen_forma
     hearth_ids_init(&c->prompt, PROMPT_MAX);
     hearth_buf_init(&c->text, TEXT_MAX);
     hearth_buf_init(&c->probs, TEXT_MAX);
+    hearth_buf_init(&c->tokens, TEXT_MAX);
     hearth_buf_init(&c->scratch, TEXT_MAX);
     atomic_store(&c->refs, 2);
     c->created = hearth_unix_time();
@@ -66,9 +71,13 @@ void hearth_gen_call_free(hearth_gen_call *c)
         return;
     for (int i = 0; i < c->g.n_stop; i++)
         free(c->stop[i]);
+    for (int i = 0; i < c->n_fields; i++)
+        free(c->fields[i]);
+    free(c->fields);
     hearth_ids_deinit(&c->prompt);
     hearth_buf_deinit(&c->text);
     hearth_buf_deinit(&c->probs);
+    hearth_buf_deinit(&c->tokens);
     hearth_buf_deinit(&c->scratch);
     free(c);
 }
@@ -89,6 +98,12 @@ void hearth_gen_call_set_id(hearth_gen_call *c, const char *prefix)
 
 static void send_error(hearth_gen_call *c, int status, const char *type, const char *msg)
 {
+    if (c->group) { /* kept for the group's answer (group_finish) */
+        c->err_status = status;
+        snprintf(c->err_type, sizeof c->err_type, "%s", type);
+        snprintf(c->err_msg, sizeof c->err_msg, "%s", msg);
+        return;
+    }
     if (!c->begun) {
         hearth_reply_error(c->server, c->reply, status, type, msg);
         return;
@@ -186,7 +201,14 @@ static void on_text(hearth_gen_req *g, const char *text, size_t n, int32_t token
 {
     hearth_gen_call *c = g->user;
     int rc = 0;
-    if (probs && token >= 0)
+    if (token >= 0)
+        c->n_gen++;
+    if (n && memchr(text, '\n', n))
+        c->has_new_line = true;
+    /* a streamed event lists the ids it carries, as llama-server's do; a whole answer only with return_tokens */
+    if (token >= 0 && (c->stream || c->return_tokens))
+        rc = hearth_buf_printf(&c->tokens, c->tokens.len ? ",%d" : "%d", token);
+    if (!rc && probs && token >= 0)
         rc = append_probs(c, token, probs);
     if (!rc && !c->stream)
         rc = hearth_buf_append(&c->text, text, n);
@@ -198,12 +220,97 @@ static void on_text(hearth_gen_req *g, const char *text, size_t n, int32_t token
         if (!rc)
             rc = hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
         hearth_buf_reset(&c->probs, 1 << 16);
+        hearth_buf_reset(&c->tokens, 1 << 16);
     }
     if (rc) {
         /* out of memory or past a bound: stop generating; on_done then reports it */
         HLOG_WARN("generation %s: cannot format the answer (%s): stopping it", c->id, hearth_status_name(rc));
         atomic_store(&c->g.cancelled, 1);
     }
+}
+
+/* ---- several prompts: a group of calls, one answer ----
+ *
+ * Each call of a group formats its whole answer into its own scratch (or
+ * keeps its error); the one that finishes last, on whichever thread,
+ * sends them all. Atomics, not a lock: a call writes only its own fields
+ * before its decrement of left, and the last decrement sees them all. The
+ * group holds the calls until both its sides let go: the calls' (when the
+ * last finishes) and the connection's (its release callback, which cancels
+ * the calls that still run). */
+struct hearth_gen_group {
+    hearth_gen_call **calls;
+    int n;
+    _Atomic int left;              /* calls still to finish */
+    _Atomic int refs;              /* the calls' side and the connection's */
+    hearth_server *server;
+    hearth_reply reply;
+};
+
+static void group_free(hearth_gen_group *g)
+{
+    for (int i = 0; i < g->n; i++)
+        hearth_gen_call_free(g->calls[i]);
+    free(g->calls);
+    free(g);
+}
+
+static void group_unref(hearth_gen_group *g)
+{
+    if (atomic_fetch_sub(&g->refs, 1) == 1)
+        group_free(g);
+}
+
+/* The answer: the first failure's error, or [answer, answer, ...] in order. */
+static void group_send(hearth_gen_group *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        hearth_gen_call *c = g->calls[i];
+        if (c->err_status) {
+            char m[700];
+            snprintf(m, sizeof m, "prompt %d: %s", i, c->err_msg);
+            hearth_reply_error(g->server, g->reply, c->err_status, c->err_type, m);
+            return;
+        }
+    }
+    hearth_buf out;
+    hearth_buf_init(&out, (size_t)g->n * TEXT_MAX);
+    int rc = hearth_buf_append(&out, "[", 1);
+    for (int i = 0; i < g->n && !rc; i++) {
+        if (i)
+            rc = hearth_buf_append(&out, ",", 1);
+        if (!rc)
+            rc = hearth_buf_append(&out, g->calls[i]->scratch.data, g->calls[i]->scratch.len);
+    }
+    if (!rc)
+        rc = hearth_buf_append(&out, "]", 1);
+    if (rc) {
+        hearth_reply_error(g->server, g->reply, 500, "server_error", "the answer did not fit in memory");
+    } else {
+        hearth_response res = {200, "application/json", NULL, out.data, out.len};
+        hearth_reply_send(g->server, g->reply, &res);
+    }
+    hearth_buf_deinit(&out);
+}
+
+static void group_finish(hearth_gen_call *c)
+{
+    hearth_gen_group *g = c->group;
+    if (atomic_fetch_sub(&g->left, 1) == 1) {
+        group_send(g);
+        group_unref(g);
+    }
+}
+
+static void group_release(void *arg, bool cancelled)
+{
+    hearth_gen_group *g = arg;
+    if (cancelled) {
+        for (int i = 0; i < g->n; i++)
+            atomic_store(&g->calls[i]->g.cancelled, 1);
+        hearth_gen_sched_poke(g->calls[0]->model->sched);
+    }
+    group_unref(g);
 }
 
 static void on_done(hearth_gen_req *g, int status, const char *msg, const hearth_gen_stats *st)
@@ -225,6 +332,8 @@ static void on_done(hearth_gen_req *g, int status, const char *msg, const hearth
             rc = c->fmt->end(c, st, &c->scratch);
         if (rc) {
             send_error(c, 500, "server_error", "the answer did not fit in memory");
+        } else if (c->group) {
+            ; /* the answer stays in c->scratch for the group's */
         } else if (c->stream) {
             hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
             hearth_reply_stream_end(c->server, c->reply);
@@ -233,7 +342,10 @@ static void on_done(hearth_gen_req *g, int status, const char *msg, const hearth
             hearth_reply_send(c->server, c->reply, &res);
         }
     }
-    call_unref(c);
+    if (c->group)
+        group_finish(c);
+    else
+        call_unref(c);
 }
 
 /* The connection ended (loop thread). */
@@ -247,27 +359,29 @@ static void on_release(void *arg, bool cancelled)
     call_unref(c);
 }
 
-void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_call *c, int64_t n_predict)
+/* Checks c's prompt against the context and fills what the scheduler reads;
+ * false after a 400 (the call is the caller's still). */
+static bool call_prepare(hearth_request *req, hearth_api *api, hearth_gen_call *c, int64_t n_predict)
 {
     int64_t n_ctx = c->model->n_ctx;
     int64_t n = (int64_t)c->prompt.n;
     if (n == 0) {
         hearth_respond_error(req, 400, "invalid_request_error",
                              "the prompt is empty (and this model's vocabulary adds no BOS token): give at least one token");
-        hearth_gen_call_free(c);
-        return;
+        return false;
     }
     if (n >= n_ctx) {
         hearth_respond_error(req, 400, "invalid_request_error",
                              "the prompt is %lld tokens, which leaves no room in the context of %lld tokens per sequence "
-                             "(--ctx-size): shorten the prompt",
+                             "(--ctx-size over --parallel): shorten the prompt",
                              (long long)n, (long long)n_ctx);
-        hearth_gen_call_free(c);
-        return;
+        return false;
     }
     /* As llama-server does, a request for more tokens than fit is not an
      * error: n_predict is capped to the positions left after the prompt, and
      * the answer ends with finish_reason "length" (stop_type "limit") there. */
+    if (c->model->n_predict >= 0 && (n_predict < 0 || n_predict > c->model->n_predict))
+        n_predict = c->model->n_predict; /* serve --n-predict caps every answer, as llama-server's -n */
     if (n_predict < 0 || n_predict > n_ctx - n)
         n_predict = n_ctx - n;
     c->g.n_predict = (int32_t)n_predict;
@@ -277,11 +391,17 @@ void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_cal
     c->g.on_text = on_text;
     c->g.on_done = on_done;
     c->server = api->server;
-    c->reply = hearth_request_defer(req, on_release, c);
+    return true;
+}
+
+/* Hands a prepared call to its model's scheduler; on a refusal answers (or,
+ * grouped, keeps) the error and returns false: the scheduler never took it. */
+static bool call_enqueue(hearth_api *api, hearth_gen_call *c)
+{
     hearth_err err = {0};
     int rc = hearth_gen_sched_submit(c->model->sched, &c->g, &err);
     if (rc == 0)
-        return;
+        return true;
     if (rc == HEARTH_ELIMIT) {
         char m[512];
         snprintf(m, sizeof m, "too many generation requests are waiting for model '%s' (--max-queue %d): retry later",
@@ -291,7 +411,52 @@ void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_cal
         send_error(c, rc == HEARTH_EINVAL ? 400 : 500, rc == HEARTH_EINVAL ? "invalid_request_error" : "server_error",
                    err.msg[0] ? err.msg : hearth_status_name(rc));
     }
-    call_unref(c); /* the scheduler's reference: it never took the call */
+    return false;
+}
+
+void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_call *c, int64_t n_predict)
+{
+    if (!call_prepare(req, api, c, n_predict)) {
+        hearth_gen_call_free(c);
+        return;
+    }
+    c->reply = hearth_request_defer(req, on_release, c);
+    if (!call_enqueue(api, c))
+        call_unref(c); /* the scheduler's reference: it never took the call */
+}
+
+void hearth_gen_group_submit(hearth_request *req, hearth_api *api, hearth_gen_call **calls, int n, int64_t n_predict)
+{
+    hearth_gen_group *g = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!call_prepare(req, api, calls[i], n_predict))
+            goto fail;
+        calls[i]->index = i;
+    }
+    if (!(g = calloc(1, sizeof *g))) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        goto fail;
+    }
+    g->calls = calls;
+    g->n = n;
+    g->server = api->server;
+    atomic_store(&g->left, n);
+    atomic_store(&g->refs, 2);
+    for (int i = 0; i < n; i++)
+        calls[i]->group = g;
+    g->reply = hearth_request_defer(req, group_release, g);
+    for (int i = 0; i < n; i++) {
+        calls[i]->reply = g->reply;
+        /* not touched after the last enqueue: the group may be gone by then */
+        hearth_gen_call *c = calls[i];
+        if (!call_enqueue(api, c))
+            group_finish(c);
+    }
+    return;
+fail:
+    for (int i = 0; i < n; i++)
+        hearth_gen_call_free(calls[i]);
+    free(calls);
 }
 
 /* ---- parsing ---- */
@@ -314,9 +479,16 @@ hearth_gen_entry *hearth_gen_find_or_respond(hearth_request *req, hearth_api *ap
         return NULL;
     }
     hearth_gen_entry *m = hearth_api_find_gen(api, name);
+    /* Stock clients name OpenAI's models (gpt-3.5-turbo): like llama-server,
+     * a lone generation model answers whatever name is sent, and the answer's
+     * "model" says which did. With several, a name is routing: no match is a 404. */
+    if (!m && name && api->state && api->state->n_gen == 1)
+        m = &api->state->gen_models[0];
     if (!m && name)
-        hearth_respond_error(req, 404, "not_found_error", "the model '%s' does not exist or does not generate text (see /v1/models)",
-                             name);
+        hearth_respond_error(req, 404, "not_found_error",
+                             "the model '%s' does not exist or does not generate text (see /v1/models: %d generation models "
+                             "are served, so the name must be one of theirs)",
+                             name, api->state ? api->state->n_gen : 0);
     else if (!m)
         hearth_respond_error(req, 404, "not_found_error", "no text-generation model is loaded (serve a llama-family .gguf with --model)");
     return m;
@@ -449,6 +621,8 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
     int64_t seed = -1;
     if ((r = hearth_gen_opt_int(req, doc, "seed", -1, (int64_t)1 << 53, &seed)) < 0)
         return false;
+    if (r == 0 && c->model->sampling.seed != HEARTH_SAMPLER_SEED_RANDOM)
+        seed = (int64_t)c->model->sampling.seed; /* serve --seed: the seed of requests that name none */
     p->seed = seed >= 0 ? (uint64_t)seed : hearth_random_u64() >> 11; /* 53 bits: exact as a JSON number */
     if ((r = hearth_gen_opt_int(req, doc, "n_probs", 0, 16, &i)) < 0)
         return false;
@@ -492,9 +666,16 @@ static bool push_ids(hearth_request *req, hearth_gen_call *c, const cJSON *arr, 
     const cJSON *t;
     cJSON_ArrayForEach(t, arr)
     {
+        if (cJSON_IsString(t)) {
+            /* llama-server's mixed prompt: text among the ids, with BOS only when it comes first */
+            if (!hearth_gen_encode(req, c, t->valuestring, strlen(t->valuestring), k == 0))
+                return false;
+            k++;
+            continue;
+        }
         double d = cJSON_IsNumber(t) ? t->valuedouble : -1;
         if (!(d >= 0 && d < n_vocab) || d != floor(d)) {
-            hearth_respond_error(req, 400, "invalid_request_error", "'%s'[%d] is not a token id in 0..%d", key, k,
+            hearth_respond_error(req, 400, "invalid_request_error", "'%s'[%d] is not a token id in 0..%d nor a string", key, k,
                                  (int)n_vocab - 1);
             return false;
         }
@@ -507,6 +688,20 @@ static bool push_ids(hearth_request *req, hearth_gen_call *c, const cJSON *arr, 
         k++;
     }
     return true;
+}
+
+int hearth_gen_prompt_count(const cJSON *prompt)
+{
+    int n = cJSON_IsArray(prompt) ? cJSON_GetArraySize(prompt) : 1;
+    if (n < 2)
+        return 1;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, prompt)
+    {
+        if (!cJSON_IsString(p) && !cJSON_IsArray(p))
+            return 1; /* ids, or ids mixed with text: one prompt */
+    }
+    return n;
 }
 
 bool hearth_gen_prompt_from_json(hearth_request *req, hearth_gen_call *c, const cJSON *prompt, const char *key)
@@ -523,15 +718,9 @@ bool hearth_gen_prompt_from_json(hearth_request *req, hearth_gen_call *c, const 
     }
     int n = cJSON_GetArraySize(prompt);
     const cJSON *first = cJSON_GetArrayItem(prompt, 0);
-    if (n == 0 || cJSON_IsNumber(first))
-        return push_ids(req, c, prompt, key);
     if (n == 1 && (cJSON_IsString(first) || cJSON_IsArray(first)))
         return hearth_gen_prompt_from_json(req, c, first, key);
-    hearth_respond_error(req, 400, "invalid_request_error",
-                         "'%s' holds %d prompts: hearth answers one prompt per request (send them as separate requests, "
-                         "they are batched together)",
-                         key, n);
-    return false;
+    return push_ids(req, c, prompt, key); /* ids, or ids and texts mixed (llama-server's) */
 }
 
 /* ---- formatting ---- */

@@ -17,6 +17,10 @@
 #include <stdint.h>
 
 typedef struct hearth_gen_call hearth_gen_call;
+typedef struct hearth_gen_group hearth_gen_group;
+
+/* The most prompts one request may hold (llama-server's prompt list); each is a sequence. */
+#define HEARTH_GEN_MAX_PROMPTS 64
 
 /* How one API family writes its answer. Called on the scheduler thread, one
  * call at a time per request. Each appends to out and returns 0 or a
@@ -45,17 +49,29 @@ struct hearth_gen_call {
     bool stream;
     bool include_usage;            /* OpenAI stream_options.include_usage */
     bool begun;                    /* the stream's head has been posted (scheduler thread) */
+    bool return_tokens;            /* llama-server's return_tokens: the answer lists the generated ids */
+    bool has_new_line;             /* some generated text held a '\n' (llama-server's has_new_line) */
+    int64_t n_gen;                 /* tokens generated so far (a streamed event's tokens_predicted) */
     hearth_ids prompt;
     char *stop[HEARTH_GEN_MAX_STOP]; /* owned copies; g.stop points here */
+    char **fields;                 /* llama-server's response_fields (owned copies), or NULL */
+    int n_fields;
+    hearth_gen_group *group;       /* several prompts in one request: the answer it is part of, or NULL */
+    int index;                     /* its place in that answer ("index" in the JSON; 0 alone) */
+    int err_status;                /* a grouped call's failure, kept for the group's answer */
+    char err_type[32];
+    char err_msg[600];
     char id[48];                   /* "chatcmpl-<hex>" / "cmpl-<hex>" */
     int64_t created;               /* unix time of the request */
     hearth_buf text;               /* not streamed: the whole generated text */
     hearth_buf probs;              /* n_probs: completion_probabilities entries, comma-separated,
                                       since the last streamed event (or all of them) */
+    hearth_buf tokens;             /* generated ids, comma-separated: since the last streamed event,
+                                      or (not streamed, with return_tokens) all of them */
     hearth_buf scratch;            /* the event or body being formatted */
 };
 
-/* A call with llama-server's default sampling, no stop strings, n_predict -1,
+/* A call with the model's default sampling (serve's --temp, ...), no stop strings, n_predict -1,
  * cache_prompt true, refs 2 (the scheduler's and the connection's). NULL
  * when out of memory. */
 hearth_gen_call *hearth_gen_call_new(hearth_gen_entry *m, const hearth_gen_format *fmt);
@@ -70,14 +86,22 @@ void hearth_gen_call_set_id(hearth_gen_call *c, const char *prefix);
  * gives 503. Takes c in every case: the caller must not touch it afterwards. */
 void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_call *c, int64_t n_predict);
 
+/* Several prompts of one request (calls[0..n), n >= 2, not streamed): each
+ * checked and submitted as hearth_gen_call_submit does, batched by the
+ * scheduler like any requests; the answer is a JSON array of their whole
+ * answers in order (llama-server's), or the first failure's error. Takes the
+ * calls and the array in every case. */
+void hearth_gen_group_submit(hearth_request *req, hearth_api *api, hearth_gen_call **calls, int n, int64_t n_predict);
+
 /* ---- request parsing (each responds on bad input) ---- */
 
 /* The JSON object in the body, as hearth_json_body_parse reads it (one
  * object, no NUL in its strings), or NULL after a 400 saying what is wrong.
  * Free with cJSON_Delete. */
 cJSON *hearth_gen_parse_body(hearth_request *req);
-/* The generation model named (NULL: the first), or NULL after a 503 (loading)
- * or 404 (no such model / none loaded). */
+/* The generation model named (NULL: the first; any name when only one is
+ * served, as llama-server answers every name), or NULL after a 503 (loading)
+ * or 404 (no such model among several / none loaded). */
 hearth_gen_entry *hearth_gen_find_or_respond(hearth_request *req, hearth_api *api, const char *name);
 /* The optional "model" string of doc into *name (NULL when absent); false after a 400. */
 bool hearth_gen_model_name(hearth_request *req, const cJSON *doc, const char **name);
@@ -99,8 +123,13 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
  * add_special, special tokens' texts parsed as those tokens. False after a 400/413. */
 bool hearth_gen_encode(hearth_request *req, hearth_gen_call *c, const char *text, size_t n, bool add_special);
 /* A completion prompt (llama-server's and OpenAI's): a string (tokenized with
- * BOS as the vocabulary says), a list of token ids (used as given), or a list
- * holding one of those. key names the field in messages. False after a 400. */
+ * BOS as the vocabulary says), a list of token ids (used as given), ids and
+ * strings mixed (llama-server's: a string gets BOS only when it comes first),
+ * or a list holding one of those. key names the field in messages. False
+ * after a 400. */
+/* How many prompts a completion prompt holds: n for a list of n >= 2 strings
+ * or id lists (llama-server's several prompts), else 1. */
+int hearth_gen_prompt_count(const cJSON *prompt);
 bool hearth_gen_prompt_from_json(hearth_request *req, hearth_gen_call *c, const cJSON *prompt, const char *key);
 
 /* ---- formatting ---- */
@@ -117,8 +146,8 @@ int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g);
 /* "stop" for an end token or a stop string, "length" otherwise (OpenAI's finish_reason). */
 const char *hearth_gen_finish_reason(const hearth_gen_stats *st);
 
-/* Registers OpenAI's /v1/completions and /v1/chat/completions and their
- * un-versioned aliases (openai_gen.c). */
+/* Registers OpenAI's /v1/completions, /v1/chat/completions and
+ * /chat/completions (openai_gen.c). */
 int hearth_api_register_openai_gen(hearth_api *api, hearth_server *s);
 
 #endif

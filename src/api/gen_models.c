@@ -34,37 +34,44 @@ static void adapt_truncate(void *ctx, int slot, int64_t n)
         hearth_kv_truncate(g->kv, slot, n);
 }
 
+/* Generated text always continues a prompt (at least BOS), so SentencePiece's
+ * leading space is kept: " park." after "...went to the", as llama-server
+ * sends each piece (llama_token_to_piece without lstrip). Stripping it, as a
+ * decode from the start of a text does, glued the first word to the prompt. */
 static void adapt_detok_init(void *ctx, void *state)
 {
     hearth_gen_entry *g = ctx;
-    hearth_detok_init(state, hearth_llama_tokenizer(g->llama), true, false);
+    hearth_detok_init(state, hearth_llama_tokenizer(g->llama), false, false);
 }
 
 static int adapt_detok_push(void *ctx, void *state, int32_t id, hearth_buf *out) { return hearth_detok_push(state, id, out); }
 static int adapt_detok_flush(void *ctx, void *state, hearth_buf *out) { return hearth_detok_flush(state, out); }
 
+/* The chat template: --chat-template, else the GGUF's when hearth knows its
+ * family, else chatml with a warning, as llama-server falls back (its
+ * common_chat_templates_init for a GGUF without one; its start-up check for
+ * one it cannot apply). Rejected: refusing chat (a 400) for such a model: a
+ * client written for llama-server gets an answer there. */
 static void find_template(hearth_gen_entry *g, const char *override)
 {
-    snprintf(g->tmpl_source, sizeof g->tmpl_source, "none");
-    if (override && *override) {
-        if (hearth_chat_template_by_name(override, &g->tmpl) == 0) {
-            g->has_template = true;
-            snprintf(g->tmpl_source, sizeof g->tmpl_source, "override");
-        } else {
-            HLOG_WARN("--chat-template '%s' is not one hearth knows (chatml, llama3, phi3, gemma, mistral, llama2)", override);
-        }
+    if (override && *override && hearth_chat_template_by_name(override, &g->tmpl) == 0) {
+        snprintf(g->tmpl_source, sizeof g->tmpl_source, "override");
         return;
     }
+    if (override && *override)
+        HLOG_WARN("--chat-template '%s' is not one hearth knows (chatml, llama3, phi3, gemma, mistral, llama2)", override);
     const char *src;
     size_t len;
-    if (hearth_gguf_get_str(hearth_llama_gguf(g->llama), "tokenizer.chat_template", &src, &len, NULL) == 0) {
-        if (hearth_chat_template_detect(src, len, &g->tmpl) == 0) {
-            g->has_template = true;
-            snprintf(g->tmpl_source, sizeof g->tmpl_source, "gguf");
-        } else {
-            HLOG_WARN("model '%s': its chat template is not one hearth recognises; chat needs --chat-template", g->info->name);
-        }
+    bool in_gguf = hearth_gguf_get_str(hearth_llama_gguf(g->llama), "tokenizer.chat_template", &src, &len, NULL) == 0;
+    if (in_gguf && hearth_chat_template_detect(src, len, &g->tmpl) == 0) {
+        snprintf(g->tmpl_source, sizeof g->tmpl_source, "gguf");
+        return;
     }
+    g->tmpl = HEARTH_TMPL_CHATML;
+    snprintf(g->tmpl_source, sizeof g->tmpl_source, "fallback");
+    HLOG_WARN("model '%s': %s: chat falls back to chatml, as llama-server's does; it may answer poorly "
+              "(--chat-template chatml, llama3, phi3, gemma, mistral or llama2 chooses another)",
+              g->info->name, in_gguf ? "its chat template is not one hearth recognises" : "its GGUF has no chat template");
 }
 
 int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool demo, hearth_err *err)
@@ -83,6 +90,10 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     g->pool = st->pool;
     g->n_parallel = st->gen.n_parallel;
     g->n_ctx = st->gen.n_ctx > 0 ? st->gen.n_ctx : hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    g->sampling = api->cfg.sampling;
+    if (g->sampling.repeat_last_n < 0) /* llama-server's -1: the context */
+        g->sampling.repeat_last_n = (int)(g->n_ctx < HEARTH_SAMPLER_MAX_LAST_N ? g->n_ctx : HEARTH_SAMPLER_MAX_LAST_N);
+    g->n_predict = api->cfg.n_predict;
     int n_slots = st->gen.n_parallel + st->gen.n_cache_slots;
     g->kv = hearth_kv_new_typed(g->llama, n_slots, g->n_ctx, st->gen.kv_type, err);
     if (!g->kv) {
@@ -135,7 +146,7 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
               name, demo ? "demo" : hp->arch, hearth_dtype_get(hearth_llama_weight_type(g->llama))->name, path,
               (long long)g->n_ctx, st->gen.n_parallel, st->gen.n_cache_slots, (double)hearth_kv_bytes(g->kv) / 1048576.0,
               hearth_dtype_get(st->gen.kv_type)->name,
-              g->has_template ? hearth_chat_template_name(g->tmpl) : "none", (double)(hearth_now_ns() - t0) / 1e6);
+              hearth_chat_template_name(g->tmpl), (double)(hearth_now_ns() - t0) / 1e6);
     return HEARTH_OK;
 }
 

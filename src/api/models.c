@@ -1,7 +1,8 @@
 /* models.c: loading the models named by --model (or the demos) in a serving
  * process, and finding them by name.
  *
- * A --model value is PATH or NAME=PATH. A directory with a config.json is a
+ * A --model value is PATH or NAME=PATH (or PATH named by --alias, as
+ * llama-server names its one model). A directory with a config.json is a
  * Hugging Face sentence-transformers encoder; a .gguf file is routed by its
  * general.architecture (bert -> embeddings). The name defaults to the last
  * path component without its extension. With no --model at all, hearth writes
@@ -38,6 +39,8 @@ void hearth_api_config_default(hearth_api_config *cfg)
     cfg->max_queue = 64;
     cfg->batch_size = 512;
     cfg->repack = true;
+    cfg->n_predict = -1;
+    hearth_sampler_params_default(&cfg->sampling);
 }
 
 int hearth_api_metrics(hearth_api *api, hearth_buf *out)
@@ -238,6 +241,8 @@ static int load_one(hearth_api *api, const char *spec, hearth_err *err)
     if (eq && eq != spec && !memchr(spec, '/', (size_t)(eq - spec))) {
         snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
         path = eq + 1;
+    } else if (api->cfg.alias && *api->cfg.alias) {
+        snprintf(name, sizeof name, "%s", api->cfg.alias);
     } else {
         default_name(spec, name, sizeof name);
     }
@@ -251,6 +256,11 @@ static int load_one(hearth_api *api, const char *spec, hearth_err *err)
             return rc;
         if (!strcmp(arch, "bert"))
             return add_embed(api, name, path, false, err);
+        if ((!strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3")) && api->cfg.embedding_only)
+            return hearth_err_set(err, HEARTH_EUNSUPPORTED,
+                                  "%s: --embedding asks for embeddings, and hearth computes them with BERT-family encoders "
+                                  "only, not a '%s' decoder: serve this model without --embedding for generation",
+                                  path, arch);
         if (!strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3"))
             return hearth_api_add_gen(api, name, path, false, err);
         return hearth_err_set(err, HEARTH_EUNSUPPORTED,
@@ -315,7 +325,11 @@ int hearth_api_load_models(hearth_api *api, hearth_err *err)
     st->embed.max_client_batch = api->cfg.max_client_batch;
     st->gen.n_parallel = api->cfg.parallel > 0 ? api->cfg.parallel : 4;
     st->gen.n_cache_slots = api->cfg.cache_slots >= 0 ? api->cfg.cache_slots : 4;
-    st->gen.n_ctx = api->cfg.ctx_size;
+    /* llama-server's -c is the context of all its slots together: each gets an equal share */
+    st->gen.n_ctx = api->cfg.ctx_size > 0 ? api->cfg.ctx_size / st->gen.n_parallel : 0;
+    if (api->cfg.ctx_size > 0)
+        HLOG_INFO("context: %d positions in all (--ctx-size), %lld per sequence (--parallel %d)", api->cfg.ctx_size,
+                  (long long)st->gen.n_ctx, st->gen.n_parallel);
     st->gen.max_queue = api->cfg.max_queue > 0 ? api->cfg.max_queue : 64;
     st->gen.n_batch = api->cfg.batch_size > 0 ? api->cfg.batch_size : 512;
     st->gen.chat_template = api->cfg.chat_template;

@@ -46,7 +46,7 @@ struct hearth_embed_model {
 typedef struct hearth_gen_opts {
     int n_parallel;              /* --parallel: live sequences per model */
     int n_cache_slots;           /* --cache-slots: extra KV slots that keep idle prefixes */
-    int64_t n_ctx;               /* --ctx-size per sequence (0: the model's, capped at 4096) */
+    int64_t n_ctx;               /* per sequence: --ctx-size / --parallel (0: the model's, capped at 4096) */
     int max_queue;               /* --max-queue: waiting requests; past it 503 */
     int32_t n_batch;             /* --batch-size: tokens per forward pass */
     const char *chat_template;   /* --chat-template override, or NULL */
@@ -62,9 +62,10 @@ typedef struct hearth_gen_entry {
     hearth_pool *pool;           /* borrowed */
     int64_t n_ctx;               /* per sequence */
     int n_parallel;
-    bool has_template;
+    hearth_sampler_params sampling; /* a request's defaults (--temp, ..., --seed; repeat_last_n -1 mapped) */
+    int32_t n_predict;           /* --n-predict: the most tokens an answer may have (-1: no limit) */
     hearth_chat_template_kind tmpl;
-    char tmpl_source[16];        /* "gguf", "override" or "none" */
+    char tmpl_source[16];        /* "gguf", "override" or "fallback" (chatml: the GGUF has none hearth knows) */
     char bos_text[64];           /* the BOS token's text, for templates that write it */
 } hearth_gen_entry;
 

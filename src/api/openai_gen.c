@@ -1,6 +1,7 @@
 /* openai_gen.c: OpenAI's text generation: POST /v1/chat/completions and
- * POST /v1/completions (and /chat/completions, /completions, as
- * llama-server also answers), one JSON answer or, with "stream": true,
+ * POST /v1/completions (and /chat/completions, as llama-server also answers;
+ * its /completions is its own /completion, completion.c's), one JSON answer
+ * or, with "stream": true,
  * server-sent "chunk" events ending in "data: [DONE]".
  *
  * The shapes are what the official clients parse: ids "chatcmpl-<hex>" and
@@ -8,13 +9,15 @@
  * message | delta | text and finish_reason ("stop" | "length"), usage
  * (with prompt_tokens_details.cached_tokens for the reused prefix). A chat
  * stream opens with a delta carrying the role, then content deltas, then an
- * empty delta with finish_reason, then (stream_options.include_usage) a
- * chunk with "choices": [] and usage. llama-server's extra sampling fields
+ * empty delta with finish_reason and llama-server's timings (and, with
+ * stream_options.include_usage, the usage, as llama-server's last chunk has
+ * it), then (include_usage) OpenAI's chunk with "choices": [] and usage. llama-server's extra sampling fields
  * (top_k, min_p, repeat_penalty, n_probs, cache_prompt, ...) are accepted
  * here too, as llama-server accepts them.
  *
  * A chat prompt is the model's template rendered by a built-in
- * (chat_template.h), tokenized with special tokens parsed. BOS: the llama3,
+ * (chat_template.h; chatml when the GGUF has none hearth knows, as
+ * llama-server falls back), tokenized with special tokens parsed. BOS: the llama3,
  * gemma, mistral and llama2 layouts write the vocabulary's BOS text
  * themselves, so the tokenizer adds none (a second BOS degrades those
  * models); chatml and phi3 write none, so BOS is prepended when the
@@ -22,8 +25,16 @@
  * Qwen's chatml BPE vocabulary does not). This is the single BOS llama-server
  * ends up with after stripping a template's leading BOS.
  *
+ * logprobs (chat's with top_logprobs, completions' as a count) are given
+ * as llama-server gives them: {"content": [entries of OpenAI's chat shape]}
+ * in each choice (each chunk when streamed).
+ *
+ * Several prompts in /v1/completions are answered as llama-server answers
+ * them (gen_common.h, hearth_gen_group_submit), whole only.
+ *
  * What hearth does not do is refused with a 400 naming it, never ignored:
- * n > 1, logprobs, tools, echo, suffix, best_of > 1, structured output. */
+ * n > 1, tools, echo, suffix, best_of > 1, structured output, several
+ * prompts streamed. */
 #include "gen_common.h"
 
 #include <stdio.h>
@@ -60,6 +71,23 @@ static int usage(const hearth_gen_stats *st, hearth_buf *out)
                              (long long)st->n_cached);
 }
 
+/* "logprobs": null, or with n_probs (OpenAI's logprobs) {"content": [...]}:
+ * an entry per token since the last event (or, whole, all of them), each
+ * {id, token, bytes, logprob, top_logprobs: [{id, token, bytes, logprob}]},
+ * the shape of OpenAI's chat logprobs, which llama-server gives on both
+ * endpoints. */
+static int append_logprobs(hearth_gen_call *c, hearth_buf *out)
+{
+    if (c->g.n_probs <= 0)
+        return hearth_buf_appends(out, "\"logprobs\":null");
+    int rc = hearth_buf_appends(out, "\"logprobs\":{\"content\":[");
+    if (!rc && c->probs.len)
+        rc = hearth_buf_append(out, c->probs.data, c->probs.len);
+    if (!rc)
+        rc = hearth_buf_appends(out, "]}");
+    return rc;
+}
+
 /* The events after the last piece: the finishing chunk, the usage chunk, [DONE]. */
 static int stream_tail(hearth_gen_call *c, const hearth_gen_stats *st, const char *object, const char *empty_choice,
                        hearth_buf *out)
@@ -68,8 +96,20 @@ static int stream_tail(hearth_gen_call *c, const hearth_gen_stats *st, const cha
     if (!rc)
         rc = chunk_head(c, object, out);
     if (!rc)
-        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]}", empty_choice,
-                               hearth_gen_finish_reason(st));
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":%d,%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]", c->index,
+                               empty_choice, hearth_gen_finish_reason(st));
+    /* llama-server's last chunk carries the usage and the timings; OpenAI's
+     * clients read usage from the chunk after it, asked for with include_usage */
+    if (!rc && c->include_usage)
+        rc = hearth_buf_appends(out, ",");
+    if (!rc && c->include_usage)
+        rc = usage(st, out);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",");
+    if (!rc)
+        rc = hearth_gen_append_timings(out, st);
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
     if (!rc)
         rc = hearth_gen_sse_close(out);
     if (!rc && c->include_usage) {
@@ -96,12 +136,15 @@ static int whole(hearth_gen_call *c, const hearth_gen_stats *st, const char *obj
 {
     int rc = chunk_head(c, object, out);
     if (!rc)
-        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s", choice_open);
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":%d,%s", c->index, choice_open);
     if (!rc)
         rc = hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
     if (!rc)
-        rc = hearth_buf_printf(out, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}],", choice_close,
-                               hearth_gen_finish_reason(st));
+        rc = hearth_buf_printf(out, "%s,", choice_close);
+    if (!rc)
+        rc = append_logprobs(c, out);
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"finish_reason\":\"%s\"}],", hearth_gen_finish_reason(st));
     if (!rc)
         rc = usage(st, out);
     if (!rc)
@@ -121,11 +164,15 @@ static int piece_chunk(hearth_gen_call *c, const char *object, const char *field
     if (!rc)
         rc = chunk_head(c, object, out);
     if (!rc)
-        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":0,%s", field_open);
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":%d,%s", c->index, field_open);
     if (!rc)
         rc = hearth_json_quote(out, text, n);
     if (!rc)
-        rc = hearth_buf_printf(out, "%s,\"logprobs\":null,\"finish_reason\":null}]}", field_close);
+        rc = hearth_buf_printf(out, "%s,", field_close);
+    if (!rc)
+        rc = append_logprobs(c, out);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"finish_reason\":null}]}");
     if (!rc)
         rc = hearth_gen_sse_close(out);
     return rc;
@@ -186,20 +233,44 @@ static bool refuse(hearth_request *req, const char *what)
 
 static bool is_set(const cJSON *f) { return f && !cJSON_IsNull(f) && !cJSON_IsFalse(f); }
 
-/* The fields both OpenAI endpoints share. */
-static bool parse_openai(hearth_request *req, const cJSON *doc, hearth_gen_call *c, int64_t *n_predict)
+/* OpenAI's logprobs, as llama-server maps them onto its n_probs (a request's
+ * own n_probs wins): chat's "logprobs": true with "top_logprobs" (0..16;
+ * absent: 16, llama-server's 20 capped at hearth's most); completions'
+ * "logprobs": N. */
+static bool parse_logprobs(hearth_request *req, const cJSON *doc, hearth_gen_call *c, bool chat)
 {
-    if (!hearth_gen_parse_sampling(req, doc, c))
+    if (cJSON_GetObjectItemCaseSensitive(doc, "n_probs"))
+        return true;
+    int64_t n = 0;
+    if (!chat) {
+        if (hearth_gen_opt_int(req, doc, "logprobs", 0, 16, &n) < 0)
+            return false;
+        c->g.n_probs = (int)n;
+        return true;
+    }
+    bool want = false;
+    if (hearth_gen_opt_bool(req, doc, "logprobs", &want) < 0)
+        return false;
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(doc, "top_logprobs");
+    if (!want && top && !cJSON_IsNull(top))
+        return refuse(req, "'top_logprobs' requires 'logprobs' to be true");
+    n = 16;
+    if (want && hearth_gen_opt_int(req, doc, "top_logprobs", 0, 16, &n) < 0)
+        return false;
+    c->g.n_probs = want ? (int)n : 0;
+    return true;
+}
+
+/* The fields both OpenAI endpoints share. */
+static bool parse_openai(hearth_request *req, const cJSON *doc, hearth_gen_call *c, bool chat, int64_t *n_predict)
+{
+    if (!hearth_gen_parse_sampling(req, doc, c) || !parse_logprobs(req, doc, c, chat))
         return false;
     int64_t n = 1;
     if (hearth_gen_opt_int(req, doc, "n", 1, INT32_MAX, &n) < 0)
         return false;
     if (n != 1)
         return refuse(req, "'n' must be 1: hearth makes one choice per request (send several requests; they are batched)");
-    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(doc, "logprobs");
-    if (is_set(lp) && !(cJSON_IsNumber(lp) && lp->valuedouble == 0))
-        return refuse(req, "'logprobs' is not supported by hearth's OpenAI API; llama-server's /completion with "
-                           "\"n_probs\" gives token probabilities");
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(doc, "stream_options");
     if (so && !cJSON_IsNull(so) && !cJSON_IsObject(so))
         return refuse(req, "'stream_options' must be an object");
@@ -262,14 +333,6 @@ static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *me
     hearth_gen_entry *m = c->model;
     if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0)
         return refuse(req, "'messages' must be a non-empty list of {\"role\", \"content\"}");
-    if (!m->has_template) {
-        hearth_respond_error(req, 400, "invalid_request_error",
-                             "model '%s' has no chat template (its GGUF carries none hearth recognises): start hearth with "
-                             "--chat-template NAME (chatml, llama3, phi3, gemma, mistral, llama2), or send your own "
-                             "prompt to /v1/completions",
-                             m->info->name);
-        return false;
-    }
     int n = cJSON_GetArraySize(messages);
     hearth_chat_msg *msgs = calloc((size_t)n, sizeof *msgs);
     char **texts = calloc((size_t)n, sizeof *texts);
@@ -345,7 +408,7 @@ static hearth_gen_call *start_call(hearth_request *req, hearth_api *api, const c
         return NULL;
     }
     hearth_gen_call_set_id(c, id_prefix);
-    if (!parse_openai(req, doc, c, n_predict)) {
+    if (!parse_openai(req, doc, c, fmt == &chat_format, n_predict)) {
         hearth_gen_call_free(c);
         return NULL;
     }
@@ -378,16 +441,14 @@ out:
     cJSON_Delete(doc);
 }
 
-static void completions(hearth_request *req, void *ctx)
+/* One call of a /v1/completions request for prompt (key names it); NULL after responding. */
+static hearth_gen_call *completions_call(hearth_request *req, hearth_api *api, const cJSON *doc, const cJSON *prompt,
+                                         const char *key, int64_t *n_predict)
 {
-    hearth_api *api = ctx;
-    cJSON *doc = hearth_gen_parse_body(req);
-    if (!doc)
-        return;
-    int64_t n_predict = -1, best_of = 1;
-    hearth_gen_call *c = start_call(req, api, doc, &text_format, "cmpl-", &n_predict);
+    int64_t best_of = 1;
+    hearth_gen_call *c = start_call(req, api, doc, &text_format, "cmpl-", n_predict);
     if (!c)
-        goto out;
+        return NULL;
     const cJSON *suffix = cJSON_GetObjectItemCaseSensitive(doc, "suffix");
     if (is_set(cJSON_GetObjectItemCaseSensitive(doc, "echo")))
         refuse(req, "'echo' is not supported by hearth");
@@ -395,12 +456,56 @@ static void completions(hearth_request *req, void *ctx)
         refuse(req, "'suffix' (insertion) is not supported by hearth");
     else if (hearth_gen_opt_int(req, doc, "best_of", 1, 1, &best_of) < 0)
         ; /* answered: hearth makes one choice per request */
-    else if (hearth_gen_prompt_from_json(req, c, cJSON_GetObjectItemCaseSensitive(doc, "prompt"), "prompt")) {
-        hearth_gen_call_submit(req, api, c, n_predict);
-        c = NULL;
-    }
+    else if (hearth_gen_prompt_from_json(req, c, prompt, key))
+        return c;
     hearth_gen_call_free(c);
+    return NULL;
+}
+
+/* Several prompts are answered as llama-server answers them: a JSON array of
+ * completions, one per prompt, in order (not OpenAI's one object with a
+ * choice per prompt). */
+static void completions(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    cJSON *doc = hearth_gen_parse_body(req);
+    if (!doc)
+        return;
+    int64_t n_predict = -1;
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(doc, "prompt");
+    int n = hearth_gen_prompt_count(prompt);
+    hearth_gen_call **calls = NULL;
+    if (n > HEARTH_GEN_MAX_PROMPTS) {
+        refuse(req, "'prompt' holds more prompts than hearth takes in one request (64)");
+        goto out;
+    }
+    if (!(calls = calloc((size_t)n, sizeof *calls))) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, n > 1 ? "prompt[%d]" : "prompt", i);
+        if (!(calls[i] = completions_call(req, api, doc, n > 1 ? cJSON_GetArrayItem(prompt, i) : prompt, key, &n_predict)))
+            goto out;
+    }
+    if (n > 1 && calls[0]->stream) {
+        refuse(req, "several prompts are answered whole, not streamed: send \"stream\": false, or one prompt a request");
+        goto out;
+    }
+    if (n == 1)
+        hearth_gen_call_submit(req, api, calls[0], n_predict);
+    else
+        hearth_gen_group_submit(req, api, calls, n, n_predict);
+    if (n > 1)
+        calls = NULL; /* the group's now */
+    else
+        calls[0] = NULL;
+    n = 0;
 out:
+    for (int i = 0; calls && i < n; i++)
+        hearth_gen_call_free(calls[i]);
+    free(calls);
     cJSON_Delete(doc);
 }
 
@@ -411,7 +516,5 @@ int hearth_api_register_openai_gen(hearth_api *api, hearth_server *s)
         rc = hearth_server_route(s, "POST", "/chat/completions", chat_completions, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/v1/completions", completions, api);
-    if (!rc)
-        rc = hearth_server_route(s, "POST", "/completions", completions, api);
     return rc;
 }

@@ -1,7 +1,9 @@
 /* system.c: the endpoints every hearth serves whatever its models:
  * GET /health (load-balancer probe: 503 while models load, then 200),
  * GET /metrics (Prometheus text format), GET /v1/models (OpenAI's list shape,
- * with hearth's own fields under "meta") and GET /v1/models/{id} (one model
+ * with hearth's own fields under "meta"; also at /models, as llama-server
+ * lists it; both public under --api-key, as llama-server's) and GET
+ * /v1/models/{id} (one model
  * as the list shows it: the openai clients' models.retrieve). The id is the
  * rest of the path, percent-decoded, since clients encode ids that hold a
  * '/' ("org/model" arrives as "org%2Fmodel"). */
@@ -121,8 +123,13 @@ int hearth_api_register_system(hearth_api *api, hearth_server *s)
     int rc = hearth_server_route_flags(s, "GET", "/health", health, api, HEARTH_ROUTE_PUBLIC);
     if (!rc)
         rc = hearth_server_route_flags(s, "GET", "/metrics", metrics, api, HEARTH_ROUTE_PUBLIC);
+    /* public, as llama-server has them: clients list the models before they
+     * send a key (the names are all that shows; every API that uses a model
+     * still wants the key) */
     if (!rc)
-        rc = hearth_server_route(s, "GET", "/v1/models", models, api);
+        rc = hearth_server_route_flags(s, "GET", "/v1/models", models, api, HEARTH_ROUTE_PUBLIC);
+    if (!rc) /* llama-server's un-versioned name for the same list */
+        rc = hearth_server_route_flags(s, "GET", "/models", models, api, HEARTH_ROUTE_PUBLIC);
     if (!rc)
         rc = hearth_server_route(s, "GET", "/v1/models/{id}", model_one, api);
     return rc;

@@ -1,10 +1,13 @@
 /* opts.c: one table drives parsing, environment variables and --help, so a
  * flag cannot exist without its variable and its help line. Values are
- * checked (numbers fully parsed, ranges non-negative, sizes with K/M/G). */
+ * checked (numbers fully parsed, ranges non-negative, sizes with K/M/G,
+ * floats finite). Besides -x and --name, a flag may have a longer name after
+ * one dash ("-np", "-ngl"), so that llama.cpp's command lines parse. */
 #include "opts.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +58,14 @@ static int parse_value(const opt *o, const char *v, const char *from)
         }
         break;
     }
+    case OPT_FLOAT: {
+        double x = strtod(v, &end);
+        if (!errno && end != v && !*end && isfinite(x) && fabs(x) <= 1e9) {
+            *(float *)o->target = (float)x;
+            return 0;
+        }
+        break;
+    }
     case OPT_SIZE:
     case OPT_U64: {
         if (*v == '-')
@@ -97,7 +108,10 @@ void opts_print_help(FILE *f, const opt *opts, int n_opts, const char *usage_lin
         const opt *o = &opts[i];
         char env[64], left[96];
         env_name(o->name, env, sizeof env);
-        if (o->short_name)
+        if (o->dash_name)
+            snprintf(left, sizeof left, "-%s, --%s%s%s", o->dash_name, o->name, o->kind == OPT_BOOL ? "" : " ",
+                     o->kind == OPT_BOOL ? "" : o->metavar);
+        else if (o->short_name)
             snprintf(left, sizeof left, "-%c, --%s%s%s", o->short_name, o->name, o->kind == OPT_BOOL ? "" : " ",
                      o->kind == OPT_BOOL ? "" : o->metavar);
         else
@@ -160,6 +174,10 @@ int opts_parse(const opt *opts, int n_opts, int argc, char **argv, const char *u
         } else if (arg[0] == '-' && arg[1] && !arg[2]) {
             for (int i = 0; i < n_opts && !o; i++)
                 if (opts[i].short_name == arg[1])
+                    o = &opts[i];
+        } else if (arg[0] == '-' && arg[1]) {
+            for (int i = 0; i < n_opts && !o; i++)
+                if (opts[i].dash_name && !strcmp(opts[i].dash_name, arg + 1))
                     o = &opts[i];
         }
         if (!o) {

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum opt_kind { OPT_INT, OPT_STR, OPT_BOOL, OPT_SIZE, OPT_U64, OPT_STR_LIST };
+enum opt_kind { OPT_INT, OPT_STR, OPT_BOOL, OPT_SIZE, OPT_U64, OPT_STR_LIST, OPT_FLOAT };
 
 typedef struct opt_str_list {
     const char *items[16];
@@ -20,10 +20,11 @@ typedef struct opt {
     const char *name;   /* long name without "--" */
     char short_name;    /* or 0 */
     enum opt_kind kind;
-    void *target;       /* int*, const char**, bool*, size_t*, uint64_t*, opt_str_list* */
+    void *target;       /* int*, const char**, bool*, size_t*, uint64_t*, opt_str_list*, float* */
     const char *metavar;
     const char *help;
     bool no_env;        /* command line only: the name means something else to another command */
+    const char *dash_name; /* or NULL: a longer name after one dash, as llama.cpp's "-np", "-ngl" */
 } opt;
 
 /* Parses env then argv (argv[0] is the subcommand). Prints a clear error and

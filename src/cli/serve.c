@@ -1,5 +1,16 @@
 /* serve.c: `hearth serve`: flags (each with its environment variable), the
- * server, and the routes of every API family. */
+ * server, and the routes of every API family.
+ *
+ * llama-server's common flags are accepted with llama-server's meaning, so
+ * its command lines work unchanged: -m, -c (the context of all slots
+ * together), -np, -t (compute threads; hearth's I/O threads are
+ * --io-threads), -tb, -b, -ub, -n, -s/--seed and the sampling defaults,
+ * -a/--alias, --api-key, --embedding, --chat-template. Those hearth has no use for are
+ * accepted where hearth already behaves so (--metrics, --no-context-shift,
+ * --no-slots, --cont-batching, --no-webui, -v, --jinja with a note, -ngl
+ * with a note); those it cannot honour (--context-shift, --slots,
+ * --no-cont-batching, --webui, a Jinja --chat-template) are refused with a
+ * message, as is any flag it does not know: never dropped unseen. */
 #include "cli.h"
 #include "opts.h"
 
@@ -8,9 +19,11 @@
 #include "base/log.h"
 #include "models/llama.h" /* hearth_kv_type_from_name */
 #include "net/server.h"
+#include "text/chat_template.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int on_process_start(hearth_server *s, void *ctx)
@@ -26,6 +39,64 @@ static int on_process_start(hearth_server *s, void *ctx)
 
 static void on_process_exit(hearth_server *s, void *ctx) { hearth_api_unload_models(ctx); }
 
+/* The flags llama-server's command lines bring: each honoured, noted or
+ * refused here with a message (an unknown flag is refused by opts_parse). */
+static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch, int gpu_layers, bool jinja,
+                              bool context_shift, bool slots)
+{
+    if (context_shift) {
+        fprintf(stderr, "hearth serve: --context-shift: hearth cannot shift the context; a prompt past it is refused "
+                        "with a 400 and an answer ends at it (drop the flag, or give --no-context-shift)\n");
+        return 2;
+    }
+    if (slots) {
+        fprintf(stderr, "hearth serve: --slots: hearth has no /slots endpoint yet (/metrics shows the generation "
+                        "queues); drop the flag\n");
+        return 2;
+    }
+    if (c->parallel >= 1 && c->ctx_size > 0 && c->ctx_size < c->parallel) {
+        fprintf(stderr, "hearth serve: --ctx-size %d is the context of all %d sequences (--parallel) together: "
+                        "give at least one position each\n", c->ctx_size, c->parallel);
+        return 2;
+    }
+    if (c->chat_template && *c->chat_template) {
+        hearth_chat_template_kind k;
+        if (hearth_chat_template_by_name(c->chat_template, &k) != 0) {
+            fprintf(stderr, "hearth serve: --chat-template '%s' is not one hearth renders (chatml, llama3, phi3, "
+                            "gemma, mistral, llama2); Jinja source is not interpreted\n", c->chat_template);
+            return 2;
+        }
+    }
+    if (seed) {
+        char *end = NULL;
+        long long v = strtoll(seed, &end, 10);
+        if (!*seed || *end || v < -1 || v > (1ll << 53)) {
+            fprintf(stderr, "hearth serve: --seed '%s': want -1 (random) or 0..2^53\n", seed);
+            return 2;
+        }
+        c->sampling.seed = v < 0 ? HEARTH_SAMPLER_SEED_RANDOM : (uint64_t)v;
+    }
+    const hearth_sampler_params *p = &c->sampling;
+    if (p->top_p < 0 || p->top_p > 1 || p->min_p < 0 || p->min_p > 1 || p->repeat_penalty <= 0 || p->top_k < -1 ||
+        c->n_predict < -1) {
+        fprintf(stderr, "hearth serve: --top-p and --min-p must be in 0..1, --repeat-penalty > 0, --top-k >= -1, "
+                        "--n-predict >= -1\n");
+        return 2;
+    }
+    if (ubatch < 0) {
+        fprintf(stderr, "hearth serve: --ubatch-size must be >= 1\n");
+        return 2;
+    }
+    if (ubatch > 0 && ubatch < c->batch_size)
+        c->batch_size = ubatch;
+    if (gpu_layers != 0)
+        HLOG_INFO("note: --gpu-layers %d is ignored: hearth runs generation models on the CPU", gpu_layers);
+    if (jinja)
+        HLOG_INFO("note: --jinja: hearth renders chat templates by their family in C, the same text for the families "
+                  "it knows; a template it does not know falls back to chatml");
+    return 0;
+}
+
 int hearth_cmd_serve(int argc, char **argv, char **full_argv)
 {
     hearth_server_config cfg;
@@ -40,29 +111,59 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     opt_str_list models = {0};
     int max_batch_tokens = (int)api.cfg.max_batch_tokens;
     bool demo = true;
+    /* llama-server's flags with no hearth counterpart: checked below, never dropped unseen */
+    const char *seed = NULL;
+    int ubatch = 0, gpu_layers = 0, threads_batch = -1;
+    bool jinja = false, context_shift = false, metrics = false, slots = false, cont_batching = true, webui = false,
+         verbose = false;
     const opt opts[] = {
         {"model", 'm', OPT_STR_LIST, &models, "[NAME=]PATH", "a model to serve: a sentence-transformers folder or a GGUF file; repeat for more (none: demo models)"},
+        {"alias", 'a', OPT_STR, &api.cfg.alias, "NAME", "the name the one --model is served under (llama-server's; default: its file name)"},
         {"dtype", 0, OPT_STR, &api.cfg.dtype, "f32|bf16|int8", "weights of embedding models in memory (f32)"},
         {"max-batch-tokens", 0, OPT_INT, &max_batch_tokens, "N", "tokens in one embedding forward pass (16384)"},
         {"max-concurrent-requests", 0, OPT_INT, &api.cfg.max_concurrent, "N", "requests queued per model; past it 429 (512)"},
         {"max-client-batch", 0, OPT_INT, &api.cfg.max_client_batch, "N", "inputs in one embedding request; past it 413 (512)"},
-        {"compute-threads", 0, OPT_INT, &api.cfg.compute_threads, "N", "threads for the forward passes (0: one per physical core)"},
+        {"threads", 't', OPT_INT, &api.cfg.compute_threads, "N", "threads for the forward passes, as llama-server's -t (0: one per physical core)"},
+        {"compute-threads", 0, OPT_INT, &api.cfg.compute_threads, "N", "the same as --threads"},
+        {"threads-batch", 0, OPT_INT, &threads_batch, "N", "llama-server's prompt threads: hearth has one pool for prompts and decoding, so it must equal --threads (or sets it when that is not given)", .dash_name = "tb"},
         {"embed-engines", 0, OPT_INT, &api.cfg.embed_engines, "N", "embedding passes run at once, each on compute-threads / N threads (0: 2 where there are 2+ threads; 1: every pass on all threads; a lone request always runs on all)"},
         {"default-prompt-name", 0, OPT_STR, &api.cfg.default_prompt_name, "NAME", "embedding: the prompt of the model's config_sentence_transformers.json put before every text whose request names none (default: the model's default_prompt_name)"},
         {"default-prompt", 0, OPT_STR, &api.cfg.default_prompt, "TEXT", "embedding: text put before every text whose request names no prompt"},
-        {"parallel", 0, OPT_INT, &api.cfg.parallel, "N", "generation: sequences decoded together per model (4)"},
+        {"parallel", 0, OPT_INT, &api.cfg.parallel, "N", "generation: sequences decoded together per model (4)", .dash_name = "np"},
         {"cache-slots", 0, OPT_INT, &api.cfg.cache_slots, "N", "generation: extra KV slots that keep finished prompts for reuse (4)"},
-        {"ctx-size", 'c', OPT_INT, &api.cfg.ctx_size, "N", "generation: positions per sequence (0: the model's, at most 4096)"},
+        {"ctx-size", 'c', OPT_INT, &api.cfg.ctx_size, "N", "generation: positions of all --parallel sequences together, each getting N / --parallel, as llama-server's -c (0: the model's per sequence, at most 4096)"},
+        {"n-predict", 'n', OPT_INT, &api.cfg.n_predict, "N", "generation: the most tokens an answer may have, whatever the request asks (-1: up to the context)"},
+        {"seed", 's', OPT_STR, &seed, "N", "generation: the sampling seed of requests that give none (-1: a random one each)"},
+        {"temp", 0, OPT_FLOAT, &api.cfg.sampling.temperature, "T", "generation: default temperature (0.8; <= 0: greedy)"},
+        {"top-k", 0, OPT_INT, &api.cfg.sampling.top_k, "N", "generation: default top-k (40; 0: off)"},
+        {"top-p", 0, OPT_FLOAT, &api.cfg.sampling.top_p, "P", "generation: default top-p (0.95; 1: off)"},
+        {"min-p", 0, OPT_FLOAT, &api.cfg.sampling.min_p, "P", "generation: default min-p (0.05; 0: off)"},
+        {"repeat-penalty", 0, OPT_FLOAT, &api.cfg.sampling.repeat_penalty, "X", "generation: default repeat penalty (1: off)"},
+        {"repeat-last-n", 0, OPT_INT, &api.cfg.sampling.repeat_last_n, "N", "generation: default penalty window (64; 0: off; -1: the context)"},
+        {"presence-penalty", 0, OPT_FLOAT, &api.cfg.sampling.presence_penalty, "X", "generation: default presence penalty (0: off)"},
+        {"frequency-penalty", 0, OPT_FLOAT, &api.cfg.sampling.frequency_penalty, "X", "generation: default frequency penalty (0: off)"},
         {"cache-type", 0, OPT_STR, &api.cfg.cache_type, "f16|f32", "generation: KV cache elements (f16: half the memory, as llama.cpp; f32: exact)"},
         {"max-queue", 0, OPT_INT, &api.cfg.max_queue, "N", "generation: requests waiting for a sequence; past it 503 (64)"},
         {"batch-size", 'b', OPT_INT, &api.cfg.batch_size, "N", "generation: tokens per forward pass, decode rows and prompt chunks (512)"},
+        {"ubatch-size", 0, OPT_INT, &ubatch, "N", "generation: llama-server's physical batch: a forward pass takes at most min(-b, -ub) tokens", .dash_name = "ub"},
         {"repack", 0, OPT_BOOL, &api.cfg.repack, NULL, "generation: F16 weights into the GEMM's layout at load, ~15% faster prompts (on; --no-repack keeps them in place, shared by --workers)"},
-        {"chat-template", 0, OPT_STR, &api.cfg.chat_template, "NAME", "chatml, llama3, phi3, gemma, mistral or llama2 instead of the model's"},
+        {"chat-template", 0, OPT_STR, &api.cfg.chat_template, "NAME", "chatml, llama3, phi3, gemma, mistral or llama2 instead of the model's (without one in the GGUF: chatml)"},
+        {"jinja", 0, OPT_BOOL, &jinja, NULL, "accepted for llama-server's command lines: hearth renders the GGUF's template by its family (see --chat-template), never by a Jinja engine"},
+        {"context-shift", 0, OPT_BOOL, &context_shift, NULL, "refused: hearth never shifts the context (a prompt past it is a 400, an answer ends at it); --no-context-shift is hearth's way"},
+        {"embedding", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "serve embedding models only, as llama-server's (a generation model is refused)"},
+        {"embeddings", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "the same as --embedding"},
+        {"metrics", 0, OPT_BOOL, &metrics, NULL, "accepted for llama-server's command lines: /metrics is always served"},
+        {"slots", 0, OPT_BOOL, &slots, NULL, "refused: hearth has no /slots endpoint yet (--no-slots is accepted)"},
+        {"cont-batching", 0, OPT_BOOL, &cont_batching, NULL, "accepted for llama-server's command lines: generation is always batched continuously (--no-cont-batching is refused)", .dash_name = "cb"},
+        {"webui", 0, OPT_BOOL, &webui, NULL, "refused: hearth has no web UI (--no-webui is accepted)"},
+        {"verbose", 0, OPT_BOOL, &verbose, NULL, "the same as --log-level debug (llama-server's -v)", .dash_name = "v"},
+        {"gpu-layers", 0, OPT_INT, &gpu_layers, "N", "accepted and ignored, with a note: generation models run on the CPU", .dash_name = "ngl"},
+        {"n-gpu-layers", 0, OPT_INT, &gpu_layers, "N", "the same as --gpu-layers"},
         {"demo", 0, OPT_BOOL, &demo, NULL, "serve demo models when no --model is given (on; --no-demo serves none)"},
         {"demo-dir", 0, OPT_STR, &api.cfg.demo_dir, "DIR", "where demo models are written (~/.cache/hearth/demo)"},
         {"host", 0, OPT_STR, &cfg.host, "ADDR", "address to listen on (127.0.0.1; 0.0.0.0 or :: for every interface)"},
         {"port", 'p', OPT_INT, &cfg.port, "N", "TCP port (8080; 0 picks a free one)"},
-        {"threads", 't', OPT_INT, &cfg.threads, "N", "I/O threads per process, each with its own event loop (1)"},
+        {"io-threads", 0, OPT_INT, &cfg.threads, "N", "I/O threads per process, each with its own event loop (1)"},
         {"handler-threads", 0, OPT_INT, &cfg.handler_threads, "N", "threads per process that run the handlers of large requests (bodies over --offload-body) off the I/O threads (2; 0: all on the I/O threads)"},
         {"offload-body", 0, OPT_SIZE, &cfg.offload_body, "BYTES", "a request body this large or larger is parsed and tokenized on a handler thread (16K)"},
         {"workers", 'w', OPT_INT, &cfg.workers, "N", "worker processes under a supervisor that respawns them (0: one process)"},
@@ -79,7 +180,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"idle-timeout", 0, OPT_U64, &cfg.idle_timeout_ms, "MS", "idle keep-alive connections close after this (60000)"},
         {"drain-timeout", 0, OPT_U64, &cfg.drain_timeout_ms, "MS", "on SIGTERM, longest wait for in-flight requests and for models still loading (10000)"},
         {"max-connections", 0, OPT_INT, &cfg.max_connections, "N", "open connections per process, all I/O threads together; past it new ones are closed at once (65536)"},
-        {"api-key", 0, OPT_STR, &cfg.api_key, "KEY", "require \"Authorization: Bearer KEY\" (not on /health and /metrics)"},
+        {"api-key", 0, OPT_STR, &cfg.api_key, "KEY", "require \"Authorization: Bearer KEY\" (not on /health, /metrics and the model lists /models, /v1/models, as llama-server)"},
         {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "allow browsers on ORIGIN (or *) to call the APIs (off)"},
         {"debug-routes", 0, OPT_BOOL, &debug_routes, NULL, "add /debug/* test endpoints (echo, delayed and streamed replies)"},
     };
@@ -87,7 +188,12 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
                         "Serves models over HTTP: /health, /metrics, /v1/models and the APIs of the loaded models.");
     if (rc)
         return rc == 1 ? 0 : 2;
-    int level = hearth_log_parse_level(log_level);
+    if (!cont_batching || webui) {
+        fprintf(stderr, "hearth serve: %s\n", webui ? "--webui: hearth has no web UI; drop the flag"
+                                                   : "--no-cont-batching: hearth always batches generation continuously; drop the flag");
+        return 2;
+    }
+    int level = hearth_log_parse_level(verbose ? "debug" : log_level);
     if (level < 0) {
         fprintf(stderr, "hearth serve: --log-level '%s' is not one of debug, info, warn, error, off\n", log_level);
         return 2;
@@ -131,6 +237,25 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         fprintf(stderr, "hearth serve: --cache-type %s: want f16 or f32\n", api.cfg.cache_type);
         return 2;
     }
+    if (api.cfg.alias && models.n != 1) {
+        fprintf(stderr, "hearth serve: --alias names the one model served, and %d are given with --model: name each "
+                        "with --model NAME=PATH instead\n", models.n);
+        return 2;
+    }
+    if (llama_server_flags(&api.cfg, seed, ubatch, gpu_layers, jinja, context_shift, slots) != 0)
+        return 2;
+    if (threads_batch >= 0 && api.cfg.compute_threads == 0) {
+        api.cfg.compute_threads = threads_batch;
+    } else if (threads_batch >= 0 && threads_batch != api.cfg.compute_threads) {
+        fprintf(stderr, "hearth serve: --threads-batch %d differs from --threads %d: hearth runs prompts and decoding on "
+                        "one pool of threads; give one number\n", threads_batch, api.cfg.compute_threads);
+        return 2;
+    }
+    if (cfg.threads < 1 || cfg.threads > 64) { /* checked here so the message names this flag */
+        fprintf(stderr, "hearth serve: --io-threads %d is out of range (1..64)\n", cfg.threads);
+        return 2;
+    }
+    (void)metrics;
     api.cfg.max_batch_tokens = (size_t)max_batch_tokens;
     api.cfg.models = models.items;
     api.cfg.n_models = models.n;

@@ -82,11 +82,11 @@ void hearth_server_config_default(hearth_server_config *cfg)
 hearth_server *hearth_server_new(const hearth_server_config *cfg, hearth_err *err)
 {
     if (cfg->threads < 1 || cfg->threads > 64) {
-        hearth_err_set(err, HEARTH_EINVAL, "--threads %d is out of range (1..64)", cfg->threads);
+        hearth_err_set(err, HEARTH_EINVAL, "--io-threads %d is out of range (1..64)", cfg->threads);
         return NULL;
     }
     if (cfg->workers < 0 || cfg->workers > 64 || (cfg->workers ? cfg->workers : 1) * cfg->threads > HEARTH_MAX_SLOTS) {
-        hearth_err_set(err, HEARTH_EINVAL, "--workers %d is out of range (0..64, workers x threads <= %d)", cfg->workers,
+        hearth_err_set(err, HEARTH_EINVAL, "--workers %d is out of range (0..64, workers x io-threads <= %d)", cfg->workers,
                        HEARTH_MAX_SLOTS);
         return NULL;
     }

@@ -1,4 +1,5 @@
-"""--api-key (Bearer; /health and /metrics stay public) and --cors-origin
+"""--api-key (Bearer; /health, /metrics and the model list stay public, as
+llama-server's /health, /models and /v1/models) and --cors-origin
 (off by default; preflights and the allow-origin header when on)."""
 import json
 import os
@@ -12,14 +13,15 @@ def test_api_key():
     with Server("--api-key", "s3cret", "--debug-routes") as srv:
         assert request(srv.port, "GET", "/health")[0] == 200
         assert request(srv.port, "GET", "/metrics")[0] == 200
-        st, h, body = request(srv.port, "GET", "/v1/models")
+        assert request(srv.port, "GET", "/v1/models")[0] == 200 and request(srv.port, "GET", "/models")[0] == 200
+        st, h, body = request(srv.port, "POST", "/debug/echo", body=b"x")
         assert st == 401 and h["www-authenticate"] == "Bearer", (st, h)
         assert json.loads(body)["error"]["type"] == "authentication_error"
-        st, _, _ = request(srv.port, "GET", "/v1/models", headers={"Authorization": "Bearer wrong"})
+        st, _, _ = request(srv.port, "POST", "/debug/echo", body=b"x", headers={"Authorization": "Bearer wrong"})
         assert st == 401
-        st, _, _ = request(srv.port, "GET", "/v1/models", headers={"Authorization": "Bearer s3cre"})
+        st, _, _ = request(srv.port, "POST", "/debug/echo", body=b"x", headers={"Authorization": "Bearer s3cre"})
         assert st == 401  # a prefix of the key is not the key
-        st, _, _ = request(srv.port, "GET", "/v1/models", headers={"Authorization": "Bearer s3cret"})
+        st, _, _ = request(srv.port, "POST", "/debug/echo", body=b"x", headers={"Authorization": "Bearer s3cret"})
         assert st == 200
         st, _, _ = request(srv.port, "POST", "/debug/echo", body=b"x", headers={"Authorization": "bearer s3cret"})
         assert st == 200

@@ -22,7 +22,7 @@ def test_help_for_every_command():
         out = hearth(cmd, "--help")
         assert out.returncode == 0 and out.stdout.startswith("usage: hearth " + cmd), out.stdout
     out = hearth("serve", "--help")
-    for flag in ("--host", "--port", "--threads", "--workers", "--spawn", "--max-body", "--header-timeout"):
+    for flag in ("--host", "--port", "--threads", "--io-threads", "--workers", "--spawn", "--max-body", "--header-timeout"):
         assert flag in out.stdout, flag
     assert "[HEARTH_PORT]" in out.stdout and "[HEARTH_MAX_BODY]" in out.stdout
 

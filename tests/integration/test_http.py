@@ -224,7 +224,7 @@ def test_metrics_prometheus():
 
 
 def test_wrk_load_no_errors():
-    with Server("--threads", "2", "--log-level", "warn") as srv:
+    with Server("--io-threads", "2", "--log-level", "warn") as srv:
         out = subprocess.run(["wrk", "-t2", "-c32", "-d2s", "http://127.0.0.1:%d/health" % srv.port],
                              capture_output=True, text=True, timeout=30)
         assert out.returncode == 0, out.stderr

@@ -67,7 +67,7 @@ def test_two_workers_balance_a_burst():
 
 
 def test_threads_balance_a_burst():
-    with Server("--threads", "2") as srv:
+    with Server("--io-threads", "2") as srv:
         vals = burst_balance(srv)
         counts = sorted(vals.values())
         print("# 2 I/O threads, 32-connection burst: %s" % vals)
@@ -91,13 +91,13 @@ def test_io_threads_pinned_one_per_cpu():
     single I/O thread leave every thread free to run anywhere."""
     cpus = sorted(os.sched_getaffinity(0))
     assert len(cpus) >= 2, "this test needs 2 CPUs; it has %s" % cpus
-    with Server("--threads", "2") as srv:
+    with Server("--io-threads", "2") as srv:
         srv.wait_log(r"I/O threads pinned one per CPU")
         single = [c for c in io_thread_cpus(srv.proc.pid).values() if c.isdigit()]
         assert sorted(map(int, single)) == cpus[:2], io_thread_cpus(srv.proc.pid)
         for _ in range(20):  # connections are still served and balanced
             assert request(srv.port, "GET", "/health")[0] == 200
-    for args in (["--threads", "2", "--no-pin-threads"], ["--threads", "1"]):
+    for args in (["--io-threads", "2", "--no-pin-threads"], ["--io-threads", "1"]):
         with Server(*args) as srv:
             assert "pinned" not in srv.log, srv.log
             single = [c for c in io_thread_cpus(srv.proc.pid).values() if c.isdigit()]

@@ -1,0 +1,466 @@
+"""hearth as a drop-in for llama-server (issue 20): what a client, a script or a
+command line written for llama-server sees when it talks to `hearth serve`
+instead.
+
+Each test states the llama-server behaviour it checks. References, none produced
+by hearth: stories260K's GOLDEN.txt (greedy text from a pure-Python port of
+llama2.c), llama-server's documented routes, field names and flags (its
+tools/server README and server.cpp at llama.cpp c392e50, read, never copied),
+and SentencePiece's rule that only the start of a whole text loses the space
+the encoder put before its first word.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from hearth_test import BIN, SHARED, Server, connect, request, run  # noqa: E402
+
+STORIES_DIR = os.path.join(SHARED, "models", "stories260K")
+STORIES = os.path.join(STORIES_DIR, "stories260K.gguf")
+PROMPT = "Tom and his dog went to the"
+
+
+def golden_text():
+    with open(os.path.join(STORIES_DIR, "GOLDEN.txt")) as f:
+        lines = f.read().split("\n")
+    return lines[lines.index("decoded text:") + 1]
+
+
+def post(port, path, doc, timeout=120, headers=None):
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    st, hd, out = request(port, "POST", path, body=json.dumps(doc).encode(), headers=h, timeout=timeout)
+    return st, hd, out
+
+
+def post_json(port, path, doc, timeout=120, headers=None):
+    st, _, out = post(port, path, doc, timeout, headers)
+    return st, json.loads(out)
+
+
+def get_json(port, path, headers=None):
+    st, _, out = request(port, "GET", path, headers=headers)
+    return st, json.loads(out)
+
+
+def sse_events(body):
+    text = body.decode("utf-8")
+    out = []
+    for ev in text.split("\n\n"):
+        if ev.startswith("data: "):
+            data = ev[len("data: "):]
+            out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+DEMO_DIR = tempfile.mkdtemp(prefix="hearth-compat-demo-")
+
+
+class Demo:
+    """The demo models (one encoder, one generator): the encoder's routes."""
+    srv = None
+
+
+def demo():
+    if Demo.srv is None:
+        Demo.srv = Server("--demo", "--demo-dir", DEMO_DIR, "--log-level", "warn", timeout=120)
+    return Demo.srv
+
+
+class Main:
+    """stories260K alone, as llama-server is most often run: one model, no chat template in its GGUF."""
+    srv = None
+
+
+def srv():
+    if Main.srv is None:
+        Main.srv = Server("--model", STORIES, "--parallel", "2", "--log-level", "info", timeout=120)
+    return Main.srv
+
+
+# ---- 1. the first generated piece keeps its leading space ----
+
+def test_continuation_keeps_its_leading_space():
+    """stories260K continues PROMPT with ' park.' (SentencePiece '▁park'): llama-server
+    answers " park. ...", so prompt + content reads "...to the park."; only a text's very
+    start loses the encoder's space."""
+    port = srv().port
+    st, doc = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 4, "temperature": 0})
+    assert st == 200, doc
+    assert doc["content"].startswith(" park"), doc["content"]
+    st, _, body = post(port, "/completion", {"prompt": PROMPT, "n_predict": 4, "temperature": 0, "stream": True})
+    assert st == 200
+    streamed = "".join(e["content"] for e in sse_events(body))
+    assert streamed == doc["content"], (streamed, doc["content"])
+    st, doc2 = post_json(port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 4, "temperature": 0})
+    assert st == 200, doc2
+    assert doc2["choices"][0]["text"] == doc["content"], (doc2, doc["content"])
+    assert (PROMPT + doc["content"]).startswith(PROMPT + " park."), PROMPT + doc["content"]
+
+
+def test_text_from_bos_alone_is_golden():
+    """From BOS alone the answer is the golden text; its first word carries SentencePiece's
+    space as llama-server's does (clients strip it, as the golden comparisons do)."""
+    st, doc = post_json(srv().port, "/completion", {"prompt": "", "n_predict": 60, "temperature": 0})
+    assert st == 200, doc
+    assert doc["content"].lstrip(" ") == golden_text(), doc["content"]
+
+
+# ---- 2. model names ----
+
+def test_lone_model_answers_any_name():
+    """Stock OpenAI clients send gpt-3.5-turbo: llama-server answers with its one model,
+    and so does hearth, saying in "model" which one answered."""
+    port = srv().port
+    st, doc = post_json(port, "/v1/completions", {"model": "gpt-3.5-turbo", "prompt": PROMPT, "max_tokens": 2})
+    assert st == 200 and doc["model"] == "stories260K", doc
+    st, doc = post_json(port, "/completion", {"model": "nope", "prompt": PROMPT, "n_predict": 2})
+    assert st == 200 and doc["model"] == "stories260K", doc
+    # the same for the one encoder, under OpenAI's embedding model's name
+    st, doc = post_json(demo().port, "/v1/embeddings", {"model": "text-embedding-3-small", "input": "a cat"})
+    assert st == 200 and doc["model"] == "demo-minilm-l6" and len(doc["data"][0]["embedding"]) == 384, doc
+
+
+def test_several_models_route_by_name():
+    """With two generation models a name is routing (vLLM's and Ollama's rule): a name
+    that matches neither stays a 404 naming it; each name reaches its model."""
+    with Server("--model", "a=" + STORIES, "--model", "b=" + STORIES, "--log-level", "warn", timeout=120) as s:
+        st, doc = post_json(s.port, "/v1/completions", {"model": "gpt-3.5-turbo", "prompt": PROMPT, "max_tokens": 2})
+        assert st == 404 and "gpt-3.5-turbo" in doc["error"]["message"], doc
+        st, doc = post_json(s.port, "/v1/completions", {"model": "b", "prompt": PROMPT, "max_tokens": 2})
+        assert st == 200 and doc["model"] == "b", doc
+
+
+def test_alias_names_the_served_model():
+    """llama-server's --alias: the name /v1/models lists and answers carry."""
+    with Server("--model", STORIES, "--alias", "tiny-stories", "--log-level", "warn", timeout=120) as s:
+        st, doc = get_json(s.port, "/v1/models")
+        assert st == 200 and [m["id"] for m in doc["data"]] == ["tiny-stories"], doc
+        st, doc = post_json(s.port, "/completion", {"prompt": PROMPT, "n_predict": 2})
+        assert st == 200 and doc["model"] == "tiny-stories", doc
+    r = subprocess.run([BIN, "serve", "--model", "a=" + STORIES, "--model", STORIES, "--alias", "x", "--port", "0"],
+                       capture_output=True, text=True, timeout=60, env=dict(os.environ, HEARTH_DEMO="0"))
+    assert r.returncode == 2 and "--alias" in r.stderr and "NAME=PATH" in r.stderr, (r.returncode, r.stderr)
+
+
+# ---- 3. no chat template in the GGUF ----
+
+def test_chat_falls_back_to_chatml():
+    """stories260K's GGUF has no chat template: llama-server chats with chatml and says so
+    at load; /props names the template (and shows its source, as llama-server's does)."""
+    s = srv()
+    s.wait_log(r"warn.*stories260K.*no chat template.*chatml")
+    st, doc = post_json(s.port, "/v1/chat/completions",
+                        {"messages": [{"role": "user", "content": "Tell a story"}], "max_tokens": 4, "temperature": 0})
+    assert st == 200 and doc["choices"][0]["message"]["role"] == "assistant", doc
+    # the prompt is chatml's: its tokens are those of the rendered text (BOS first, as the vocabulary asks)
+    rendered = "<|im_start|>user\nTell a story<|im_end|>\n<|im_start|>assistant\n"
+    st, toks = post_json(s.port, "/tokenize", {"content": rendered, "add_special": True})
+    assert doc["usage"]["prompt_tokens"] == len(toks["tokens"]), (doc["usage"], len(toks["tokens"]))
+    st, props = get_json(s.port, "/props")
+    assert props["chat_template_name"] == "chatml" and props["chat_template_source"] == "fallback", props
+    assert "<|im_start|>" in props["chat_template"], props["chat_template"]
+
+
+# ---- 4. llama-server's routes ----
+
+def test_models_route():
+    """GET /models is llama-server's name for /v1/models."""
+    port = srv().port
+    st, a = get_json(port, "/models")
+    st2, b = get_json(port, "/v1/models")
+    assert st == st2 == 200 and a == b and a["data"][0]["id"] == "stories260K", (a, b)
+
+
+def test_completions_route_is_completion():
+    """POST /completions is llama-server's /completion (its shape: "content"), not OpenAI's."""
+    port = srv().port
+    req = {"prompt": PROMPT, "n_predict": 6, "temperature": 0}
+    st, a = post_json(port, "/completions", req)
+    st2, b = post_json(port, "/completion", req)
+    assert st == st2 == 200 and "choices" not in a, a
+    assert a["content"] == b["content"] and a["tokens_predicted"] == 6, (a, b)
+    # with no n_predict, llama-server reads OpenAI's max_tokens
+    st, c = post_json(port, "/completions", {"prompt": PROMPT, "max_tokens": 3, "temperature": 0})
+    assert st == 200 and c["tokens_predicted"] == 3, c
+
+
+def norm(v):
+    return sum(x * x for x in v) ** 0.5
+
+
+def test_embedding_routes_llama_shape():
+    """llama-server's POST /embedding and /embeddings: a list of {"index", "embedding": [[float]]}
+    (the pooled vector, normalized, as the one row of a matrix), "content" or "input" naming
+    the texts; the vectors are the OpenAI route's."""
+    port = demo().port
+    st, oai = post_json(port, "/v1/embeddings", {"input": ["a cat", "a dog"]})
+    assert st == 200, oai
+    for path, doc in (("/embedding", {"content": "a cat"}), ("/embeddings", {"input": "a cat"}),
+                      ("/embeddings", {"content": ["a cat", "a dog"]})):
+        st, got = post_json(port, path, doc)
+        assert st == 200 and isinstance(got, list), (path, got)
+        texts = doc.get("content", doc.get("input"))
+        n = 1 if isinstance(texts, str) else len(texts)
+        assert [e["index"] for e in got] == list(range(n)), got
+        for e in got:
+            assert len(e["embedding"]) == 1 and len(e["embedding"][0]) == 384, (path, e)
+            v, want = e["embedding"][0], oai["data"][e["index"]]["embedding"]
+            assert abs(norm(v) - 1) < 1e-4 and max(abs(x - y) for x, y in zip(v, want)) < 1e-5, path
+    st, doc = post_json(port, "/embedding", {"text": "a cat"})
+    assert st == 400 and "content" in doc["error"]["message"], doc
+
+
+# ---- 5. response fields ----
+
+def test_completion_fields():
+    """llama-server's /completion answer: tokens ([] unless return_tokens), has_new_line,
+    tokens_predicted, tokens_evaluated, truncated, timings (prompt_n, predicted_n)."""
+    port = srv().port
+    st, toks = post_json(port, "/tokenize", {"content": PROMPT, "add_special": True})
+    n_prompt = len(toks["tokens"])
+    st, doc = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "cache_prompt": False})
+    assert st == 200 and doc["tokens"] == [], doc
+    assert doc["has_new_line"] is False and doc["truncated"] is False, doc
+    assert doc["tokens_predicted"] == 8 and doc["tokens_evaluated"] == n_prompt, doc
+    assert doc["timings"]["prompt_n"] == n_prompt and doc["timings"]["predicted_n"] == 8, doc["timings"]
+    st, doc2 = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "return_tokens": True})
+    ids = doc2["tokens"]
+    assert len(ids) == 8 and all(type(t) == int for t in ids), doc2
+    # the ids are the text's: detokenized after the prompt's (BOS left out: /detokenize shows it) they read as the content
+    assert toks["tokens"][0] == 1, toks
+    st, back = post_json(port, "/detokenize", {"tokens": toks["tokens"][1:] + ids})
+    assert back["content"] == PROMPT + doc2["content"], (back, doc2["content"])
+    # a text that runs past a line end says so
+    st, doc3 = post_json(port, "/completion", {"prompt": "", "n_predict": 200, "temperature": 0})
+    assert doc3["has_new_line"] == ("\n" in doc3["content"]), doc3
+    st, doc = post_json(port, "/completion", {"prompt": "x", "return_tokens": "yes"})
+    assert st == 400 and "return_tokens" in doc["error"]["message"], doc
+
+
+def test_completion_stream_fields():
+    """Each streamed event lists its ids ("tokens"), tokens_predicted so far and
+    tokens_evaluated; the last ("stop": true) has timings, truncated, has_new_line."""
+    port = srv().port
+    st, _, body = post(port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "stream": True})
+    ev = sse_events(body)
+    parts, last = ev[:-1], ev[-1]
+    assert parts and all(e["stop"] is False and len(e["tokens"]) >= 1 for e in parts), parts
+    assert sum(len(e["tokens"]) for e in parts) <= 8 and parts[-1]["tokens_predicted"] <= 8, parts
+    assert [e["tokens_predicted"] for e in parts] == sorted(e["tokens_predicted"] for e in parts), parts
+    assert all(e["tokens_evaluated"] == parts[0]["tokens_evaluated"] > 0 for e in parts), parts
+    assert last["stop"] is True and last["tokens"] == [] and last["truncated"] is False, last
+    assert last["timings"]["predicted_n"] == 8 and type(last["has_new_line"]) == bool, last
+    st, whole = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "return_tokens": True})
+    assert [t for e in parts for t in e["tokens"]] == whole["tokens"], (parts, whole["tokens"])
+
+
+def test_chat_stream_last_chunk():
+    """The finishing chat chunk carries llama-server's timings, and with
+    stream_options.include_usage the usage too (then OpenAI's usage chunk follows)."""
+    port = srv().port
+    req = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "temperature": 0, "stream": True}
+    st, _, body = post(port, "/v1/chat/completions", dict(req, stream_options={"include_usage": True}))
+    ev = sse_events(body)
+    assert ev[-1] == "[DONE]" and ev[-2]["choices"] == [], ev[-3:]
+    fin = ev[-3]
+    assert fin["choices"][0]["finish_reason"] == "length", fin
+    assert fin["usage"] == {k: ev[-2]["usage"][k] for k in fin["usage"]} and fin["usage"]["completion_tokens"] == 5, fin
+    assert fin["timings"]["predicted_n"] == 5, fin
+    st, _, body = post(port, "/v1/chat/completions", req)
+    fin = sse_events(body)[-2]
+    assert "timings" in fin and "usage" not in fin, fin
+
+
+def test_response_fields_and_props():
+    """response_fields keeps only the fields named, keyed by their paths (llama-server's
+    json_get_nested_values); /props names the EOS token as it names BOS."""
+    port = srv().port
+    st, doc = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 3, "temperature": 0,
+                                              "response_fields": ["content", "generation_settings/n_predict", "prompt",
+                                                                  "no/such"]})
+    assert st == 200 and set(doc) == {"content", "generation_settings/n_predict", "prompt"}, doc
+    assert doc["prompt"] == "<s> " + PROMPT, doc  # the prompt as llama-server shows it, BOS and all
+    assert doc["generation_settings/n_predict"] == 3 and doc["content"].startswith(" park"), doc
+    st, doc = post_json(port, "/completion", {"prompt": PROMPT, "response_fields": "content"})
+    assert st == 400 and "response_fields" in doc["error"]["message"], doc
+    st, props = get_json(port, "/props")
+    assert props["bos_token"] == "<s>" and props["eos_token"] == "</s>", props
+    # /slots: what llama-server started without --slots answers
+    st, doc = get_json(port, "/slots")
+    assert st == 501 and doc["error"]["type"] == "not_supported_error", doc
+
+
+# ---- several prompts in one request ----
+
+def test_several_prompts():
+    """A list of prompts (strings or id lists) gets llama-server's answer: a JSON array,
+    one whole answer per prompt in order, each with its "index", each what the prompt
+    alone gets (greedy); /v1/completions the same with its completion objects."""
+    port = srv().port
+    prompts = [PROMPT, "Once upon a time", [1, 403, 407]]
+    alone = []
+    for p in prompts:
+        st, doc = post_json(port, "/completion", {"prompt": p, "n_predict": 6, "temperature": 0})
+        alone.append(doc["content"])
+    st, docs = post_json(port, "/completion", {"prompt": prompts, "n_predict": 6, "temperature": 0})
+    assert st == 200 and isinstance(docs, list) and len(docs) == 3, docs
+    assert [d["index"] for d in docs] == [0, 1, 2] and [d["content"] for d in docs] == alone, (docs, alone)
+    st, docs = post_json(port, "/v1/completions", {"prompt": prompts[:2], "max_tokens": 6, "temperature": 0})
+    assert st == 200 and len(docs) == 2, docs
+    assert [d["choices"][0]["index"] for d in docs] == [0, 1], docs
+    assert [d["choices"][0]["text"] for d in docs] == alone[:2], docs
+    # what cannot be answered is refused before any work, naming the prompt
+    st, doc = post_json(port, "/completion", {"prompt": [PROMPT, [1] + [403] * 3000], "n_predict": 2})
+    assert st == 400 and "3001 tokens" in doc["error"]["message"], doc
+    st, doc = post_json(port, "/completion", {"prompt": ["a", "b"], "stream": True})
+    assert st == 400 and "stream" in doc["error"]["message"], doc
+    st, doc = post_json(port, "/completion", {"prompt": ["a"] * 65})
+    assert st == 400 and "65" in doc["error"]["message"], doc
+    # ids and text mixed are one prompt (llama-server's): BOS then the text is the text alone
+    st, doc = post_json(port, "/completion", {"prompt": [1, PROMPT], "n_predict": 6, "temperature": 0})
+    assert st == 200 and doc["content"] == alone[0], (doc, alone[0])
+    st, docs = post_json(port, "/completion", {"prompt": [[1, PROMPT], PROMPT], "n_predict": 6, "temperature": 0})
+    assert st == 200 and [d["content"] for d in docs] == [alone[0]] * 2, docs
+    st, doc = post_json(port, "/completion", {"prompt": [1, True]})
+    assert st == 400 and "'prompt'[1]" in doc["error"]["message"], doc
+    # a client that leaves mid-answer cancels every prompt of it; the server goes on
+    body = json.dumps({"prompt": [[1] + [403] * 50] * 4, "n_predict": 1500}).encode()
+    sock = connect(port)
+    sock.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(body), body))
+    sock.close()
+    st, doc = post_json(port, "/completion", {"prompt": [PROMPT, PROMPT], "n_predict": 2, "temperature": 0})
+    assert st == 200 and len(doc) == 2, doc
+
+
+def test_servers_exit_cleanly():
+    """Last: the shared servers stop with status 0 (under ASan, no leak)."""
+    for held in (Main, Demo):
+        if held.srv is not None:
+            rc = held.srv.stop()
+            assert rc == 0, "exit status %s; log tail:\n%s" % (rc, "\n".join(held.srv.lines[-30:]))
+            held.srv = None
+
+
+# ---- OpenAI logprobs, as llama-server gives them ----
+
+def test_openai_logprobs():
+    """Chat's logprobs + top_logprobs and completions' logprobs: N come back as llama-server
+    gives them, {"content": [{token, logprob, bytes, top_logprobs}]} per choice (per chunk
+    streamed); greedy, each token is its own top candidate; the numbers are /completion's n_probs'."""
+    port = srv().port
+    st, ref = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 4, "temperature": 0, "n_probs": 2})
+    want = [(p["token"], round(p["logprob"], 4)) for p in ref["completion_probabilities"]]
+    st, doc = post_json(port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 4, "temperature": 0, "logprobs": 2})
+    assert st == 200, doc
+    got = doc["choices"][0]["logprobs"]["content"]
+    assert [(p["token"], round(p["logprob"], 4)) for p in got] == want, (got, want)
+    assert all(len(p["top_logprobs"]) == 2 and p["top_logprobs"][0]["token"] == p["token"] for p in got), got
+    assert "".join(p["token"] for p in got) == doc["choices"][0]["text"], doc
+    msgs = [{"role": "user", "content": "hi"}]
+    st, doc = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "temperature": 0,
+                                                       "logprobs": True, "top_logprobs": 3})
+    assert st == 200, doc
+    content = doc["choices"][0]["logprobs"]["content"]
+    assert len(content) == 4 and all(len(p["top_logprobs"]) == 3 and p["logprob"] <= 0 for p in content), content
+    st, _, body = post(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "temperature": 0,
+                                                      "logprobs": True, "top_logprobs": 3, "stream": True})
+    chunks = [e for e in sse_events(body)[1:-2]]
+    streamed = [p for e in chunks for p in e["choices"][0]["logprobs"]["content"]]
+    assert [p["token"] for p in streamed] == [p["token"] for p in content], (streamed, content)
+    st, doc = post_json(port, "/v1/chat/completions", {"messages": msgs, "max_tokens": 2})
+    assert doc["choices"][0]["logprobs"] is None, doc
+    st, doc = post_json(port, "/v1/chat/completions", {"messages": msgs, "logprobs": True, "top_logprobs": 21})
+    assert st == 400 and "top_logprobs" in doc["error"]["message"], doc
+
+
+# ---- 6. llama-server's command line ----
+
+def test_llama_server_command_line():
+    """A llama-server command line, unchanged, means the same: -c is the context of all
+    -np slots together, -n caps every answer, --seed and --temp are the defaults of requests
+    that give none, -a names the model, --api-key guards the APIs; -ub, --metrics,
+    --no-context-shift and --jinja are accepted, -ngl is ignored with a note."""
+    key = {"Authorization": "Bearer sekret"}
+    args = ["-m", STORIES, "-c", "256", "-np", "2", "-b", "64", "-ub", "32", "-n", "5", "--seed", "42", "--temp", "0",
+            "--top-k", "1", "-a", "tiny", "-ngl", "99", "--metrics", "--no-context-shift", "--jinja", "--api-key", "sekret",
+            "--cont-batching", "--no-webui", "--no-slots"]
+    with Server(*args, "--log-level", "info", timeout=120) as s:
+        s.wait_log(r"--gpu-layers 99 is ignored")
+        st, props = get_json(s.port, "/props", headers=key)
+        assert st == 200 and props["total_slots"] == 2 and props["model"] == "tiny", props
+        d = props["default_generation_settings"]
+        assert d["n_ctx"] == 128, d  # 256 over 2 slots, as llama-server splits -c
+        assert d["params"]["n_predict"] == 5 and d["params"]["seed"] == 42 and d["params"]["temperature"] == 0, d
+        assert d["params"]["top_k"] == 1, d
+        assert post(s.port, "/completion", {"prompt": PROMPT})[0] == 401
+        # the model list is public, as llama-server's /models and /v1/models
+        for path in ("/models", "/v1/models"):
+            st, doc = get_json(s.port, path)
+            assert st == 200 and doc["data"][0]["id"] == "tiny", (path, doc)
+        for ask in ({}, {"n_predict": 50}, {"n_predict": -1}):
+            st, doc = post_json(s.port, "/completion", dict(ask, prompt=PROMPT), headers=key)
+            assert st == 200 and doc["tokens_predicted"] == 5 and doc["model"] == "tiny", (ask, doc)
+            assert doc["generation_settings"]["seed"] == 42, doc["generation_settings"]
+        st, doc = post_json(s.port, "/completion", {"prompt": PROMPT, "n_predict": 3}, headers=key)
+        assert doc["tokens_predicted"] == 3, doc
+        # a prompt that fits the whole -c but not a slot's share is refused naming the share
+        st, doc = post_json(s.port, "/completion", {"prompt": [1] + [403] * 140}, headers=key)
+        assert st == 400 and "128" in doc["error"]["message"], doc
+
+
+def test_threads_are_compute_threads():
+    """llama-server's -t/--threads is the compute threads (hearth's I/O threads are --io-threads);
+    -tb is the same pool in hearth, so it may only agree with -t."""
+    with Server("-m", STORIES, "-t", "1", "--io-threads", "2", "--log-level", "info", timeout=120) as s:
+        s.wait_log(r"compute pool: 1 threads")
+        s.wait_log(r"1 worker x 2 I/O threads")
+    with Server("-m", STORIES, "-tb", "1", "--log-level", "info", timeout=120) as s:
+        s.wait_log(r"compute pool: 1 threads")
+    assert "--threads-batch" in serve_fails("-m", STORIES, "-t", "2", "-tb", "1")
+    assert "--io-threads" in serve_fails("-m", STORIES, "--io-threads", "0")
+
+
+def serve_fails(*args):
+    r = subprocess.run([BIN, "serve", "--port", "0", *args], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, HEARTH_DEMO="0"))
+    assert r.returncode != 0, (args, r.stdout, r.stderr)
+    return r.stdout + r.stderr
+
+
+def test_flags_hearth_cannot_honour_are_refused():
+    """A llama-server flag hearth cannot honour stops the start with a message naming it."""
+    assert "--context-shift" in serve_fails("-m", STORIES, "--context-shift")
+    assert "--slots" in serve_fails("-m", STORIES, "--slots")
+    assert "--pooling" in serve_fails("-m", STORIES, "--pooling", "mean")
+    assert "Jinja" in serve_fails("-m", STORIES, "--chat-template", "{% for m in messages %}{{ m.content }}{% endfor %}")
+    assert "BERT" in serve_fails("-m", STORIES, "--embedding")
+    assert "--ctx-size" in serve_fails("-m", STORIES, "-c", "3", "-np", "4")
+    assert "--seed" in serve_fails("-m", STORIES, "--seed", "x")
+    assert "--temp" in serve_fails("-m", STORIES, "--temp", "hot")
+    assert "--webui" in serve_fails("-m", STORIES, "--webui")
+    assert "--no-cont-batching" in serve_fails("-m", STORIES, "--no-cont-batching")
+    assert "--hf-repo" in serve_fails("--hf-repo", "ggml-org/models")
+
+
+TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_golden,
+         test_lone_model_answers_any_name, test_several_models_route_by_name, test_alias_names_the_served_model,
+         test_chat_falls_back_to_chatml, test_models_route, test_completions_route_is_completion,
+         test_embedding_routes_llama_shape, test_completion_fields, test_completion_stream_fields,
+         test_chat_stream_last_chunk, test_response_fields_and_props, test_several_prompts,
+         test_openai_logprobs, test_llama_server_command_line,
+         test_flags_hearth_cannot_honour_are_refused, test_threads_are_compute_threads, test_servers_exit_cleanly]
+
+if __name__ == "__main__":
+    try:
+        run(TESTS)
+    finally:
+        for held in (Main, Demo):
+            if held.srv is not None:
+                held.srv.stop()
+        shutil.rmtree(DEMO_DIR, ignore_errors=True)
