@@ -1,5 +1,6 @@
 /* system.c: the endpoints every hearth serves whatever its models:
- * GET /health (load-balancer probe: 503 while models load, then 200),
+ * GET /health (load-balancer probe: 503 while models load, then 200; also at
+ * GET /ping, the name TEI answers it under for SageMaker),
  * GET /metrics (Prometheus text format), GET /v1/models (OpenAI's list shape,
  * with hearth's own fields under "meta"; also at /models, as llama-server
  * lists it; both public under --api-key, as llama-server's) and GET
@@ -121,6 +122,8 @@ int hearth_api_register_system(hearth_api *api, hearth_server *s)
 {
     api->server = s;
     int rc = hearth_server_route_flags(s, "GET", "/health", health, api, HEARTH_ROUTE_PUBLIC);
+    if (!rc)
+        rc = hearth_server_route_flags(s, "GET", "/ping", health, api, HEARTH_ROUTE_PUBLIC);
     if (!rc)
         rc = hearth_server_route_flags(s, "GET", "/metrics", metrics, api, HEARTH_ROUTE_PUBLIC);
     /* public, as llama-server has them: clients list the models before they

@@ -2,8 +2,8 @@
  * and serve the tokenizer: GET /info (the model and the batching limits, in
  * TEI's Info shape), POST /tokenize (shared with llama-server's form) and
  * POST /decode ({"ids": [int] | [[int]], "skip_special_tokens": true} ->
- * [str], as TEI's tokenizer decodes); and GET /ping, the health check TEI
- * answers for SageMaker, public and answered as /health.
+ * [str], as TEI's tokenizer decodes). TEI's GET /ping is /health's handler,
+ * registered in system.c.
  *
  * /info, /tokenize and /decode answer for the model /embed uses (the first
  * embedding model), as TEI serves one model per process, and run where the
@@ -19,7 +19,6 @@
 #include "respond.h"
 
 #include <cjson/cJSON.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 
 static const char *dtype_name(enum hearth_bert_dtype d)
@@ -76,20 +75,6 @@ static void info(hearth_request *req, void *ctx)
     cJSON_AddNullToObject(doc, "docker_label");
     hearth_api_send_json(req, 200, doc);
     cJSON_Delete(doc);
-}
-
-/* GET /ping: TEI's name for the health check (SageMaker calls it), the
- * same answer as /health (system.c): 503 while models load, then 200. */
-static void ping(hearth_request *req, void *ctx)
-{
-    hearth_api *api = ctx;
-    static const char ok[] = "{\"status\":\"ok\"}";
-    static const char loading[] = "{\"status\":\"loading\",\"error\":{\"code\":503,\"type\":\"unavailable_error\","
-                                  "\"message\":\"models are loading\"}}";
-    bool ready = atomic_load(&api->ready);
-    hearth_response res = {ready ? 200 : 503, "application/json", NULL, ready ? ok : loading,
-                           ready ? sizeof ok - 1 : sizeof loading - 1};
-    hearth_respond(req, &res);
 }
 
 /* POST /decode -> ["text", ...], one per id list. */
@@ -229,8 +214,6 @@ static void tokenize(hearth_request *req, void *ctx)
 int hearth_api_register_tei(hearth_api *api, hearth_server *s)
 {
     int rc = hearth_server_route(s, "GET", "/info", info, api);
-    if (!rc)
-        rc = hearth_server_route_flags(s, "GET", "/ping", ping, api, HEARTH_ROUTE_PUBLIC);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/tokenize", tokenize, api);
     if (!rc)
