@@ -319,6 +319,8 @@ void hearth_io_wake_cb(hearth_loop *loop, void *arg)
     }
     if (atomic_load(&io->s->stopping) && !io->draining)
         hearth_io_begin_drain(io);
+    else if (io->draining)
+        hearth_io_maybe_stop(io);
     else if (atomic_load(&io->s->init_done) && !io->listening)
         hearth_io_start_accepting(io);
 }

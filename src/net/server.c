@@ -454,10 +454,44 @@ static void drain_timeout(hearth_loop *loop, void *arg)
     hearth_loop_stop(loop);
 }
 
+/* Closes the connections handed to this thread that it has not taken yet. */
+static void close_pending_handoffs(hearth_io *io)
+{
+    int hfd = io->s->handoff_fd[2 * io->gslot];
+    for (;;) {
+        char byte;
+        struct iovec iov = {&byte, 1};
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+        ssize_t n = recvmsg(hfd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        if (cm && cm->cmsg_type == SCM_RIGHTS) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+            adopt_conn(io, fd, true); /* draining: closed at once */
+        }
+    }
+}
+
+/* A draining thread stops once its connections are gone and no thread of
+ * its process accepts any more: until then a sibling that has not seen the
+ * drain yet may still accept a connection and hand it here, and a thread
+ * that had stopped would leave it unanswered until the process exits (seen:
+ * a connect during the drain hung for the 2.5 s of a request in flight on
+ * the other thread). The thread that closes the listener wakes the others. */
 void hearth_io_maybe_stop(hearth_io *io)
 {
-    if (io->draining && io->open == 0)
+    if (io->draining && io->open == 0 && atomic_load(&io->s->listen_users) <= 0) {
+        close_pending_handoffs(io);
         hearth_loop_stop(io->loop);
+    }
 }
 
 void hearth_io_begin_drain(hearth_io *io)
@@ -477,7 +511,11 @@ void hearth_io_begin_drain(hearth_io *io)
     if (atomic_fetch_sub(&s->listen_users, 1) == 1 && s->listen_fd >= 0) {
         close(s->listen_fd);
         s->listen_fd = -1;
+        for (int i = 0; i < s->cfg.threads; i++) /* idle drained siblings may stop now (hearth_io_maybe_stop) */
+            if (&s->io[i] != io && s->io[i].loop)
+                hearth_loop_wake(s->io[i].loop);
     }
+    close_pending_handoffs(io);
     hearth_loop_timer_start(io->loop, &io->drain_timer, io->s->cfg.drain_timeout_ms);
     for (uint32_t i = 0; i < io->conns_cap; i++)
         if (io->conns[i])
