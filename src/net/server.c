@@ -487,6 +487,18 @@ void hearth_io_begin_drain(hearth_io *io)
 
 /* ---- threads of one serving process ---- */
 
+/* The loop's wake-up: replies queued from other threads first, then the
+ * process-wide state (a stop asked for, models loaded) that wakes every loop. */
+static void io_wake(hearth_loop *loop, void *arg)
+{
+    hearth_io *io = arg;
+    hearth_io_queue_run(io);
+    if (atomic_load(&io->s->stopping) && !io->draining)
+        hearth_io_begin_drain(io);
+    else if (atomic_load(&io->s->init_done) && !io->listening)
+        hearth_io_start_accepting(io);
+}
+
 static void *io_main(void *arg)
 {
     hearth_io *io = arg;
@@ -539,7 +551,7 @@ static int io_init(hearth_server *s, hearth_io *io, int index, hearth_err *err)
     io->loop = hearth_loop_new(s->cfg.poller, err);
     if (!io->loop)
         return err ? err->code : HEARTH_EIO;
-    hearth_loop_set_wake_cb(io->loop, hearth_io_wake_cb, io);
+    hearth_loop_set_wake_cb(io->loop, io_wake, io);
     if (hearth_loop_add_fd(io->loop, s->handoff_fd[2 * io->gslot], HEARTH_EV_READ, hearth_io_handoff_ready, io) != 0)
         return hearth_err_set(err, HEARTH_EIO, "cannot poll the hand-off socket");
     hearth_slot_stats *st = &s->shared->slot[io->gslot];

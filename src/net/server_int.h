@@ -1,6 +1,8 @@
 /* server_int.h: the server's private structures, shared by server.c (life
  * cycle, threads, accept), conn.c (the per-connection state machine),
- * reply.c (cross-thread replies), stats.c (shared counters) and workers.c. */
+ * reply.c (what handlers call), io.c (each I/O thread's reply queue),
+ * offload.c (the handler pool), access.c, stats.c (shared counters) and
+ * workers.c. */
 #ifndef HEARTH_NET_SERVER_INT_H
 #define HEARTH_NET_SERVER_INT_H
 
@@ -227,8 +229,10 @@ bool hearth_access_check(hearth_request *req, int route, bool path_known);
 /* The CORS origin for c's response, or NULL. */
 const char *hearth_access_cors(const hearth_conn *c);
 
-/* reply.c */
-void hearth_io_wake_cb(hearth_loop *loop, void *arg);
+/* io.c: each I/O thread's reply queue */
+/* Applies every message queued for io to its connection (loop thread; the
+ * loop's wake-up callback, server.c's, calls it). */
+void hearth_io_queue_run(hearth_io *io);
 void hearth_io_queue_free(hearth_io *io);
 /* Empties io's queue once its loop has stopped and the handler pool with it:
  * the release callback of a REPLY_DEFER still queued is called (cancelled),
