@@ -454,12 +454,6 @@ static void drain_timeout(hearth_loop *loop, void *arg)
     hearth_loop_stop(loop);
 }
 
-void hearth_io_maybe_stop(hearth_io *io)
-{
-    if (io->draining && io->open == 0)
-        hearth_loop_stop(io->loop);
-}
-
 void hearth_io_begin_drain(hearth_io *io)
 {
     if (io->draining)

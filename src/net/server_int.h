@@ -190,7 +190,6 @@ struct hearth_server {
 /* server.c */
 void hearth_io_accept_ready(hearth_loop *loop, int fd, unsigned events, void *arg);
 void hearth_io_handoff_ready(hearth_loop *loop, int fd, unsigned events, void *arg);
-void hearth_io_maybe_stop(hearth_io *io);
 /* Whether I/O threads are pinned, slot i to cpus[i] (cfg.pin_threads, 2+ slots, no more than the CPUs). */
 bool hearth_server_pinned(const hearth_server *s);
 /* Stops accepting, closes idle connections, lets busy ones finish (loop thread). */
@@ -199,6 +198,8 @@ void hearth_io_begin_drain(hearth_io *io);
 void hearth_io_start_accepting(hearth_io *io);
 
 /* conn.c */
+/* Stops io's loop when it drains and its last connection has closed. */
+void hearth_io_maybe_stop(hearth_io *io);
 /* Takes fd (non-blocking) onto io's loop. HEARTH_ELIMIT when this process
  * already holds --max-connections; HEARTH_ENOMEM, HEARTH_EIO. On error fd is
  * still the caller's to close. */
