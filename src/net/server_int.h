@@ -269,13 +269,11 @@ void hearth_shared_destroy(hearth_server *s);
 void hearth_stats_request(hearth_server *s, int gslot, int route, int status, uint64_t ns);
 int hearth_stats_render(hearth_server *s, hearth_buf *out);
 
-/* workers.c */
-int hearth_workers_supervise(hearth_server *s);
-/* In a process started by --spawn: adopts the inherited fds and returns the
- * worker index; HEARTH_ENOTFOUND in any other process; HEARTH_EINVAL when malformed. */
-int hearth_workers_adopt(hearth_server *s, hearth_err *err);
-int hearth_worker_main(hearth_server *s, int index);
-/* The serving part of one process: threads, signals, drain. */
+/* The serving part of one process: threads, signals, drain (server.c; called
+ * by workers.c's hearth_server_run, directly or in each worker). */
 int hearth_serve_process(hearth_server *s);
+/* Binds the listener for s->n_slots I/O threads in all, creates the shared
+ * statistics and the hand-off sockets (server.c). */
+int hearth_server_listen(hearth_server *s, hearth_err *err);
 
 #endif
