@@ -4,7 +4,7 @@
  *
  * How: a directory is a sentence-transformers folder (bert_hf.c), anything
  * else a GGUF file (bert_gguf.c). Both loaders fill the same struct of views
- * (bert_impl.h): weight matrices point into the source's mapping unless they
+ * (bert_int.h): weight matrices point into the source's mapping unless they
  * had to be converted or realigned, in which case the model owns the copy.
  * The optional dtype conversion (bf16, int8) runs once after loading.
  *
@@ -19,7 +19,7 @@
  * turn call down into bert_build.c; nothing calls back up into this file
  * (the helpers the loaders share were here once, which made a circle). */
 #include "models/bert.h"
-#include "models/bert_impl.h"
+#include "models/bert_int.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -12,7 +12,7 @@
  * call down into this file, so the calls run one way: bert.c -> loaders ->
  * bert_build.c. Rejected: keeping these in bert.c, which made bert.c and its
  * loaders call each other. */
-#include "models/bert_impl.h"
+#include "models/bert_int.h"
 
 #include "engine/quant.h"
 

@@ -25,7 +25,7 @@
  * in this file's messages) live here, not with the getters. */
 #include "models/gguf.h"
 
-#include "models/gguf_internal.h"
+#include "models/gguf_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -13,7 +13,7 @@
  * calls back here. */
 #include "models/gguf.h"
 
-#include "models/gguf_internal.h"
+#include "models/gguf_int.h"
 
 #include <stdio.h>
 

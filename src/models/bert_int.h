@@ -1,4 +1,4 @@
-/* bert_impl.h: the inside of a hearth_bert, shared by its loaders
+/* bert_int.h: the inside of a hearth_bert, shared by its loaders
  * (bert_hf.c, bert_gguf.c), the helpers they build with (bert_build.c), its
  * weight conversion (bert_weights.c), its forward pass (bert_forward.c) and
  * its public face (bert.c).
@@ -8,8 +8,8 @@
  *
  * Pooling is kept here as an int holding enum hearth_pooling's values
  * (hf_folder.h: mean 0, cls 1, last 2). */
-#ifndef HEARTH_MODELS_BERT_IMPL_H
-#define HEARTH_MODELS_BERT_IMPL_H
+#ifndef HEARTH_MODELS_BERT_INT_H
+#define HEARTH_MODELS_BERT_INT_H
 
 #include "base/err.h"
 #include "engine/dev.h"
