@@ -10,7 +10,11 @@
  *
  * Calls: conn.c (hearth_conn_respond) and offload.c for a response, io.c to
  * queue a message for a loop. The queue's receiving side, which applies the
- * messages to connections on the loop thread, is io.c's. */
+ * messages to connections on the loop thread, is io.c's. Called by the
+ * handlers, and also by conn.c, offload.c and access.c, which answer their
+ * own errors (404, 405, 401, 503, 500) through hearth_respond: the one
+ * circle left in src/net, kept because those answers then take the same
+ * path (the responded-twice check, the pool's queue) as a handler's. */
 #include "server_int.h"
 
 #include "base/log.h"
