@@ -41,7 +41,7 @@
  * V into one matmul call (three calls as before the seam: the same panels'
  * fetch-ahead chain, measured as it is). */
 #include "models/bert.h"
-#include "models/bert_impl.h"
+#include "models/bert_int.h"
 
 #include <math.h>
 #include <stdint.h>

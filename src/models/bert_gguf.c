@@ -24,7 +24,7 @@
  *
  * Rejected: a fused blk.N.attn_qkv (llama.cpp's bert converter never writes
  * one; refused by name rather than guessed at). */
-#include "models/bert_impl.h"
+#include "models/bert_int.h"
 #include "models/gguf.h"
 #include "models/gguf_vocab.h"
 

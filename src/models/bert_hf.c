@@ -11,7 +11,7 @@
  * Old TF-converted checkpoints call LayerNorm parameters gamma/beta; both
  * spellings are accepted. The pooler (tanh dense) is not loaded:
  * sentence-transformers does not use it. */
-#include "models/bert_impl.h"
+#include "models/bert_int.h"
 #include "models/hf_folder.h"
 
 #include <stdio.h>

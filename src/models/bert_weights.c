@@ -20,7 +20,7 @@
  *
  * Rejected: a per-row int8 format of our own (the matmul has no kernel for
  * it; Q8_0 has integer-dot kernels already, and a finer scale). */
-#include "models/bert_impl.h"
+#include "models/bert_int.h"
 
 #include "engine/quant.h"
 

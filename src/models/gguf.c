@@ -18,15 +18,28 @@
  * padding, and no natural place to check each field); GGUF v1 support (32-bit
  * counts, long superseded, and llama.cpp itself refuses it); skipping the
  * validation of string arrays until first use (then every accessor could
- * fail on a file that opened fine). */
+ * fail on a file that opened fine).
+ *
+ * Calls: nothing else in src/models. gguf_get.c, gguf_vocab.c and the
+ * architectures call down into this file, so the names of value types (used
+ * in this file's messages) live here, not with the getters. */
 #include "models/gguf.h"
 
-#include "models/gguf_internal.h"
+#include "models/gguf_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char *const TYPE_NAMES[HEARTH_GGUF_TYPE_COUNT_] = {
+    "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
+};
+
+const char *hearth_gguf_type_name(uint32_t type)
+{
+    return type < HEARTH_GGUF_TYPE_COUNT_ ? TYPE_NAMES[type] : "?";
+}
 
 /* Smallest possible records, used to bound counts before allocating:
  * key (8-byte length) + type (4) + a 1-byte value; tensor name length (8) +

@@ -7,21 +7,15 @@
  * validated at open, so no access here can run past the file.
  *
  * Rejected: decoding every value into a tagged union at open (doubles the
- * memory for 50k-token vocabularies and copies strings nobody reads). */
+ * memory for 50k-token vocabularies and copies strings nobody reads).
+ *
+ * Calls: gguf.c (hearth_gguf_find_kv, hearth_gguf_type_name); nothing there
+ * calls back here. */
 #include "models/gguf.h"
 
-#include "models/gguf_internal.h"
+#include "models/gguf_int.h"
 
 #include <stdio.h>
-
-static const char *const TYPE_NAMES[HEARTH_GGUF_TYPE_COUNT_] = {
-    "u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64",
-};
-
-const char *hearth_gguf_type_name(uint32_t type)
-{
-    return type < HEARTH_GGUF_TYPE_COUNT_ ? TYPE_NAMES[type] : "?";
-}
 
 static bool is_int(uint32_t t)
 {

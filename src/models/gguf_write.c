@@ -13,7 +13,7 @@
 #include "models/gguf_write.h"
 
 #include "models/gguf.h"
-#include "models/gguf_internal.h"
+#include "models/gguf_int.h"
 
 #include <errno.h>
 #include <stdarg.h>

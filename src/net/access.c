@@ -16,7 +16,11 @@
  * credentials: a preflight is never answered 401 (with a key set, one on an
  * unknown path is answered as a known one, so it reveals nothing either).
  * Rejected: a configured list of allowed headers (one more flag to keep in
- * step with every client release, for no protection: the key still decides). */
+ * step with every client release, for no protection: the key still decides).
+ *
+ * Calls: reply.c (hearth_respond, for the 401 and the preflight's 204), the
+ * HTTP parser. Called by conn.c (the check, on the loop thread) and io.c
+ * (the CORS origin of a stream's head). */
 #include "server_int.h"
 
 #include <stdio.h>

@@ -24,7 +24,13 @@
  *
  * Rejected: a read buffer per connection allocated up front (10,000 idle
  * connections would cost 40+ MiB), and a parser with saved state (more code
- * for a case, partial heads, that re-parsing handles well). */
+ * for a case, partial heads, that re-parsing handles well).
+ *
+ * Calls: access.c (--api-key, CORS), offload.c (a big request's handler goes
+ * to the pool), reply.c (error responses through the handlers' own API),
+ * stats.c, loop.c and the HTTP parsers. Called by server.c (open, drain, cut,
+ * close), io.c (replies from other threads) and reply.c (hearth_respond);
+ * never calls server.c or io.c. */
 #include "server_int.h"
 
 #include "base/clock.h"
@@ -139,6 +145,21 @@ int hearth_conn_open(hearth_io *io, int fd)
 nomem:
     atomic_fetch_sub(&s->n_conns, 1);
     return HEARTH_ENOMEM;
+}
+
+/* Here, not in server.c which begins the drain, because the close of a
+ * draining thread's last connection is what stops its loop: conn.c would
+ * otherwise call back into server.c, which calls into conn.c. */
+void hearth_io_maybe_stop(hearth_io *io)
+{
+    /* ... and once no thread of its process accepts any more (listen_users
+     * 0): until then a sibling that has not seen the drain yet may still
+     * accept a connection and hand it here, and a stopped loop would leave it
+     * unanswered until the process exits (seen: a connect during the drain
+     * hung for the 2.5 s of a request in flight on the other thread). The
+     * thread that closes the listener wakes the others (server.c). */
+    if (io->draining && io->open == 0 && atomic_load(&io->s->listen_users) <= 0)
+        hearth_loop_stop(io->loop);
 }
 
 void hearth_conn_close(hearth_conn *c)

@@ -20,7 +20,7 @@
  * the loop's parsed head lives in per-loop scratch) and calls the route's
  * handler with a request view over them. What the handler then calls, it
  * calls on a thread that is not the connection's: hearth_respond becomes
- * hearth_reply_send through the loop's queue (reply.c), and
+ * hearth_reply_send through the loop's queue (reply.c, io.c), and
  * hearth_request_defer posts a REPLY_DEFER message carrying the handler's
  * release callback, which the loop installs on the connection ahead of any
  * reply sent after it (one queue, in order), or, when the connection has
@@ -46,7 +46,15 @@
  * tokenizer would need resumable state, and cJSON cannot parse in slices);
  * copying the body for the job instead of taking the buffer (a second 16 MiB
  * copy on the loop thread); one pool shared by the workers (processes share
- * no memory but the statistics; each worker starts its own). */
+ * no memory but the statistics; each worker starts its own).
+ *
+ * Calls: io.c (hearth_io_post_msg, for a handler's REPLY_DEFER), reply.c
+ * (hearth_reply_send, and hearth_respond_error for its own 500s), the HTTP
+ * parser. Called by server.c (start, stop), conn.c (wanted, submit) and
+ * reply.c (hearth_respond and hearth_request_defer of a request on the pool).
+ * The circle left in src/net runs through here: reply.c's hearth_respond
+ * dispatches to the pool (hearth_offload_respond), and the pool answers its
+ * own 500s through hearth_respond_error (reply.c says why it stays). */
 #include "server_int.h"
 
 #include "base/log.h"

@@ -4,13 +4,17 @@
  * any other thread; its REPLY_DEFER message hands the connection the
  * handler's release callback.
  *
- * A deferred reply travels as a message on the target loop's queue (a mutex
- * and a list; the lock is held for a pointer swap) followed by a coalesced
- * wake-up, so a burst of streamed tokens from the engine costs one wake.
- * Messages name the connection by (id, generation); the loop drops those whose
- * connection has closed since. Rejected: a lock-free queue (the mutex is
- * uncontended in practice and far simpler to get right), and writing to the
- * socket from the engine thread (compute threads never touch sockets). */
+ * A deferred reply travels as a message on the target loop's queue (io.c),
+ * naming the connection by (id, generation). Rejected: writing to the socket
+ * from the engine thread (compute threads never touch sockets).
+ *
+ * Calls: conn.c (hearth_conn_respond) and offload.c for a response, io.c to
+ * queue a message for a loop. The queue's receiving side, which applies the
+ * messages to connections on the loop thread, is io.c's. Called by the
+ * handlers, and also by conn.c, offload.c and access.c, which answer their
+ * own errors (404, 405, 401, 503, 500) through hearth_respond: the one
+ * circle left in src/net, kept because those answers then take the same
+ * path (the responded-twice check, the pool's queue) as a handler's. */
 #include "server_int.h"
 
 #include "base/log.h"
@@ -160,20 +164,6 @@ static int post(hearth_server *s, hearth_reply h, int kind, int status, const ch
     return HEARTH_OK;
 }
 
-void hearth_io_post_msg(hearth_server *s, int slot, reply_msg *m)
-{
-    hearth_io *io = &s->io[slot];
-    m->next = NULL;
-    pthread_mutex_lock(&io->q_lock);
-    if (io->q_tail)
-        io->q_tail->next = m;
-    else
-        io->q_head = m;
-    io->q_tail = m;
-    pthread_mutex_unlock(&io->q_lock);
-    hearth_loop_wake(io->loop);
-}
-
 int hearth_reply_send(hearth_server *s, hearth_reply h, const hearth_response *res)
 {
     return post(s, h, REPLY_FULL, res->status, res->content_type, res->headers, res->body, res->body_len);
@@ -203,150 +193,3 @@ int hearth_reply_stream_write(hearth_server *s, hearth_reply h, const void *data
 }
 
 int hearth_reply_stream_end(hearth_server *s, hearth_reply h) { return post(s, h, REPLY_END, 0, NULL, NULL, NULL, 0); }
-
-/* ---- the receiving side (the loop thread) ---- */
-
-static void apply(hearth_io *io, reply_msg *m)
-{
-    hearth_conn *c = m->id < io->conns_cap ? io->conns[m->id] : NULL;
-    if (!c || c->gen != m->gen) {
-        /* the connection closed since: drop, but a handler's release
-         * callback still runs once, as its connection's close would have */
-        if (m->kind == REPLY_DEFER) {
-            HLOG_DEBUG("a handler deferred after its connection closed: released as cancelled");
-            m->release(m->release_arg, true);
-        }
-        return;
-    }
-    int rc = 0;
-    switch (m->kind) {
-    case REPLY_DEFER: {
-        if (c->state != CONN_DEFERRED) { /* the handler also responded: its defer came too late */
-            m->release(m->release_arg, true);
-            return;
-        }
-        /* the handler's callback replaces the job's: the connection no longer needs the job */
-        hearth_release_cb old = c->release;
-        void *old_arg = c->release_arg;
-        c->release = m->release;
-        c->release_arg = m->release_arg;
-        if (old)
-            old(old_arg, false);
-        return;
-    }
-    case REPLY_FULL: {
-        if (c->state != CONN_DEFERRED)
-            return;
-        hearth_response res = {m->status, m->content_type, m->headers, m->body, m->body_len};
-        hearth_conn_respond(c, &res);
-        break;
-    }
-    case REPLY_BEGIN: {
-        if (c->state != CONN_DEFERRED)
-            return;
-        if (io->draining)
-            c->keep_alive = false;
-        /* HTTP/1.0 has no chunked coding: the body ends when the connection closes */
-        c->stream_close_delimited = c->http10;
-        c->sse = m->content_type && strncmp(m->content_type, "text/event-stream", 17) == 0;
-        if (c->http10)
-            c->keep_alive = false;
-        hearth_http_head head = {
-            .status = m->status,
-            .minor_version = c->http10 ? 0 : 1,
-            .content_type = m->content_type,
-            .headers = m->headers,
-            .cors_origin = hearth_access_cors(c),
-            .date = hearth_http_date_now(&io->date),
-            .keep_alive = c->keep_alive,
-            .chunked = !c->http10,
-            .close_delimited = c->http10,
-        };
-        size_t before = c->out.len;
-        rc = hearth_http_head_format(&c->out, &head);
-        c->status = m->status;
-        c->resp_bytes = c->out.len - before;
-        c->state = CONN_STREAMING;
-        hearth_conn_flush(c);
-        return;
-    }
-    case REPLY_CHUNK: {
-        if (c->state != CONN_STREAMING || c->is_head)
-            return;
-        size_t before = c->out.len;
-        rc = c->stream_close_delimited ? hearth_buf_append(&c->out, m->body, m->body_len)
-                                       : hearth_http_chunk_format(&c->out, m->body, m->body_len);
-        c->resp_bytes += c->out.len - before;
-        if (rc) {
-            HLOG_WARN("%s: client is not reading its stream; closing", c->log_line);
-            hearth_conn_close(c);
-            return;
-        }
-        hearth_conn_flush(c);
-        return;
-    }
-    case REPLY_END: {
-        if (c->state != CONN_STREAMING)
-            return;
-        if (!c->stream_close_delimited && !c->is_head) {
-            rc = hearth_http_chunk_end(&c->out);
-            c->resp_bytes += 5;
-        }
-        break;
-    }
-    }
-    (void)rc;
-    /* the request is complete: account for it and move on to pipelined input */
-    hearth_conn_request_complete(c);
-    if (c->state == CONN_HEAD)
-        hearth_conn_process(c);
-    else
-        hearth_conn_flush(c);
-}
-
-void hearth_io_wake_cb(hearth_loop *loop, void *arg)
-{
-    hearth_io *io = arg;
-    pthread_mutex_lock(&io->q_lock);
-    reply_msg *m = io->q_head;
-    io->q_head = io->q_tail = NULL;
-    pthread_mutex_unlock(&io->q_lock);
-    while (m) {
-        reply_msg *next = m->next;
-        apply(io, m);
-        free(m);
-        m = next;
-    }
-    if (atomic_load(&io->s->stopping) && !io->draining)
-        hearth_io_begin_drain(io);
-    else if (io->draining)
-        hearth_io_maybe_stop(io);
-    else if (atomic_load(&io->s->init_done) && !io->listening)
-        hearth_io_start_accepting(io);
-}
-
-void hearth_io_queue_cancel(hearth_io *io)
-{
-    pthread_mutex_lock(&io->q_lock);
-    reply_msg *m = io->q_head;
-    io->q_head = io->q_tail = NULL;
-    pthread_mutex_unlock(&io->q_lock);
-    while (m) {
-        reply_msg *next = m->next;
-        if (m->kind == REPLY_DEFER)
-            m->release(m->release_arg, true);
-        free(m);
-        m = next;
-    }
-}
-
-void hearth_io_queue_free(hearth_io *io)
-{
-    reply_msg *m = io->q_head;
-    while (m) {
-        reply_msg *next = m->next;
-        free(m);
-        m = next;
-    }
-    io->q_head = io->q_tail = NULL;
-}

@@ -38,7 +38,15 @@
  * Models still loading when the drain begins get as long as the drain; a
  * loader that blocks longer (a path that is a FIFO, a hung network mount)
  * cannot be interrupted safely, so the process then exits without waiting
- * for it (serve_process, below). */
+ * for it (serve_process, below).
+ *
+ * Calls: conn.c (open, drain, cut, close), io.c (the reply queue, run from
+ * this file's loop wake-up), offload.c (start, stop), stats.c, loop.c.
+ * Called by workers.c, where hearth_server_run chooses the process model and
+ * calls hearth_server_listen and hearth_serve_process here; nothing here
+ * calls workers.c, conn.c never calls back (hearth_io_maybe_stop is conn.c's)
+ * and io.c never calls back (the drain and accept checks of a wake-up are
+ * here, in io_wake). */
 #include "server_int.h"
 
 #include "base/clock.h"
@@ -238,6 +246,16 @@ static int make_handoffs(hearth_server *s, hearth_err *err)
         if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, &s->handoff_fd[2 * i]) != 0)
             return hearth_err_sys(err, errno, "socketpair for connection hand-off");
     return HEARTH_OK;
+}
+
+int hearth_server_listen(hearth_server *s, hearth_err *err)
+{
+    int rc = bind_listener(s, err);
+    if (rc == 0)
+        rc = hearth_shared_create(s, err);
+    if (rc == 0)
+        rc = make_handoffs(s, err);
+    return rc;
 }
 
 /* ---- accepting and balancing ---- */
@@ -480,20 +498,6 @@ static void close_pending_handoffs(hearth_io *io)
     }
 }
 
-/* A draining thread stops once its connections are gone and no thread of
- * its process accepts any more: until then a sibling that has not seen the
- * drain yet may still accept a connection and hand it here, and a thread
- * that had stopped would leave it unanswered until the process exits (seen:
- * a connect during the drain hung for the 2.5 s of a request in flight on
- * the other thread). The thread that closes the listener wakes the others. */
-void hearth_io_maybe_stop(hearth_io *io)
-{
-    if (io->draining && io->open == 0 && atomic_load(&io->s->listen_users) <= 0) {
-        close_pending_handoffs(io);
-        hearth_loop_stop(io->loop);
-    }
-}
-
 void hearth_io_begin_drain(hearth_io *io)
 {
     if (io->draining)
@@ -525,6 +529,20 @@ void hearth_io_begin_drain(hearth_io *io)
 
 /* ---- threads of one serving process ---- */
 
+/* The loop's wake-up: replies queued from other threads first, then the
+ * process-wide state (a stop asked for, models loaded) that wakes every loop. */
+static void io_wake(hearth_loop *loop, void *arg)
+{
+    hearth_io *io = arg;
+    hearth_io_queue_run(io);
+    if (atomic_load(&io->s->stopping) && !io->draining)
+        hearth_io_begin_drain(io);
+    else if (io->draining) /* the listener's closer wakes its siblings: an idle one may stop now */
+        hearth_io_maybe_stop(io);
+    else if (atomic_load(&io->s->init_done) && !io->listening)
+        hearth_io_start_accepting(io);
+}
+
 static void *io_main(void *arg)
 {
     hearth_io *io = arg;
@@ -544,6 +562,9 @@ static void *io_main(void *arg)
     int rc = hearth_loop_run(io->loop);
     if (rc != 0)
         HLOG_ERROR("I/O thread %s: event loop failed (%d)", tag, rc);
+    /* a drained loop stops only once no thread of this process accepts
+     * (hearth_io_maybe_stop), so every hand-off to it has arrived: close them */
+    close_pending_handoffs(io);
     return NULL;
 }
 
@@ -577,7 +598,7 @@ static int io_init(hearth_server *s, hearth_io *io, int index, hearth_err *err)
     io->loop = hearth_loop_new(s->cfg.poller, err);
     if (!io->loop)
         return err ? err->code : HEARTH_EIO;
-    hearth_loop_set_wake_cb(io->loop, hearth_io_wake_cb, io);
+    hearth_loop_set_wake_cb(io->loop, io_wake, io);
     if (hearth_loop_add_fd(io->loop, s->handoff_fd[2 * io->gslot], HEARTH_EV_READ, hearth_io_handoff_ready, io) != 0)
         return hearth_err_set(err, HEARTH_EIO, "cannot poll the hand-off socket");
     hearth_slot_stats *st = &s->shared->slot[io->gslot];
@@ -731,47 +752,4 @@ stop:
     free(s->io);
     s->io = NULL;
     return atomic_load(&s->init_failed) ? HEARTH_EXIT_CONFIG : status;
-}
-
-int hearth_worker_main(hearth_server *s, int index)
-{
-    s->worker_index = index;
-    char tag[16];
-    snprintf(tag, sizeof tag, "w%d", index);
-    hearth_log_set_tag(tag);
-    /* the other slots' read ends belong to the other workers */
-    for (int i = 0; i < s->n_slots; i++)
-        if (i / s->cfg.threads != index && s->handoff_fd[2 * i] >= 0) {
-            close(s->handoff_fd[2 * i]);
-            s->handoff_fd[2 * i] = -1;
-        }
-    return hearth_serve_process(s);
-}
-
-int hearth_server_run(hearth_server *s)
-{
-    hearth_err err = {0};
-    int w = hearth_workers_adopt(s, &err);
-    if (w < 0 && w != HEARTH_ENOTFOUND) {
-        HLOG_ERROR("%s", err.msg);
-        return 1;
-    }
-    if (w >= 0)
-        return hearth_worker_main(s, w); /* a worker started by --spawn */
-    int workers = s->cfg.workers;
-    s->n_slots = (workers > 0 ? workers : 1) * s->cfg.threads;
-    if (bind_listener(s, &err) != 0 || hearth_shared_create(s, &err) != 0 || make_handoffs(s, &err) != 0) {
-        HLOG_ERROR("%s", err.msg);
-        return 1;
-    }
-    HLOG_INFO("listening on http://%s%s%s:%d (%d worker%s x %d I/O thread%s, poller %s%s)",
-              strchr(s->host, ':') ? "[" : "", s->host, strchr(s->host, ':') ? "]" : "", s->port, workers ? workers : 1,
-              workers > 1 ? "s" : "", s->cfg.threads, s->cfg.threads > 1 ? "s" : "",
-              s->cfg.poller == HEARTH_POLLER_POLL ? "poll" : hearth_loop_default_poller_name(),
-              hearth_server_pinned(s) ? ", I/O threads pinned one per CPU" : "");
-    if (workers > 0)
-        return hearth_workers_supervise(s);
-    int rc = hearth_serve_process(s);
-    HLOG_INFO("stopped");
-    return rc;
 }

@@ -1,6 +1,8 @@
 /* server_int.h: the server's private structures, shared by server.c (life
  * cycle, threads, accept), conn.c (the per-connection state machine),
- * reply.c (cross-thread replies), stats.c (shared counters) and workers.c. */
+ * reply.c (what handlers call), io.c (each I/O thread's reply queue),
+ * offload.c (the handler pool), access.c, stats.c (shared counters) and
+ * workers.c. */
 #ifndef HEARTH_NET_SERVER_INT_H
 #define HEARTH_NET_SERVER_INT_H
 
@@ -188,7 +190,6 @@ struct hearth_server {
 /* server.c */
 void hearth_io_accept_ready(hearth_loop *loop, int fd, unsigned events, void *arg);
 void hearth_io_handoff_ready(hearth_loop *loop, int fd, unsigned events, void *arg);
-void hearth_io_maybe_stop(hearth_io *io);
 /* Whether I/O threads are pinned, slot i to cpus[i] (cfg.pin_threads, 2+ slots, no more than the CPUs). */
 bool hearth_server_pinned(const hearth_server *s);
 /* Stops accepting, closes idle connections, lets busy ones finish (loop thread). */
@@ -197,6 +198,8 @@ void hearth_io_begin_drain(hearth_io *io);
 void hearth_io_start_accepting(hearth_io *io);
 
 /* conn.c */
+/* Stops io's loop when it drains and its last connection has closed. */
+void hearth_io_maybe_stop(hearth_io *io);
 /* Takes fd (non-blocking) onto io's loop. HEARTH_ELIMIT when this process
  * already holds --max-connections; HEARTH_ENOMEM, HEARTH_EIO. On error fd is
  * still the caller's to close. */
@@ -227,8 +230,10 @@ bool hearth_access_check(hearth_request *req, int route, bool path_known);
 /* The CORS origin for c's response, or NULL. */
 const char *hearth_access_cors(const hearth_conn *c);
 
-/* reply.c */
-void hearth_io_wake_cb(hearth_loop *loop, void *arg);
+/* io.c: each I/O thread's reply queue */
+/* Applies every message queued for io to its connection (loop thread; the
+ * loop's wake-up callback, server.c's, calls it). */
+void hearth_io_queue_run(hearth_io *io);
 void hearth_io_queue_free(hearth_io *io);
 /* Empties io's queue once its loop has stopped and the handler pool with it:
  * the release callback of a REPLY_DEFER still queued is called (cancelled),
@@ -264,13 +269,11 @@ void hearth_shared_destroy(hearth_server *s);
 void hearth_stats_request(hearth_server *s, int gslot, int route, int status, uint64_t ns);
 int hearth_stats_render(hearth_server *s, hearth_buf *out);
 
-/* workers.c */
-int hearth_workers_supervise(hearth_server *s);
-/* In a process started by --spawn: adopts the inherited fds and returns the
- * worker index; HEARTH_ENOTFOUND in any other process; HEARTH_EINVAL when malformed. */
-int hearth_workers_adopt(hearth_server *s, hearth_err *err);
-int hearth_worker_main(hearth_server *s, int index);
-/* The serving part of one process: threads, signals, drain. */
+/* The serving part of one process: threads, signals, drain (server.c; called
+ * by workers.c's hearth_server_run, directly or in each worker). */
 int hearth_serve_process(hearth_server *s);
+/* Binds the listener for s->n_slots I/O threads in all, creates the shared
+ * statistics and the hand-off sockets (server.c). */
+int hearth_server_listen(hearth_server *s, hearth_err *err);
 
 #endif

@@ -16,6 +16,13 @@
  * On a stop the supervisor closes its own copy of the listening socket at
  * once, so that the port is refused as soon as the workers let go of theirs.
  *
+ * hearth_server_run is here, because it chooses between the process models:
+ * a worker started by --spawn, a supervisor of workers, or one process.
+ * Calls: server.c (hearth_server_listen, hearth_server_pinned and
+ * hearth_serve_process: one serving process), loop.c; nothing in src/net
+ * calls back into this file. Before, hearth_server_run in server.c called
+ * the supervisor here, which called back server.c's worker entry: a circle.
+ *
  * Rejected: respawning from a SIGCHLD handler (async-signal-safety makes it
  * fragile); the supervisor blocks its signals and takes them with sigwait.
  * Noticing the supervisor's death by a pipe that closes: one more descriptor
@@ -68,7 +75,9 @@ static void exec_worker(hearth_server *s, int index)
     _exit(127);
 }
 
-int hearth_workers_adopt(hearth_server *s, hearth_err *err)
+/* In a process started by --spawn: adopts the inherited fds and returns the
+ * worker index; HEARTH_ENOTFOUND in any other process; HEARTH_EINVAL when malformed. */
+static int adopt(hearth_server *s, hearth_err *err)
 {
     const char *env = getenv(ENV_FDS);
     if (!env)
@@ -103,6 +112,22 @@ int hearth_workers_adopt(hearth_server *s, hearth_err *err)
     return index;
 }
 
+/* The serving part of worker index, started by fork or --spawn. */
+static int worker_main(hearth_server *s, int index)
+{
+    s->worker_index = index;
+    char tag[16];
+    snprintf(tag, sizeof tag, "w%d", index);
+    hearth_log_set_tag(tag);
+    /* the other slots' read ends belong to the other workers */
+    for (int i = 0; i < s->n_slots; i++)
+        if (i / s->cfg.threads != index && s->handoff_fd[2 * i] >= 0) {
+            close(s->handoff_fd[2 * i]);
+            s->handoff_fd[2 * i] = -1;
+        }
+    return hearth_serve_process(s);
+}
+
 static int start_worker(hearth_server *s, worker *w, int index)
 {
     clock_gettime(CLOCK_MONOTONIC, &w->started);
@@ -122,7 +147,7 @@ static int start_worker(hearth_server *s, worker *w, int index)
         sigprocmask(SIG_SETMASK, &none, NULL);
         if (s->cfg.spawn)
             exec_worker(s, index);
-        _exit(hearth_worker_main(s, index));
+        _exit(worker_main(s, index));
     }
     w->pid = pid;
     HLOG_INFO("worker %d started (pid %d%s)", index, (int)pid, s->cfg.spawn ? ", spawned" : "");
@@ -156,7 +181,7 @@ static void describe(int status, char *out, size_t n)
         snprintf(out, n, "exited with status %d", WEXITSTATUS(status));
 }
 
-int hearth_workers_supervise(hearth_server *s)
+static int supervise(hearth_server *s)
 {
     int n = s->cfg.workers;
     worker *ws = calloc((size_t)n, sizeof *ws);
@@ -238,4 +263,32 @@ int hearth_workers_supervise(hearth_server *s)
     free(ws);
     HLOG_INFO("stopped");
     return failed ? 1 : 0;
+}
+
+int hearth_server_run(hearth_server *s)
+{
+    hearth_err err = {0};
+    int w = adopt(s, &err);
+    if (w < 0 && w != HEARTH_ENOTFOUND) {
+        HLOG_ERROR("%s", err.msg);
+        return 1;
+    }
+    if (w >= 0)
+        return worker_main(s, w); /* a worker started by --spawn */
+    int workers = s->cfg.workers;
+    s->n_slots = (workers > 0 ? workers : 1) * s->cfg.threads;
+    if (hearth_server_listen(s, &err) != 0) {
+        HLOG_ERROR("%s", err.msg);
+        return 1;
+    }
+    HLOG_INFO("listening on http://%s%s%s:%d (%d worker%s x %d I/O thread%s, poller %s%s)",
+              strchr(s->host, ':') ? "[" : "", s->host, strchr(s->host, ':') ? "]" : "", s->port, workers ? workers : 1,
+              workers > 1 ? "s" : "", s->cfg.threads, s->cfg.threads > 1 ? "s" : "",
+              s->cfg.poller == HEARTH_POLLER_POLL ? "poll" : hearth_loop_default_poller_name(),
+              hearth_server_pinned(s) ? ", I/O threads pinned one per CPU" : "");
+    if (workers > 0)
+        return supervise(s);
+    int rc = hearth_serve_process(s);
+    HLOG_INFO("stopped");
+    return rc;
 }

@@ -1,11 +1,15 @@
-/* bert_impl.h: the inside of a hearth_bert, shared by its loaders
- * (bert_hf.c, bert_gguf.c), its weight conversion (bert_weights.c), its
- * forward pass (bert_forward.c) and its public face (bert.c).
+/* bert_int.h: the inside of a hearth_bert, shared by its loaders
+ * (bert_hf.c, bert_gguf.c), the helpers they build with (bert_build.c), its
+ * weight conversion (bert_weights.c), its forward pass (bert_forward.c) and
+ * its public face (bert.c).
+ *
+ * Who calls whom: bert.c -> bert_hf.c, bert_gguf.c, bert_weights.c ->
+ * bert_build.c; nothing below calls back up into bert.c.
  *
  * Pooling is kept here as an int holding enum hearth_pooling's values
  * (hf_folder.h: mean 0, cls 1, last 2). */
-#ifndef HEARTH_MODELS_BERT_IMPL_H
-#define HEARTH_MODELS_BERT_IMPL_H
+#ifndef HEARTH_MODELS_BERT_INT_H
+#define HEARTH_MODELS_BERT_INT_H
 
 #include "base/err.h"
 #include "engine/dev.h"
@@ -82,6 +86,8 @@ struct hearth_bert {
     hearth_dev *dev;         /* the device the walk runs on (engine/dev.h) */
     char path[256];          /* for messages (cut when longer) */
 };
+
+/* The loaders' helpers (bert_build.c). */
 
 /* Keeps p (malloc'd) until the model closes; frees it and fails on ENOMEM. */
 int bert_own(hearth_bert *m, void *p, hearth_err *err);

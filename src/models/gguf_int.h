@@ -1,9 +1,9 @@
-/* gguf_internal.h: little-endian decoding and the name hash shared by the
+/* gguf_int.h: little-endian decoding and the name hash shared by the
  * GGUF reader's files. Private to src/models. Values in a mapping may be
  * unaligned, so everything goes through memcpy (which compilers turn into a
  * plain load on x86-64 and ARM64). */
-#ifndef HEARTH_MODELS_GGUF_INTERNAL_H
-#define HEARTH_MODELS_GGUF_INTERNAL_H
+#ifndef HEARTH_MODELS_GGUF_INT_H
+#define HEARTH_MODELS_GGUF_INT_H
 
 #include <stddef.h>
 #include <stdint.h>
