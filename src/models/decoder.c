@@ -5,12 +5,14 @@
  * models/). Close takes them apart in reverse: the cache, then the weights.
  *
  * Every architecture hearth generates with today is llama-family, so there is
- * one case, hearth_llama; a new family (its own open, forward and state)
- * becomes a second case in the table below and in the few switches over
- * kind, with no edit above models/. Rejected: a vtable per architecture
- * before there is a second implementation to shape it; and keeping the
- * assembly in api/gen_models.c, which made each new architecture an edit of
- * the API layer and left it the only one knowing the teardown order. */
+ * one case, hearth_llama, whose open reads general.architecture and refuses
+ * what it does not know. A new family (its own open, forward and state) adds
+ * its names to ARCHS with a kind, a member here, and a case in open, close
+ * and the adapter, with no edit above models/. Rejected: a vtable per
+ * architecture before there is a second implementation to shape it; and
+ * keeping the assembly in api/gen_models.c, which made each new
+ * architecture an edit of the API layer and left it the only one knowing
+ * the teardown order. */
 #include "decoder.h"
 
 #include "models/gguf.h"
@@ -20,19 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum decoder_kind { DECODER_LLAMA };
-
-static const struct {
-    const char *arch;
-    enum decoder_kind kind;
-} ARCHS[] = {
-    {"llama", DECODER_LLAMA},
-    {"qwen2", DECODER_LLAMA}, /* q/k/v biases */
-    {"qwen3", DECODER_LLAMA}, /* QK-norm */
+/* general.architecture names, all hearth_llama's (models/llama.h) */
+static const char *const ARCHS[] = {
+    "llama",
+    "qwen2", /* q/k/v biases */
+    "qwen3", /* QK-norm */
 };
 
 struct hearth_decoder {
-    enum decoder_kind kind;
     hearth_llama *llama;
     hearth_kv *kv;
     hearth_pool *pool;            /* borrowed */
@@ -43,7 +40,7 @@ struct hearth_decoder {
 bool hearth_decoder_supports(const char *arch)
 {
     for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
-        if (!strcmp(arch, ARCHS[i].arch))
+        if (!strcmp(arch, ARCHS[i]))
             return true;
     return false;
 }
@@ -113,7 +110,6 @@ int hearth_decoder_open(hearth_decoder **out, const char *path, const hearth_dec
     hearth_decoder *d = calloc(1, sizeof *d);
     if (!d)
         return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
-    d->kind = DECODER_LLAMA; /* the only kind: hearth_llama_open names an architecture it refuses */
     d->pool = opts->pool;
     const hearth_llama_open_opts lo = {.no_repack = opts->no_repack};
     int rc = hearth_llama_open_with(&d->llama, path, &lo, err);
