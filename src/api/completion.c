@@ -32,7 +32,6 @@
 #include "gen_common.h"
 #include "respond.h"
 
-#include "models/gguf.h"
 #include "text/unicode.h"
 
 #include <stdio.h>
@@ -111,7 +110,7 @@ static int append_prompt(hearth_gen_call *c, hearth_buf *out)
 {
     hearth_buf text;
     hearth_buf_init(&text, (size_t)64 << 20);
-    int rc = hearth_tokenizer_decode(hearth_llama_tokenizer(c->model->llama), c->prompt.v, c->prompt.n, true, &text);
+    int rc = hearth_tokenizer_decode(hearth_decoder_tokenizer(c->model->dec), c->prompt.v, c->prompt.n, true, &text);
     if (!rc)
         rc = hearth_buf_appends(out, ",\"prompt\":");
     if (!rc)
@@ -345,7 +344,7 @@ void hearth_api_llama_tokenize(hearth_request *req, hearth_api *api, const cJSON
         hearth_gen_opt_bool(req, doc, "parse_special", &parse_special) < 0 ||
         hearth_gen_opt_bool(req, doc, "with_pieces", &with_pieces) < 0)
         return;
-    const hearth_tokenizer *t = hearth_llama_tokenizer(m->llama);
+    const hearth_tokenizer *t = hearth_decoder_tokenizer(m->dec);
     hearth_ids ids;
     hearth_ids_init(&ids, (size_t)1 << 25);
     hearth_buf out;
@@ -409,7 +408,7 @@ static void detokenize(hearth_request *req, void *ctx)
         goto out;
     }
     int n = cJSON_GetArraySize(arr);
-    int32_t n_vocab = hearth_llama_vocab(m->llama)->n_tokens;
+    int32_t n_vocab = hearth_decoder_vocab(m->dec)->n_tokens;
     ids = malloc((size_t)(n > 0 ? n : 1) * sizeof *ids);
     if (!ids) {
         hearth_respond_error(req, 503, "unavailable_error", "out of memory");
@@ -427,7 +426,7 @@ static void detokenize(hearth_request *req, void *ctx)
         }
         ids[k++] = (int32_t)d;
     }
-    int rc = hearth_tokenizer_decode(hearth_llama_tokenizer(m->llama), ids, (size_t)k, true, &text);
+    int rc = hearth_tokenizer_decode(hearth_decoder_tokenizer(m->dec), ids, (size_t)k, true, &text);
     if (!rc)
         rc = hearth_buf_appends(&out, "{\"content\":");
     if (!rc)
@@ -463,7 +462,7 @@ static void props(hearth_request *req, void *ctx)
     if (!strcmp(m->tmpl_source, "fallback")) {
         tmpl = CHATML_JINJA;
         tmpl_len = strlen(tmpl);
-    } else if (hearth_gguf_get_str(hearth_llama_gguf(m->llama), "tokenizer.chat_template", &tmpl, &tmpl_len, NULL) != 0) {
+    } else if (hearth_decoder_chat_template(m->dec, &tmpl, &tmpl_len) != 0) {
         tmpl = "";
         tmpl_len = 0;
     }
@@ -475,7 +474,7 @@ static void props(hearth_request *req, void *ctx)
         rc = hearth_gen_append_settings(&out, &defaults);
     if (!rc)
         rc = hearth_buf_printf(&out, "},\"total_slots\":%d,\"cache_type\":\"%s\",\"model\":", m->n_parallel,
-                               hearth_dtype_get(hearth_kv_type(m->kv))->name);
+                               hearth_dtype_get(hearth_decoder_cache_type(m->dec))->name);
     if (!rc)
         rc = hearth_json_quote(&out, m->info->name, strlen(m->info->name));
     if (!rc)
@@ -491,7 +490,7 @@ static void props(hearth_request *req, void *ctx)
                                m->tmpl_source);
     if (!rc)
         rc = hearth_json_quote(&out, m->bos_text, strlen(m->bos_text));
-    const hearth_vocab *v = hearth_llama_vocab(m->llama);
+    const hearth_vocab *v = hearth_decoder_vocab(m->dec);
     const char *eos = v->eos >= 0 ? v->text[v->eos] : "";
     if (!rc)
         rc = hearth_buf_appends(&out, ",\"eos_token\":");

@@ -166,7 +166,7 @@ static int append_logprob(hearth_buf *out, float p)
  * (always so when sampling greedily); otherwise it is null. */
 static int append_probs(hearth_gen_call *c, int32_t token, const hearth_gen_probs *p)
 {
-    const hearth_tokenizer *t = hearth_llama_tokenizer(c->model->llama);
+    const hearth_tokenizer *t = hearth_decoder_tokenizer(c->model->dec);
     hearth_buf *out = &c->probs;
     int rc = hearth_buf_appends(out, out->len ? ",{" : "{");
     if (!rc)
@@ -651,7 +651,7 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
 bool hearth_gen_encode(hearth_request *req, hearth_gen_call *c, const char *text, size_t n, bool add_special)
 {
     hearth_err err = {0};
-    int rc = hearth_tokenizer_encode(hearth_llama_tokenizer(c->model->llama), text, n, add_special, true, &c->prompt, &err);
+    int rc = hearth_tokenizer_encode(hearth_decoder_tokenizer(c->model->dec), text, n, add_special, true, &c->prompt, &err);
     if (rc) {
         hearth_respond_error(req, 400, "invalid_request_error", "the prompt cannot be tokenized: %s", err.msg);
         return false;
@@ -661,7 +661,7 @@ bool hearth_gen_encode(hearth_request *req, hearth_gen_call *c, const char *text
 
 static bool push_ids(hearth_request *req, hearth_gen_call *c, const cJSON *arr, const char *key)
 {
-    int32_t n_vocab = hearth_llama_vocab(c->model->llama)->n_tokens;
+    int32_t n_vocab = hearth_decoder_vocab(c->model->dec)->n_tokens;
     int k = 0;
     const cJSON *t;
     cJSON_ArrayForEach(t, arr)

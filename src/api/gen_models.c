@@ -1,51 +1,18 @@
-/* gen_models.c: generation models in a serving process: opening a llama-
- * family GGUF, its KV cache (--parallel live sequences plus --cache-slots
- * idle ones that keep prefixes for reuse), the scheduler thread, and the
- * adapter that lets the engine's scheduler drive hearth_llama without the
- * engine depending on models/. Also the demo: a tiny random-weight llama
- * with a byte-level vocabulary and a ChatML template, written by hearth. */
+/* gen_models.c: generation models in a serving process: a decoder
+ * (models/decoder.h: the architecture's weights, tokenizer and a KV cache of
+ * --parallel live sequences plus --cache-slots idle ones that keep prefixes
+ * for reuse), its chat template, and the scheduler thread that drives the
+ * decoder's table. The API layer names no architecture: the decoder opens
+ * whichever the GGUF holds, and tears itself down. Also the demo (written by
+ * models/decoder_demo.c) and the generation metrics. */
 #include "models.h"
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "models/gguf_write.h"
-#include "models/llama_demo.h"
-#include "text/tokenizer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-
-/* ---- the adapter: hearth_gen_batch_model over hearth_llama ---- */
-
-static int adapt_forward(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want, float *logits,
-                         hearth_err *err)
-{
-    hearth_gen_entry *g = ctx;
-    hearth_llama_batch b = {.n = n, .tokens = tokens, .slot = slots, .want_logits = want};
-    return hearth_llama_forward(g->llama, g->kv, g->pool, &b, logits, err);
-}
-
-static void adapt_truncate(void *ctx, int slot, int64_t n)
-{
-    hearth_gen_entry *g = ctx;
-    if (n < hearth_kv_len(g->kv, slot))
-        hearth_kv_truncate(g->kv, slot, n);
-}
-
-/* Generated text always continues a prompt (at least BOS), so SentencePiece's
- * leading space is kept: " park." after "...went to the", as llama-server
- * sends each piece (llama_token_to_piece without lstrip). Stripping it, as a
- * decode from the start of a text does, glued the first word to the prompt. */
-static void adapt_detok_init(void *ctx, void *state)
-{
-    hearth_gen_entry *g = ctx;
-    hearth_detok_init(state, hearth_llama_tokenizer(g->llama), false, false);
-}
-
-static int adapt_detok_push(void *ctx, void *state, int32_t id, hearth_buf *out) { return hearth_detok_push(state, id, out); }
-static int adapt_detok_flush(void *ctx, void *state, hearth_buf *out) { return hearth_detok_flush(state, out); }
 
 /* The chat template: --chat-template, else the GGUF's when hearth knows its
  * family, else chatml with a warning, as llama-server falls back (its
@@ -62,7 +29,7 @@ static void find_template(hearth_gen_entry *g, const char *override)
         HLOG_WARN("--chat-template '%s' is not one hearth knows (chatml, llama3, phi3, gemma, mistral, llama2)", override);
     const char *src;
     size_t len;
-    bool in_gguf = hearth_gguf_get_str(hearth_llama_gguf(g->llama), "tokenizer.chat_template", &src, &len, NULL) == 0;
+    bool in_gguf = hearth_decoder_chat_template(g->dec, &src, &len) == 0;
     if (in_gguf && hearth_chat_template_detect(src, len, &g->tmpl) == 0) {
         snprintf(g->tmpl_source, sizeof g->tmpl_source, "gguf");
         return;
@@ -82,45 +49,23 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     uint64_t t0 = hearth_now_ns();
     hearth_gen_entry *g = &st->gen_models[st->n_gen];
     memset(g, 0, sizeof *g);
-    const hearth_llama_open_opts lo = {.no_repack = !api->cfg.repack};
-    int rc = hearth_llama_open_with(&g->llama, path, &lo, err);
+    const hearth_decoder_opts o = {
+        .n_slots = st->gen.n_parallel + st->gen.n_cache_slots,
+        .n_ctx = st->gen.n_ctx,
+        .kv_type = st->gen.kv_type,
+        .no_repack = !api->cfg.repack,
+        .pool = st->pool,
+    };
+    int rc = hearth_decoder_open(&g->dec, path, &o, err);
     if (rc)
         return rc;
-    const hearth_llama_hparams *hp = hearth_llama_hparams_get(g->llama);
-    g->pool = st->pool;
     g->n_parallel = st->gen.n_parallel;
-    g->n_ctx = st->gen.n_ctx > 0 ? st->gen.n_ctx : hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    g->n_ctx = hearth_decoder_n_ctx(g->dec);
     g->sampling = api->cfg.sampling;
     if (g->sampling.repeat_last_n < 0) /* llama-server's -1: the context */
         g->sampling.repeat_last_n = (int)(g->n_ctx < HEARTH_SAMPLER_MAX_LAST_N ? g->n_ctx : HEARTH_SAMPLER_MAX_LAST_N);
     g->n_predict = api->cfg.n_predict;
-    int n_slots = st->gen.n_parallel + st->gen.n_cache_slots;
-    g->kv = hearth_kv_new_typed(g->llama, n_slots, g->n_ctx, st->gen.kv_type, err);
-    if (!g->kv) {
-        hearth_llama_close(g->llama);
-        return err ? err->code : HEARTH_ENOMEM;
-    }
-    const hearth_vocab *v = hearth_llama_vocab(g->llama);
-    hearth_gen_batch_model bm = {
-        .ctx = g,
-        .n_vocab = (int32_t)hp->n_vocab,
-        .n_slots = n_slots,
-        .n_ctx = g->n_ctx,
-        .forward = adapt_forward,
-        .truncate = adapt_truncate,
-        .detok_size = sizeof(hearth_detok),
-        .detok_init = adapt_detok_init,
-        .detok_push = adapt_detok_push,
-        .detok_flush = adapt_detok_flush,
-    };
-    int32_t ends[3] = {v->eos, v->eot, -1};
-    for (int i = 0; i < 3; i++) {
-        bool dup = false;
-        for (int k = 0; k < bm.n_end_ids; k++)
-            dup |= bm.end_ids[k] == ends[i];
-        if (ends[i] >= 0 && !dup)
-            bm.end_ids[bm.n_end_ids++] = ends[i];
-    }
+    const hearth_vocab *v = hearth_decoder_vocab(g->dec);
     if (v->bos >= 0)
         snprintf(g->bos_text, sizeof g->bos_text, "%s", v->text[v->bos]);
     hearth_api_model *info = &api->models[api->n_models];
@@ -133,18 +78,18 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     g->info = info;
     find_template(g, st->gen.chat_template);
     hearth_gen_sched_config sc = {.n_parallel = st->gen.n_parallel, .max_queue = st->gen.max_queue, .n_batch = st->gen.n_batch};
-    g->sched = hearth_gen_sched_new(&bm, &sc, err);
+    g->sched = hearth_gen_sched_new(hearth_decoder_batch_model(g->dec), &sc, err);
     if (!g->sched) {
-        hearth_kv_free(g->kv);
-        hearth_llama_close(g->llama);
+        hearth_decoder_close(g->dec);
         return err ? err->code : HEARTH_ENOMEM;
     }
     api->n_models++;
     st->n_gen++;
     HLOG_INFO("model '%s': %s %s from %s, %lld-token context x %d sequences (+%d cached), %.0f MiB of %s KV cache, "
               "chat template %s, loaded in %.0f ms",
-              name, demo ? "demo" : hp->arch, hearth_dtype_get(hearth_llama_weight_type(g->llama))->name, path,
-              (long long)g->n_ctx, st->gen.n_parallel, st->gen.n_cache_slots, (double)hearth_kv_bytes(g->kv) / 1048576.0,
+              name, demo ? "demo" : hearth_decoder_arch(g->dec), hearth_dtype_get(hearth_decoder_weight_type(g->dec))->name, path,
+              (long long)g->n_ctx, st->gen.n_parallel, st->gen.n_cache_slots,
+              (double)hearth_decoder_cache_bytes(g->dec) / 1048576.0,
               hearth_dtype_get(st->gen.kv_type)->name,
               hearth_chat_template_name(g->tmpl), (double)(hearth_now_ns() - t0) / 1e6);
     return HEARTH_OK;
@@ -167,98 +112,20 @@ void hearth_api_unload_gen(hearth_api *api)
 {
     hearth_api_state *st = api->state;
     for (int i = 0; i < st->n_gen; i++) {
-        hearth_gen_sched_free(st->gen_models[i].sched);
-        hearth_kv_free(st->gen_models[i].kv);
-        hearth_llama_close(st->gen_models[i].llama);
+        hearth_gen_sched_free(st->gen_models[i].sched); /* the thread that drives the decoder stops first */
+        hearth_decoder_close(st->gen_models[i].dec);
     }
     st->n_gen = 0;
 }
 
 /* ---- the demo ---- */
 
-static const char CHATML[] =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-/* A byte-level SentencePiece vocabulary: <unk> <s> </s>, the 256 byte
- * tokens, the ChatML markers as control tokens, and "▁" + each printable
- * ASCII character, so every text tokenizes (bytes are the fallback). */
-static int write_demo_vocab(const char *path, hearth_err *err)
-{
-    enum { N = 3 + 256 + 2 + 95 };
-    char *tokens[N];
-    float scores[N];
-    int32_t types[N];
-    char store[N][16];
-    int n = 0;
-    const char *fixed[3] = {"<unk>", "<s>", "</s>"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(store[n], sizeof store[n], "%s", fixed[i]);
-        types[n] = i == 0 ? HEARTH_TOK_UNKNOWN : HEARTH_TOK_CONTROL;
-        scores[n] = 0;
-        n++;
-    }
-    for (int b = 0; b < 256; b++, n++) {
-        snprintf(store[n], sizeof store[n], "<0x%02X>", b);
-        types[n] = HEARTH_TOK_BYTE;
-        scores[n] = 0;
-    }
-    snprintf(store[n], sizeof store[n], "<|im_start|>");
-    types[n] = HEARTH_TOK_CONTROL;
-    scores[n++] = 0;
-    snprintf(store[n], sizeof store[n], "<|im_end|>");
-    types[n] = HEARTH_TOK_CONTROL;
-    scores[n++] = 0;
-    for (int c = 32; c < 127; c++, n++) {
-        snprintf(store[n], sizeof store[n], "\xe2\x96\x81%c", c);
-        types[n] = HEARTH_TOK_NORMAL;
-        scores[n] = -(float)(c - 31);
-    }
-    for (int i = 0; i < n; i++)
-        tokens[i] = store[i];
-    hearth_gguf_writer *w = hearth_gguf_writer_new();
-    if (!w)
-        return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
-    hearth_gguf_writer_add_str(w, "general.architecture", "llama");
-    hearth_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama");
-    hearth_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, (size_t)n);
-    hearth_gguf_writer_add_arr_f32(w, "tokenizer.ggml.scores", scores, (size_t)n);
-    hearth_gguf_writer_add_arr_i32(w, "tokenizer.ggml.token_type", types, (size_t)n);
-    hearth_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-    hearth_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    hearth_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    hearth_gguf_writer_add_u32(w, "tokenizer.ggml.eot_token_id", 3 + 256 + 1);
-    hearth_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", true);
-    hearth_gguf_writer_add_str(w, "tokenizer.chat_template", CHATML);
-    int rc = hearth_gguf_writer_write(w, path, 32, err);
-    hearth_gguf_writer_free(w);
-    return rc;
-}
-
 int hearth_api_load_gen_demo(hearth_api *api, const char *dir, hearth_err *err)
 {
-    char vocab[1024], model[1024];
-    snprintf(vocab, sizeof vocab, "%s/demo-vocab.gguf", dir);
-    snprintf(model, sizeof model, "%s/demo-llama-tiny.gguf", dir);
-    struct stat sb;
-    if (stat(model, &sb) != 0) {
-        char tmp[1100];
-        snprintf(tmp, sizeof tmp, "%s.tmp", model);
-        HLOG_INFO("writing the demo generation model (a tiny llama, random weights) to %s", model);
-        int rc = write_demo_vocab(vocab, err);
-        if (rc)
-            return rc;
-        hearth_llama_demo d;
-        hearth_llama_demo_tiny(&d, "llama");
-        d.wtype = HEARTH_Q8_0;
-        d.vocab_path = vocab;
-        d.n_ctx = 4096;
-        rc = hearth_llama_demo_write(&d, tmp, err);
-        if (rc)
-            return rc;
-        if (rename(tmp, model) != 0)
-            return hearth_err_sys(err, 5, "cannot rename %s", tmp);
-    }
+    char model[1024];
+    int rc = hearth_decoder_demo_path(dir, model, sizeof model, err);
+    if (rc)
+        return rc;
     return hearth_api_add_gen(api, "demo-llama-tiny", model, true, err);
 }
 

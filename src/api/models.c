@@ -256,15 +256,15 @@ static int load_one(hearth_api *api, const char *spec, hearth_err *err)
             return rc;
         if (!strcmp(arch, "bert"))
             return add_embed(api, name, path, false, err);
-        if ((!strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3")) && api->cfg.embedding_only)
+        if (hearth_decoder_supports(arch) && api->cfg.embedding_only)
             return hearth_err_set(err, HEARTH_EUNSUPPORTED,
                                   "%s: --embedding asks for embeddings, and hearth computes them with BERT-family encoders "
                                   "only, not a '%s' decoder: serve this model without --embedding for generation",
                                   path, arch);
-        if (!strcmp(arch, "llama") || !strcmp(arch, "qwen2") || !strcmp(arch, "qwen3"))
+        if (hearth_decoder_supports(arch))
             return hearth_api_add_gen(api, name, path, false, err);
-        return hearth_err_set(err, HEARTH_EUNSUPPORTED,
-                              "%s: architecture '%s' cannot be served (embeddings: bert; generation: llama, qwen2, qwen3)", path, arch);
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "%s: architecture '%s' cannot be served (embeddings: bert; generation: %s)",
+                              path, arch, hearth_decoder_archs());
     }
     return hearth_err_set(err, HEARTH_EINVAL, "--model %s: not a model folder (config.json) or a .gguf file", path);
 }
@@ -334,7 +334,7 @@ int hearth_api_load_models(hearth_api *api, hearth_err *err)
     st->gen.n_batch = api->cfg.batch_size > 0 ? api->cfg.batch_size : 512;
     st->gen.chat_template = api->cfg.chat_template;
     /* serve checked the name; anything else falls back to the default */
-    int kv_type = hearth_kv_type_from_name(api->cfg.cache_type);
+    int kv_type = hearth_decoder_cache_type_from_name(api->cfg.cache_type);
     st->gen.kv_type = kv_type >= 0 ? (hearth_dtype)kv_type : HEARTH_F16;
     st->pool = hearth_pool_new(api->cfg.compute_threads);
     HLOG_INFO("compute pool: %d threads", hearth_pool_size(st->pool));

@@ -11,7 +11,7 @@
 #include "engine/embed_queue.h"
 #include "engine/gen_sched.h"
 #include "models/bert.h"
-#include "models/llama.h"
+#include "models/decoder.h"
 #include "text/chat_template.h"
 
 #include <cjson/cJSON.h>
@@ -53,13 +53,12 @@ typedef struct hearth_gen_opts {
     hearth_dtype kv_type;        /* --cache-type: HEARTH_F16 (default) or HEARTH_F32 */
 } hearth_gen_opts;
 
-/* A generation model: the llama weights, its KV cache and scheduler thread. */
+/* A generation model: the decoder (weights, tokenizer, KV cache) and the
+ * scheduler thread that drives it. */
 typedef struct hearth_gen_entry {
     hearth_api_model *info;
-    hearth_llama *llama;
-    hearth_kv *kv;
+    hearth_decoder *dec;
     hearth_gen_sched *sched;
-    hearth_pool *pool;           /* borrowed */
     int64_t n_ctx;               /* per sequence */
     int n_parallel;
     hearth_sampler_params sampling; /* a request's defaults (--temp, ..., --seed; repeat_last_n -1 mapped) */
@@ -110,7 +109,7 @@ void hearth_api_llama_tokenize(hearth_request *req, hearth_api *api, const cJSON
 /* Appends the model families' metrics (models.c). */
 int hearth_api_metrics(hearth_api *api, hearth_buf *out);
 
-/* gen_models.c: a generation model from a llama-family GGUF; the demo; unloading; metrics. */
+/* gen_models.c: a generation model from a decoder GGUF (models/decoder.h); the demo; unloading; metrics. */
 int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool demo, hearth_err *err);
 int hearth_api_load_gen_demo(hearth_api *api, const char *dir, hearth_err *err);
 void hearth_api_unload_gen(hearth_api *api);

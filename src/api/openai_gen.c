@@ -377,7 +377,7 @@ static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *me
             hearth_respond_error(req, 413, "request_too_large", "the conversation is too long");
         goto out;
     }
-    const hearth_tokenizer *t = hearth_llama_tokenizer(m->llama);
+    const hearth_tokenizer *t = hearth_decoder_tokenizer(m->dec);
     size_t bos_len = strlen(m->bos_text);
     bool wrote_bos = bos_len && text.len >= bos_len && !memcmp(text.data, m->bos_text, bos_len);
     if (!wrote_bos && t->add_bos && t->bos >= 0 && hearth_ids_push(&c->prompt, t->bos) != 0) {

@@ -17,7 +17,7 @@
 #include "api/api.h"
 #include "api/debug.h"
 #include "base/log.h"
-#include "models/llama.h" /* hearth_kv_type_from_name */
+#include "models/decoder.h" /* hearth_decoder_cache_type_from_name */
 #include "net/server.h"
 #include "text/chat_template.h"
 
@@ -233,7 +233,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         fprintf(stderr, "hearth serve: --default-prompt-name and --default-prompt: give one\n");
         return 2;
     }
-    if (hearth_kv_type_from_name(api.cfg.cache_type) < 0) {
+    if (hearth_decoder_cache_type_from_name(api.cfg.cache_type) < 0) {
         fprintf(stderr, "hearth serve: --cache-type %s: want f16 or f32\n", api.cfg.cache_type);
         return 2;
     }
