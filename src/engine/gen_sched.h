@@ -24,7 +24,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "engine/generate.h"
+#include "engine/genstop.h"
 #include "engine/sampler.h"
 
 #include <stdatomic.h>

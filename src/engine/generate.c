@@ -27,18 +27,6 @@
 /* Text produced by one token is tiny; one push never gets near this. */
 #define PIECE_MAX (1u << 20)
 
-const char *hearth_gen_finish_name(enum hearth_gen_finish f)
-{
-    switch (f) {
-    case HEARTH_GEN_EOS:
-    case HEARTH_GEN_STOP: return "stop";
-    case HEARTH_GEN_LENGTH: return "length";
-    case HEARTH_GEN_CANCELLED: return "cancelled";
-    case HEARTH_GEN_NONE: break;
-    }
-    return "none";
-}
-
 static bool is_end(const hearth_gen_model *m, int32_t id)
 {
     for (int i = 0; i < m->n_end_ids; i++)
