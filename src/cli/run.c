@@ -1,10 +1,11 @@
 /* run.c: `hearth run`: text generation from a GGUF model on the command line.
  *
  * Tokenizes the prompt (BOS as the vocabulary says unless --no-bos; special
- * tokens written in the prompt are parsed, as llama-cli does), then hands
- * the model to the engine's generation loop (engine/generate.h) through its
- * function table: forward = hearth_llama_forward on KV slot 0 with logits
- * of the last token only, detok = a streaming hearth_detok. Pieces are
+ * tokens written in the prompt are parsed, as llama-cli does), then submits
+ * it as one request to the batching scheduler (engine/gen_sched.h), the
+ * one generation loop `hearth serve` also runs, over a KV cache of one slot
+ * (run_sched.c builds the model table: forward = hearth_llama_forward,
+ * detok = a streaming hearth_detok). Pieces are
  * written to stdout and flushed as they become final; the timings go to
  * stderr, so stdout holds exactly the generated text (the prompt is not
  * echoed; a final newline is added only on a terminal) and a script can
