@@ -154,7 +154,9 @@ static int generate(const run_opts *o, const gen_params *gp, const hearth_sample
     for (size_t i = 0; i < ids.n; i++)
         if (ids.v[i] != voc->bos)
             rm.from_start = false;
-    run_end end = {.stats = {.finish = HEARTH_GEN_LENGTH}, .have_stats = true};
+    /* nothing to generate (-n 0, or the prompt fills the context): no pass
+     * runs, and the report still gives the prompt's length, as before */
+    run_end end = {.stats = {.finish = HEARTH_GEN_LENGTH, .n_prompt = n_prompt}, .have_stats = true};
     if (n_predict > 0) {
         rm.kv = hearth_kv_new_typed(m, 1, n_ctx, o->kv_type, &err);
         hearth_gen_batch_model bm;
@@ -177,12 +179,12 @@ static int generate(const run_opts *o, const gen_params *gp, const hearth_sample
             fprintf(stderr, "\nhearth run: %s\n", end.msg);
             goto done;
         }
-    } /* else nothing to generate (-n 0, or the prompt fills the context): no forward pass */
+    }
     const hearth_gen_stats *st = &end.stats;
     if (isatty(STDOUT_FILENO))
         putchar('\n');
     fflush(stdout);
-    fprintf(stderr, "\nprompt:    %6lld tokens %10.2f ms %10.2f tok/s\n", (long long)(n_predict > 0 ? st->n_prompt : 0),
+    fprintf(stderr, "\nprompt:    %6lld tokens %10.2f ms %10.2f tok/s\n", (long long)st->n_prompt,
             st->prompt_ms, st->prompt_ms > 0 ? (double)st->n_prompt * 1000.0 / st->prompt_ms : 0.0);
     fprintf(stderr, "generated: %6lld tokens %10.2f ms %10.2f tok/s\n", (long long)st->n_gen, st->gen_ms,
             st->gen_ms > 0 ? (double)st->n_gen * 1000.0 / st->gen_ms : 0.0);
