@@ -1,10 +1,11 @@
 /* run.c: `hearth run`: text generation from a GGUF model on the command line.
  *
  * Tokenizes the prompt (BOS as the vocabulary says unless --no-bos; special
- * tokens written in the prompt are parsed, as llama-cli does), then hands
- * the model to the engine's generation loop (engine/generate.h) through its
- * function table: forward = hearth_llama_forward on KV slot 0 with logits
- * of the last token only, detok = a streaming hearth_detok. Pieces are
+ * tokens written in the prompt are parsed, as llama-cli does), then submits
+ * it as one request to the batching scheduler (engine/gen_sched.h), the
+ * one generation loop `hearth serve` also runs, over a KV cache of one slot
+ * (run_sched.c builds the model table: forward = hearth_llama_forward,
+ * detok = a streaming hearth_detok). Pieces are
  * written to stdout and flushed as they become final; the timings go to
  * stderr, so stdout holds exactly the generated text (the prompt is not
  * echoed; a final newline is added only on a terminal) and a script can
@@ -17,13 +18,14 @@
 #include "opts.h"
 #include "run.h"
 
-#include "engine/generate.h"
+#include "base/random.h"
 #include "engine/sampler.h"
 #include "models/llama.h"
 #include "text/tokenizer.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,42 +34,12 @@
 /* Longest prompt accepted, in tokens, before the context check. */
 #define PROMPT_MAX_TOKENS (1u << 24)
 
-typedef struct llama_seq {
-    hearth_llama *m;
-    hearth_kv *kv;
-    hearth_pool *pool;
-    hearth_detok detok;
-    int32_t *slots;          /* [n_batch] zeros: every token goes to slot 0 */
-    int32_t n_batch;
-} llama_seq;
-
-static int seq_forward(void *ctx, const int32_t *tokens, int32_t n, float *logits, hearth_err *err)
+/* The text callback: stdout gone (a closed pipe) cancels the generation. */
+static void print_piece(hearth_gen_req *req, const char *text, size_t n, int32_t token, const hearth_gen_probs *probs)
 {
-    llama_seq *s = ctx;
-    if (n > s->n_batch)
-        return hearth_err_set(err, HEARTH_EINVAL, "run: a batch of %d tokens > n_batch %d", (int)n, (int)s->n_batch);
-    hearth_llama_batch b = {.n = n, .tokens = tokens, .slot = s->slots, .want_logits = NULL};
-    return hearth_llama_forward(s->m, s->kv, s->pool, &b, logits, err);
-}
-
-static int seq_detok(void *ctx, int32_t id, hearth_buf *out)
-{
-    llama_seq *s = ctx;
-    return hearth_detok_push(&s->detok, id, out);
-}
-
-static int seq_detok_flush(void *ctx, hearth_buf *out)
-{
-    llama_seq *s = ctx;
-    return hearth_detok_flush(&s->detok, out);
-}
-
-static int print_piece(void *user, const char *text, size_t n)
-{
-    (void)user;
+    (void)token, (void)probs;
     if (fwrite(text, 1, n, stdout) != n || fflush(stdout) != 0)
-        return 1; /* stdout is gone (a closed pipe): stop generating */
-    return 0;
+        atomic_store(&req->cancelled, 1);
 }
 
 static int parse_float(const char *flag, const char *v, float lo, float hi, float *out)
@@ -128,7 +100,15 @@ static int sampling_params(const sampling_flags *f, hearth_sampler_params *p)
     return rc;
 }
 
-static int generate(const run_opts *o, const hearth_gen_params *gp, const hearth_sampler_params *sp,
+/* What the generation is asked for: n_predict (< 0: to the end of the
+ * context) and the stop strings. */
+typedef struct gen_params {
+    int32_t n_predict;
+    const char *const *stop;
+    int n_stop;
+} gen_params;
+
+static int generate(const run_opts *o, const gen_params *gp, const hearth_sampler_params *sp_in,
                     hearth_llama *m, hearth_pool *pool)
 {
     const hearth_llama_hparams *hp = hearth_llama_hparams_get(m);
@@ -137,8 +117,8 @@ static int generate(const run_opts *o, const hearth_gen_params *gp, const hearth
     hearth_err err = {0};
     hearth_ids ids;
     hearth_ids_init(&ids, PROMPT_MAX_TOKENS);
-    llama_seq seq = {.m = m, .pool = pool, .n_batch = gp->n_batch};
-    hearth_sampler *smp = NULL;
+    run_model rm = {.m = m, .pool = pool};
+    hearth_gen_sched *sched = NULL;
     int status = 1;
     const char *prompt = o->prompt ? o->prompt : "";
     if (hearth_tokenizer_encode(tok, prompt, strlen(prompt), !o->no_bos, true, &ids, &err)) {
@@ -151,46 +131,70 @@ static int generate(const run_opts *o, const hearth_gen_params *gp, const hearth
         goto done;
     }
     int64_t n_ctx = o->ctx_size > 0 ? o->ctx_size : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    seq.kv = hearth_kv_new_typed(m, 1, n_ctx, o->kv_type, &err);
-    seq.slots = calloc((size_t)gp->n_batch, sizeof *seq.slots);
-    smp = hearth_sampler_new(sp, (int32_t)hp->n_vocab, &err);
-    if (!seq.kv || !seq.slots || !smp) {
-        fprintf(stderr, "hearth run: %s\n", err.msg[0] ? err.msg : "out of memory");
+    int64_t n_prompt = (int64_t)ids.n;
+    if (n_prompt > n_ctx) {
+        fprintf(stderr, "\nhearth run: generate: the prompt is %lld tokens, longer than the context of %lld positions\n",
+                (long long)n_prompt, (long long)n_ctx);
         goto done;
     }
+    /* The whole sequence fits the context: generation stops with "length"
+     * once prompt + generated tokens fill it, so every emitted token could
+     * still be stored (the scheduler alone would sample one more from the
+     * last position's logits). */
+    int64_t room = n_ctx - n_prompt;
+    int32_t n_predict = gp->n_predict < 0 || gp->n_predict > room ? (int32_t)room : gp->n_predict;
+    /* A random seed is drawn here, so the line below can print it and the
+     * run be repeated with --seed. */
+    hearth_sampler_params sp = *sp_in;
+    while (sp.seed == HEARTH_SAMPLER_SEED_RANDOM)
+        sp.seed = hearth_random_u64();
     /* With only BOS (or nothing) before it, the generated text starts the text:
      * SPM then drops the space its first word carries. */
-    bool from_start = true;
+    rm.from_start = true;
     for (size_t i = 0; i < ids.n; i++)
         if (ids.v[i] != voc->bos)
-            from_start = false;
-    hearth_detok_init(&seq.detok, tok, from_start, false);
-    hearth_gen_model gm = {.ctx = &seq, .n_vocab = (int32_t)hp->n_vocab, .n_ctx = n_ctx, .forward = seq_forward,
-                           .detok = seq_detok, .detok_flush = seq_detok_flush};
-    if (voc->eos >= 0)
-        gm.end_ids[gm.n_end_ids++] = voc->eos;
-    if (voc->eot >= 0 && voc->eot != voc->eos)
-        gm.end_ids[gm.n_end_ids++] = voc->eot;
-    hearth_gen_result res;
-    if (hearth_generate(&gm, smp, ids.v, (int64_t)ids.n, gp, print_piece, NULL, &res, &err)) {
-        fprintf(stderr, "\nhearth run: %s\n", err.msg);
-        goto done;
+            rm.from_start = false;
+    /* nothing to generate (-n 0, or the prompt fills the context): no pass
+     * runs, and the report still gives the prompt's length, as before */
+    run_end end = {.stats = {.finish = HEARTH_GEN_LENGTH, .n_prompt = n_prompt}, .have_stats = true};
+    if (n_predict > 0) {
+        rm.kv = hearth_kv_new_typed(m, 1, n_ctx, o->kv_type, &err);
+        hearth_gen_batch_model bm;
+        if (rm.kv) {
+            run_model_table(&rm, 1, n_ctx, &bm);
+            sched = run_sched_new(&bm, o->n_batch, &err);
+        }
+        if (!sched) {
+            fprintf(stderr, "hearth run: %s\n", err.msg[0] ? err.msg : "out of memory");
+            goto done;
+        }
+        hearth_gen_req req = {.prompt = ids.v, .n_prompt = n_prompt, .sampling = sp, .n_predict = n_predict,
+                              .stop = gp->stop, .n_stop = gp->n_stop, .on_text = print_piece};
+        hearth_gen_req *reqs[1] = {&req};
+        if (run_sched_wait(sched, reqs, &end, 1, &err)) {
+            fprintf(stderr, "\nhearth run: %s\n", err.msg);
+            goto done;
+        }
+        if (end.status && !(end.status == HEARTH_ENOTFOUND && end.have_stats)) {
+            fprintf(stderr, "\nhearth run: %s\n", end.msg);
+            goto done;
+        }
     }
+    const hearth_gen_stats *st = &end.stats;
     if (isatty(STDOUT_FILENO))
         putchar('\n');
     fflush(stdout);
-    fprintf(stderr, "\nprompt:    %6lld tokens %10.2f ms %10.2f tok/s\n", (long long)res.n_prompt, res.prompt_ms,
-            res.prompt_ms > 0 ? (double)res.n_prompt * 1000.0 / res.prompt_ms : 0.0);
-    fprintf(stderr, "generated: %6lld tokens %10.2f ms %10.2f tok/s\n", (long long)res.n_gen, res.gen_ms,
-            res.gen_ms > 0 ? (double)res.n_gen * 1000.0 / res.gen_ms : 0.0);
-    fprintf(stderr, "finish: %s (seed %llu, %d threads, context %lld)\n", res.finish == HEARTH_GEN_EOS ? "eos"
-                                                                        : hearth_gen_finish_name(res.finish),
-            (unsigned long long)hearth_sampler_seed(smp), hearth_pool_size(pool), (long long)n_ctx);
+    fprintf(stderr, "\nprompt:    %6lld tokens %10.2f ms %10.2f tok/s\n", (long long)st->n_prompt,
+            st->prompt_ms, st->prompt_ms > 0 ? (double)st->n_prompt * 1000.0 / st->prompt_ms : 0.0);
+    fprintf(stderr, "generated: %6lld tokens %10.2f ms %10.2f tok/s\n", (long long)st->n_gen, st->gen_ms,
+            st->gen_ms > 0 ? (double)st->n_gen * 1000.0 / st->gen_ms : 0.0);
+    fprintf(stderr, "finish: %s (seed %llu, %d threads, context %lld)\n", st->finish == HEARTH_GEN_EOS ? "eos"
+                                                                        : hearth_gen_finish_name(st->finish),
+            (unsigned long long)sp.seed, hearth_pool_size(pool), (long long)n_ctx);
     status = 0;
 done:
-    hearth_sampler_free(smp);
-    free(seq.slots);
-    hearth_kv_free(seq.kv);
+    hearth_gen_sched_free(sched);
+    hearth_kv_free(rm.kv);
     hearth_ids_deinit(&ids);
     return status;
 }
@@ -265,8 +269,8 @@ int hearth_cmd_run(int argc, char **argv)
     } else if (o.dump_logits) {
         rc = run_dump_logits(&o, m, pool);
     } else {
-        hearth_gen_params gp = {.n_predict = o.n_predict == RUN_UNSET ? -1 : o.n_predict, .n_batch = o.n_batch,
-                                .stop = stops.items, .n_stop = stops.n};
+        gen_params gp = {.n_predict = o.n_predict == RUN_UNSET ? -1 : o.n_predict, .stop = stops.items,
+                         .n_stop = stops.n};
         rc = generate(&o, &gp, &sp, m, pool);
     }
     hearth_pool_free(pool);

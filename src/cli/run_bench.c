@@ -6,7 +6,12 @@
  * single-token decode steps, also from an empty cache; with --parallel P,
  * "tg N xP" is N steps that each decode P sequences (slots) in one forward
  * pass of P tokens, as continuous batching does, its t/s summed over the P
- * sequences (ideally ~P times tg's: a step reads the weights once). Each test runs once
+ * sequences (ideally ~P times tg's: a step reads the weights once). Every
+ * test runs on the batching scheduler, the one generation loop that `hearth
+ * run` and `hearth serve` use (run_sched.c), with greedy sampling, so the
+ * figures include its per-step work (an argmax, the stop check); before
+ * 2026-12-02 they called the forward pass directly, and RESULTS.md has the two
+ * side by side (within noise). Each test runs once
  * untimed (page faults, pool start-up), then -r times; the table shows the
  * mean and sample standard deviation of tokens/s over the runs. For tg it
  * adds the weight bytes read per second (hearth_llama_weight_bytes x tok/s)
@@ -49,43 +54,46 @@ static stats stats_of(const double *x, int n)
     return s;
 }
 
-/* Runs tokens[0..n) into an empty slot 0: in passes of n_batch (pp) or one by one (tg). */
-static int timed_run(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const int32_t *tokens, int64_t n,
-                     int32_t step, const int32_t *slots, float *logits, double *seconds, hearth_err *err)
+static void discard_text(hearth_gen_req *req, const char *text, size_t n, int32_t token, const hearth_gen_probs *probs)
 {
-    hearth_kv_truncate(kv, 0, 0);
-    uint64_t t0 = hearth_now_ns();
-    for (int64_t i = 0; i < n; i += step) {
-        hearth_llama_batch b = {.n = (int32_t)(n - i < step ? n - i : step), .tokens = tokens + i, .slot = slots};
-        int rc = hearth_llama_forward(m, kv, pool, &b, logits, err);
-        if (rc)
-            return rc;
-    }
-    *seconds = (double)(hearth_now_ns() - t0) / 1e9;
-    return 0;
+    (void)req, (void)text, (void)n, (void)token, (void)probs;
 }
 
-/* n decode steps of P sequences at once: slot s gets tokens[(i + 7 s) % n]. */
-static int timed_parallel(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const int32_t *tokens, int64_t n,
-                          int32_t P, int32_t *step_tokens, const int32_t *slots, float *logits, double *seconds,
-                          hearth_err *err)
+/* One bench test on the scheduler: P requests from empty slots, each with
+ * prompt n_prompt tokens (sequence s from tokens[7 s % n_tokens]) and
+ * n_predict greedy tokens past any end id. pp N is one request of prompt N
+ * and 1 token (prefill passes of n_batch, then one argmax); tg N is prompt 1
+ * and N tokens, N single-token passes in all (the prompt's pass gives the
+ * first token's logits, as the old loop's first decode step did); tg N xP is
+ * P of those, admitted together, so each of the N passes holds P tokens.
+ * Seconds from the submit to the last end. */
+static int timed(hearth_gen_sched *sched, const int32_t *tokens, int64_t n_tokens, int64_t n_prompt, int32_t n_predict,
+                 int32_t P, hearth_gen_req *reqs, hearth_gen_req **rp, run_end *ends, double *seconds, hearth_err *err)
 {
-    for (int32_t s = 0; s < P; s++)
-        hearth_kv_truncate(kv, s, 0);
-    uint64_t t0 = hearth_now_ns();
-    for (int64_t i = 0; i < n; i++) {
-        for (int32_t s = 0; s < P; s++)
-            step_tokens[s] = tokens[(i + 7 * s) % n];
-        /* NULL want_logits would give only the last token's: each sequence needs its own */
-        bool want[256];
-        for (int32_t s = 0; s < P; s++)
-            want[s] = true;
-        hearth_llama_batch b = {.n = P, .tokens = step_tokens, .slot = slots, .want_logits = want};
-        int rc = hearth_llama_forward(m, kv, pool, &b, logits, err);
-        if (rc)
-            return rc;
+    for (int32_t s = 0; s < P; s++) {
+        hearth_gen_req *r = &reqs[s];
+        memset(r, 0, sizeof *r);
+        hearth_sampler_params_default(&r->sampling);
+        r->sampling.temperature = 0;
+        r->prompt = tokens + (n_prompt == 1 ? (7 * (int64_t)s) % n_tokens : 0);
+        r->n_prompt = n_prompt;
+        r->n_predict = n_predict;
+        r->ignore_eos = true;
+        r->on_text = discard_text;
+        rp[s] = r;
     }
-    *seconds = (double)(hearth_now_ns() - t0) / 1e9;
+    uint64_t t0 = hearth_now_ns();
+    int rc = run_sched_wait(sched, rp, ends, P, err);
+    if (rc)
+        return rc;
+    uint64_t t1 = t0;
+    for (int32_t s = 0; s < P; s++) {
+        if (ends[s].status)
+            return hearth_err_set(err, ends[s].status, "%s", ends[s].msg);
+        if (ends[s].done_ns > t1)
+            t1 = ends[s].done_ns;
+    }
+    *seconds = (double)(t1 - t0) / 1e9;
     return 0;
 }
 
@@ -153,11 +161,19 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
     double *tps = calloc((size_t)o->reps, sizeof *tps);
     int32_t *tokens = malloc((size_t)(n_max ? n_max : 1) * sizeof *tokens);
     int32_t P = o->parallel > 1 ? o->parallel : 1;
-    int32_t *slots = calloc((size_t)(o->n_batch > P ? o->n_batch : P), sizeof *slots);
-    int32_t *par_slots = malloc((size_t)P * sizeof *par_slots), *par_tokens = malloc((size_t)P * sizeof *par_tokens);
-    float *logits = malloc((size_t)hp->n_vocab * (size_t)P * sizeof *logits);
-    hearth_kv *kv = hearth_kv_new_typed(m, P, n_max ? n_max : 1, o->kv_type, &err);
-    if (!tps || !tokens || !slots || !par_slots || !par_tokens || !logits || !kv) {
+    hearth_gen_req *reqs = calloc((size_t)P, sizeof *reqs);
+    hearth_gen_req **rp = calloc((size_t)P, sizeof *rp);
+    run_end *ends = calloc((size_t)P, sizeof *ends);
+    /* one position more than the longest test: the scheduler keeps room for a generated token */
+    int64_t n_ctx = (n_max ? n_max : 1) + 1;
+    run_model rm = {.m = m, .pool = pool, .kv = hearth_kv_new_typed(m, P, n_ctx, o->kv_type, &err)};
+    hearth_gen_sched *sched = NULL;
+    if (rm.kv) {
+        hearth_gen_batch_model bm;
+        run_model_table(&rm, P, n_ctx, &bm);
+        sched = run_sched_new(&bm, o->n_batch, &err);
+    }
+    if (!tps || !tokens || !reqs || !rp || !ends || !sched) {
         fprintf(stderr, "hearth run --bench: %s\n", err.msg[0] ? err.msg : "out of memory");
         goto done;
     }
@@ -185,18 +201,15 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
            "test", "t/s", "GB/s");
     printf("| %.24s | ---------: | ---------: | ------ | ------: | -------: | -------------------: | -------: |\n",
            "------------------------------");
-    for (int32_t s = 0; s < P; s++)
-        par_slots[s] = s;
     double tg_mean = 0;
     for (int test = 0; test < 3; test++) {
         int n = test == 0 ? pp : tg;
         if (n == 0 || (test == 2 && P == 1))
             continue;
-        int32_t step = test == 0 ? o->n_batch : 1;
         for (int r = -1; r < o->reps; r++) {
             double sec;
-            int rc = test == 2 ? timed_parallel(m, kv, pool, tokens, n, P, par_tokens, par_slots, logits, &sec, &err)
-                               : timed_run(m, kv, pool, tokens, n, step, slots, logits, &sec, &err);
+            int rc = test == 0 ? timed(sched, tokens, n_max, n, 1, 1, reqs, rp, ends, &sec, &err)
+                               : timed(sched, tokens, n_max, 1, n, test == 2 ? P : 1, reqs, rp, ends, &sec, &err);
             if (rc) {
                 fprintf(stderr, "hearth run --bench: %s\n", err.msg);
                 goto done;
@@ -237,13 +250,13 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
     }
     status = 0;
 done:
-    hearth_kv_free(kv);
+    hearth_gen_sched_free(sched);
+    hearth_kv_free(rm.kv);
     free(tps);
     free(tokens);
-    free(slots);
-    free(par_slots);
-    free(par_tokens);
-    free(logits);
+    free(reqs);
+    free(rp);
+    free(ends);
     return status;
 }
 

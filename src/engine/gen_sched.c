@@ -501,7 +501,7 @@ void hearth_gen_sched_free(hearth_gen_sched *s)
     free(s);
 }
 
-int hearth_gen_sched_submit(hearth_gen_sched *s, hearth_gen_req *req, hearth_err *err)
+static int check_req(const hearth_gen_sched *s, const hearth_gen_req *req, hearth_err *err)
 {
     if (req->n_prompt < 1)
         return hearth_err_set(err, HEARTH_EINVAL, "the prompt is empty");
@@ -514,23 +514,42 @@ int hearth_gen_sched_submit(hearth_gen_sched *s, hearth_gen_req *req, hearth_err
                                   (int)req->prompt[i], (int)s->m.n_vocab - 1);
     if (req->n_stop > HEARTH_GEN_MAX_STOP)
         return hearth_err_set(err, HEARTH_EINVAL, "at most %d stop strings", HEARTH_GEN_MAX_STOP);
-    req->link = NULL;
-    req->submitted_ns = hearth_now_ns();
+    return HEARTH_OK;
+}
+
+int hearth_gen_sched_submit_all(hearth_gen_sched *s, hearth_gen_req *const *reqs, int n, hearth_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = check_req(s, reqs[i], err);
+        if (rc)
+            return rc;
+    }
+    uint64_t now = hearth_now_ns();
     pthread_mutex_lock(&s->lock);
-    if (s->queued >= s->cfg.max_queue || s->stopping) {
+    if (n > s->cfg.max_queue - s->queued || s->stopping) {
         pthread_mutex_unlock(&s->lock);
         return hearth_err_set(err, HEARTH_ELIMIT, "%d requests are already waiting (--max-queue); retry later", s->queued);
     }
-    if (s->q_tail)
-        s->q_tail->link = req;
-    else
-        s->q_head = req;
-    s->q_tail = req;
-    s->queued++;
+    for (int i = 0; i < n; i++) {
+        hearth_gen_req *req = reqs[i];
+        req->link = NULL;
+        req->submitted_ns = now;
+        if (s->q_tail)
+            s->q_tail->link = req;
+        else
+            s->q_head = req;
+        s->q_tail = req;
+        s->queued++;
+    }
     s->metrics.queued = s->queued;
     pthread_cond_signal(&s->wake);
     pthread_mutex_unlock(&s->lock);
     return HEARTH_OK;
+}
+
+int hearth_gen_sched_submit(hearth_gen_sched *s, hearth_gen_req *req, hearth_err *err)
+{
+    return hearth_gen_sched_submit_all(s, &req, 1, err);
 }
 
 void hearth_gen_sched_poke(hearth_gen_sched *s)

@@ -24,7 +24,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "engine/generate.h"
+#include "engine/genstop.h"
 #include "engine/sampler.h"
 
 #include <stdatomic.h>
@@ -140,6 +140,12 @@ void hearth_gen_sched_free(hearth_gen_sched *s);
  * why) for a prompt longer than the context or bad parameters. The request
  * must stay valid until on_done. */
 int hearth_gen_sched_submit(hearth_gen_sched *s, hearth_gen_req *req, hearth_err *err);
+/* Submits reqs[0..n) at once, in order: all are queued, or none (the
+ * errors of hearth_gen_sched_submit, HEARTH_ELIMIT when the n do not fit
+ * the queue). Requests queued together are admitted in the same step when
+ * slots allow, so `hearth run --bench --parallel` starts every sequence in
+ * the first forward pass. */
+int hearth_gen_sched_submit_all(hearth_gen_sched *s, hearth_gen_req *const *reqs, int n, hearth_err *err);
 /* Wakes the scheduler so it notices a cancellation at once (any thread). */
 void hearth_gen_sched_poke(hearth_gen_sched *s);
 void hearth_gen_sched_get_metrics(hearth_gen_sched *s, hearth_gen_sched_metrics *out);

@@ -11,12 +11,24 @@
  * way inside generated text as alone) and an Aho-Corasick automaton (at most
  * 16 short strings over a tiny buffer: memmem and a suffix scan are simpler
  * and not measurably slower). */
-#include "engine/generate.h"
+#include "engine/genstop.h"
 
 #include <string.h>
 
 /* Bound on the pending text: a stop string plus a push never comes close. */
 #define PENDING_MAX (16u << 20)
+
+const char *hearth_gen_finish_name(enum hearth_gen_finish f)
+{
+    switch (f) {
+    case HEARTH_GEN_EOS:
+    case HEARTH_GEN_STOP: return "stop";
+    case HEARTH_GEN_LENGTH: return "length";
+    case HEARTH_GEN_CANCELLED: return "cancelled";
+    case HEARTH_GEN_NONE: break;
+    }
+    return "none";
+}
 
 int hearth_stopper_init(hearth_stopper *s, const char *const *stop, int n_stop, hearth_err *err)
 {

@@ -343,6 +343,47 @@ static void free_with_live_requests(void)
     CHECK_EQ_INT(b.status, HEARTH_ENOTFOUND);
 }
 
+/* Requests submitted together start in the same forward pass (hearth run
+ * --bench --parallel relies on it), and a group that does not fit the queue
+ * is refused whole. */
+static void submit_all_starts_together(void)
+{
+    fake f = {0};
+    hearth_gen_sched *s = new_sched(&f, SLOTS, SLOTS, 64);
+    treq t[SLOTS];
+    hearth_gen_req *reqs[SLOTS];
+    int32_t prompts[SLOTS][3];
+    for (int i = 0; i < SLOTS; i++) {
+        for (int k = 0; k < 3; k++)
+            prompts[i][k] = 2 + (i * 5 + k) % 29;
+        make(&t[i], prompts[i], 3, 4);
+        t[i].req.cache_prompt = false;
+        reqs[i] = &t[i].req;
+    }
+    CHECK_EQ_INT(hearth_gen_sched_submit_all(s, reqs, SLOTS, NULL), 0);
+    for (int i = 0; i < SLOTS; i++) {
+        wait_done(&t[i]);
+        char want[64];
+        expected_text(prompts[i], 3, 4, want);
+        CHECK_EQ_INT(t[i].status, 0);
+        CHECK_EQ_STR(t[i].text, want);
+    }
+    /* one pass of every prompt (4 x 3 rows), then 3 passes of 4 decode rows */
+    CHECK_EQ_INT(atomic_load(&f.max_rows), SLOTS * 3);
+    CHECK_EQ_INT(atomic_load(&f.forwards), 1 + 3);
+    hearth_err err = {0};
+    hearth_gen_req *too_many[SLOTS + 1];
+    treq extra[SLOTS + 1];
+    for (int i = 0; i <= SLOTS; i++) {
+        make(&extra[i], prompts[0], 3, 1);
+        too_many[i] = &extra[i].req;
+    }
+    CHECK_EQ_INT(hearth_gen_sched_submit_all(s, too_many, SLOTS + 1, &err), HEARTH_ELIMIT);
+    hearth_gen_sched_free(s);
+    for (int i = 0; i <= SLOTS; i++)
+        CHECK(!atomic_load(&extra[i].done)); /* refused whole: none was queued */
+}
+
 int main(void)
 {
     RUN(batched_equals_alone);
@@ -350,5 +391,6 @@ int main(void)
     RUN(end_ids_stop_strings_and_context);
     RUN(cancel_and_queue_bound);
     RUN(free_with_live_requests);
+    RUN(submit_all_starts_together);
     TEST_EXIT();
 }

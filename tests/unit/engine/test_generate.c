@@ -1,5 +1,14 @@
-/* test_generate.c: the generation loop and the stop-string hold-back, driven
- * by a fake model behind hearth_gen_model.
+/* test_generate.c: generating one sequence, as `hearth run` does, on the
+ * batching scheduler with one slot; and the stop-string hold-back.
+ *
+ * These assertions were written for engine/generate.c, the single-sequence
+ * loop that `hearth run` had until 2026-12-02; that loop is gone (one
+ * generation loop: gen_sched.c), and the same checks now drive the scheduler
+ * through a one-slot model table. Where the two differed, the check says so:
+ * a scheduler request always samples at least one token, and its own length
+ * limit lets the last token be sampled from the last position's logits
+ * (hearth run caps n_predict at the context's room, cli/run.c); a prompt that
+ * leaves no room is refused at submit, with EINVAL.
  *
  * The fake model is scripted: after a sequence of length L its logits put
  * a large value on script[L] (or, in "hash" mode, are a hash of the
@@ -7,10 +16,12 @@
  * script and the expected text is known independently of the loop. Token
  * texts are raw byte strings that may split UTF-8 characters, which the
  * loop must reassemble. */
-#include "engine/generate.h"
+#include "engine/gen_sched.h"
 #include "harness.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #define VOCAB 64
 #define EOS_ID 2
@@ -25,18 +36,12 @@ typedef struct fake {
     int n_forward;             /* calls */
     int32_t chunk[16];         /* sizes of the first calls */
     int32_t last;
+    bool fail;                 /* every forward fails ("device lost") */
 } fake;
 
-static int fake_forward(void *ctx, const int32_t *tokens, int32_t n, float *logits, hearth_err *err)
+/* The logits after the sequence has length f->len, last token f->last. */
+static void fake_logits(const fake *f, float *logits)
 {
-    fake *f = ctx;
-    if (f->len + n > f->n_ctx)
-        return hearth_err_set(err, HEARTH_ELIMIT, "fake: past the context");
-    if (f->n_forward < 16)
-        f->chunk[f->n_forward] = n;
-    f->n_forward++;
-    f->len += n;
-    f->last = tokens[n - 1];
     for (int i = 0; i < VOCAB; i++) {
         if (f->hash_mode) {
             uint32_t h = (uint32_t)(f->len * 2654435761u) ^ (uint32_t)(f->last * 40503u) ^ (uint32_t)(i * 2246822519u);
@@ -50,10 +55,42 @@ static int fake_forward(void *ctx, const int32_t *tokens, int32_t n, float *logi
     }
     if (!f->hash_mode && f->len < f->n_script)
         logits[f->script[f->len]] = 20;
+}
+
+/* The scheduler's forward over the one slot: rows with want[i] get logits, in order. */
+static int fake_forward(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want,
+                        float *logits, hearth_err *err)
+{
+    fake *f = ctx;
+    if (f->fail)
+        return hearth_err_set(err, HEARTH_EIO, "device lost");
+    if (f->len + n > f->n_ctx)
+        return hearth_err_set(err, HEARTH_ELIMIT, "fake: past the context");
+    if (f->n_forward < 16)
+        f->chunk[f->n_forward] = n;
+    f->n_forward++;
+    int row = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (slots[i] != 0)
+            return hearth_err_set(err, HEARTH_EINVAL, "fake: slot %d of 1", (int)slots[i]);
+        f->len++;
+        f->last = tokens[i];
+        if (want[i])
+            fake_logits(f, logits + (size_t)row++ * VOCAB);
+    }
     return 0;
 }
 
-static int fake_detok(void *ctx, int32_t id, hearth_buf *out)
+static void fake_truncate(void *ctx, int slot, int64_t n)
+{
+    fake *f = ctx;
+    if (n < f->len)
+        f->len = n;
+}
+
+static void fake_detok_init(void *ctx, void *state) { (void)ctx, (void)state; }
+
+static int fake_detok(void *ctx, void *state, int32_t id, hearth_buf *out)
 {
     fake *f = ctx;
     if (id < 0 || id >= VOCAB)
@@ -61,10 +98,11 @@ static int fake_detok(void *ctx, int32_t id, hearth_buf *out)
     return f->text[id] ? hearth_buf_appends(out, f->text[id]) : 0;
 }
 
-static hearth_gen_model fake_model(fake *f)
+static hearth_gen_batch_model fake_model(fake *f)
 {
-    hearth_gen_model m = {.ctx = f, .n_vocab = VOCAB, .n_ctx = f->n_ctx, .forward = fake_forward,
-                          .detok = fake_detok, .n_end_ids = 1};
+    hearth_gen_batch_model m = {.ctx = f, .n_vocab = VOCAB, .n_slots = 1, .n_ctx = f->n_ctx, .n_end_ids = 1,
+                                .forward = fake_forward, .truncate = fake_truncate, .detok_size = 8,
+                                .detok_init = fake_detok_init, .detok_push = fake_detok};
     m.end_ids[0] = EOS_ID;
     return m;
 }
@@ -76,6 +114,10 @@ typedef struct collected {
     bool all_valid;            /* every piece was whole UTF-8 */
     char pieces[64][64];
     int cancel_after;          /* > 0: cancel at that piece */
+    _Atomic int done;
+    int status;                /* on_done's */
+    char msg[256];
+    hearth_gen_stats stats;
 } collected;
 
 /* An independent UTF-8 validator (no overlongs, no surrogates). */
@@ -95,9 +137,9 @@ static bool valid_utf8(const unsigned char *p, size_t n)
     return true;
 }
 
-static int collect(void *user, const char *text, size_t n)
+static void collect(hearth_gen_req *req, const char *text, size_t n, int32_t token, const hearth_gen_probs *probs)
 {
-    collected *c = user;
+    collected *c = req->user;
     if (!valid_utf8((const unsigned char *)text, n))
         c->all_valid = false;
     if (c->len + n < sizeof c->text) {
@@ -110,33 +152,65 @@ static int collect(void *user, const char *text, size_t n)
         c->pieces[c->n_pieces][n] = 0;
     }
     c->n_pieces++;
-    return c->cancel_after > 0 && c->n_pieces >= c->cancel_after;
+    if (c->cancel_after > 0 && c->n_pieces >= c->cancel_after)
+        atomic_store(&req->cancelled, 1);
 }
 
-static hearth_sampler *greedy(void)
+static void collect_done(hearth_gen_req *req, int status, const char *msg, const hearth_gen_stats *st)
+{
+    collected *c = req->user;
+    c->status = status;
+    snprintf(c->msg, sizeof c->msg, "%s", msg ? msg : "");
+    if (st)
+        c->stats = *st;
+    atomic_store(&c->done, 1);
+}
+
+static hearth_sampler_params greedy(void)
 {
     hearth_sampler_params sp;
     hearth_sampler_params_default(&sp);
     sp.temperature = 0;
     sp.seed = 1;
-    return hearth_sampler_new(&sp, VOCAB, NULL);
+    return sp;
 }
 
-/* Runs f with prompt {1} (BOS, no text) and the given stops; greedy. */
-static int run_fake(fake *f, int n_predict, const char *const *stop, int n_stop, collected *c, hearth_gen_result *r,
-                    hearth_err *err)
+/* Generates from prompt[0..n_prompt) on a one-slot scheduler over f and
+ * waits for the end: the submit's status, else on_done's (in c->status). */
+static int generate(fake *f, const int32_t *prompt, int64_t n_prompt, int n_predict, int32_t n_batch,
+                    const char *const *stop, int n_stop, collected *c, hearth_gen_stats *r, hearth_err *err)
 {
-    hearth_gen_model m = fake_model(f);
-    hearth_sampler *s = greedy();
+    hearth_gen_batch_model m = fake_model(f);
+    hearth_gen_sched_config cfg = {.n_parallel = 1, .max_queue = 1, .n_batch = n_batch > 0 ? n_batch : 512};
     int cancel_after = c->cancel_after;
     memset(c, 0, sizeof *c);
     c->cancel_after = cancel_after;
     c->all_valid = true;
-    int32_t bos = 1;
-    hearth_gen_params p = {.n_predict = n_predict, .stop = stop, .n_stop = n_stop};
-    int rc = hearth_generate(&m, s, &bos, 1, &p, collect, c, r, err);
-    hearth_sampler_free(s);
-    return rc;
+    memset(r, 0, sizeof *r);
+    r->stop_index = -1;
+    hearth_gen_sched *s = hearth_gen_sched_new(&m, &cfg, err);
+    if (!s)
+        return HEARTH_ENOMEM;
+    hearth_gen_req req = {.prompt = prompt, .n_prompt = n_prompt, .sampling = greedy(), .n_predict = n_predict,
+                          .stop = stop, .n_stop = n_stop, .on_text = collect, .on_done = collect_done, .user = c};
+    int rc = hearth_gen_sched_submit(s, &req, err);
+    while (rc == 0 && !atomic_load(&c->done))
+        usleep(200);
+    hearth_gen_sched_free(s);
+    if (rc)
+        return rc;
+    *r = c->stats;
+    if (c->status && c->status != HEARTH_ENOTFOUND)
+        hearth_err_set(err, c->status, "%s", c->msg);
+    return c->status == HEARTH_ENOTFOUND ? 0 : c->status;
+}
+
+/* Runs f with prompt {1} (BOS, no text) and the given stops; greedy. */
+static int run_fake(fake *f, int n_predict, const char *const *stop, int n_stop, collected *c, hearth_gen_stats *r,
+                    hearth_err *err)
+{
+    static const int32_t bos = 1;
+    return generate(f, &bos, 1, n_predict, 0, stop, n_stop, c, r, err);
 }
 
 /* Token i of the script has text words[i]; ids from 10 up. */
@@ -158,7 +232,7 @@ static void test_stop_split_across_tokens(void)
     fake f;
     script_words(&f, words, 5);
     collected c = {0};
-    hearth_gen_result r;
+    hearth_gen_stats r;
     CHECK_EQ_INT(run_fake(&f, 10, stop, 1, &c, &r, NULL), 0);
     CHECK_EQ_STR(c.text, "Hello ");
     CHECK_EQ_INT(r.finish, HEARTH_GEN_STOP);
@@ -178,7 +252,7 @@ static void test_partial_stop_is_released(void)
     fake f;
     script_words(&f, words, 4);
     collected c = {0};
-    hearth_gen_result r;
+    hearth_gen_stats r;
     CHECK_EQ_INT(run_fake(&f, 4, stop, 2, &c, &r, NULL), 0);
     CHECK_EQ_STR(c.text, "Hello Wonderful");
     CHECK_EQ_INT(r.finish, HEARTH_GEN_LENGTH);
@@ -240,7 +314,7 @@ static void test_eos_stops(void)
     f.script[3] = EOS_ID; /* replaces " three" */
     f.text[EOS_ID] = "<eos-text-must-not-show>";
     collected c = {0};
-    hearth_gen_result r;
+    hearth_gen_stats r;
     CHECK_EQ_INT(run_fake(&f, -1, NULL, 0, &c, &r, NULL), 0);
     CHECK_EQ_STR(c.text, "one two");
     CHECK_EQ_INT(r.finish, HEARTH_GEN_EOS);
@@ -255,7 +329,7 @@ static void test_n_predict(void)
     fake f;
     script_words(&f, words, 7);
     collected c = {0};
-    hearth_gen_result r;
+    hearth_gen_stats r;
     CHECK_EQ_INT(run_fake(&f, 5, NULL, 0, &c, &r, NULL), 0);
     CHECK_EQ_STR(c.text, "abcde");
     CHECK_EQ_INT(r.n_gen, 5);
@@ -264,11 +338,14 @@ static void test_n_predict(void)
     /* the prompt's forward plus one per kept token but the last */
     CHECK_EQ_INT(f.n_forward, 1 + 4);
     CHECK(r.prompt_ms >= 0 && r.gen_ms >= 0);
+    /* n_predict 0: the scheduler samples one token all the same (the old
+     * loop generated none; hearth run now skips the scheduler then, run.c) */
     script_words(&f, words, 7);
     CHECK_EQ_INT(run_fake(&f, 0, NULL, 0, &c, &r, NULL), 0);
-    CHECK_EQ_INT(r.n_gen, 0);
-    CHECK_EQ_INT(c.len, 0);
+    CHECK_EQ_INT(r.n_gen, 1);
+    CHECK_EQ_STR(c.text, "a");
     CHECK_EQ_INT(r.finish, HEARTH_GEN_LENGTH);
+    CHECK_EQ_INT(f.n_forward, 1);
 }
 
 static void test_context_limit(void)
@@ -278,32 +355,39 @@ static void test_context_limit(void)
     script_words(&f, words, 10);
     f.n_ctx = 6;
     collected c = {0};
-    hearth_gen_result r;
-    /* sequence = BOS + 5 generated = 6 positions: then "length", with no forward past the context */
+    hearth_gen_stats r;
+    /* sequence = BOS + 5 fed = 6 positions, the 6th token sampled from the
+     * last position's logits (the old loop stopped at 5, and hearth run still
+     * does, by capping n_predict at n_ctx - prompt): "length", with no
+     * forward past the context */
     CHECK_EQ_INT(run_fake(&f, 100, NULL, 0, &c, &r, NULL), 0);
-    CHECK_EQ_STR(c.text, "abcde");
+    CHECK_EQ_STR(c.text, "abcdef");
     CHECK_EQ_INT(r.finish, HEARTH_GEN_LENGTH);
+    CHECK_EQ_INT(r.n_gen, 6);
+    CHECK(f.len <= 6);
+    /* hearth run's cap: BOS + 5 generated */
+    script_words(&f, words, 10);
+    f.n_ctx = 6;
+    CHECK_EQ_INT(run_fake(&f, 6 - 1, NULL, 0, &c, &r, NULL), 0);
+    CHECK_EQ_STR(c.text, "abcde");
     CHECK_EQ_INT(r.n_gen, 5);
+    CHECK_EQ_INT(r.finish, HEARTH_GEN_LENGTH);
     CHECK(f.len <= 6);
 
     /* a prompt longer than the context: a clear error naming both lengths */
     script_words(&f, words, 10);
     f.n_ctx = 10;
-    hearth_gen_model m = fake_model(&f);
-    hearth_sampler *s = greedy();
     int32_t prompt[11] = {1, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
-    hearth_gen_params p = {.n_predict = 4};
     hearth_err err = {0};
-    CHECK_EQ_INT(hearth_generate(&m, s, prompt, 11, &p, collect, &c, &r, &err), HEARTH_ELIMIT);
+    CHECK_EQ_INT(generate(&f, prompt, 11, 4, 0, NULL, 0, &c, &r, &err), HEARTH_EINVAL);
     CHECK_MSG(strstr(err.msg, "11") && strstr(err.msg, "10"), "%s", err.msg);
     CHECK_EQ_INT(f.n_forward, 0);
-    /* a prompt that exactly fills it: nothing generated, "length" */
-    CHECK_EQ_INT(hearth_generate(&m, s, prompt, 10, &p, collect, &c, &r, &err), 0);
-    CHECK_EQ_INT(r.n_gen, 0);
-    CHECK_EQ_INT(r.finish, HEARTH_GEN_LENGTH);
+    /* a prompt that exactly fills it leaves no room for a token: refused too
+     * (hearth run reports nothing generated, "length", without a pass) */
+    CHECK_EQ_INT(generate(&f, prompt, 10, 4, 0, NULL, 0, &c, &r, &err), HEARTH_EINVAL);
+    CHECK_EQ_INT(f.n_forward, 0);
     /* an empty prompt is refused */
-    CHECK_EQ_INT(hearth_generate(&m, s, prompt, 0, &p, collect, &c, &r, &err), HEARTH_EINVAL);
-    hearth_sampler_free(s);
+    CHECK_EQ_INT(generate(&f, prompt, 0, 4, 0, NULL, 0, &c, &r, &err), HEARTH_EINVAL);
 }
 
 static void test_utf8_pieces_complete(void)
@@ -313,7 +397,7 @@ static void test_utf8_pieces_complete(void)
     fake f;
     script_words(&f, words, 6);
     collected c = {0};
-    hearth_gen_result r;
+    hearth_gen_stats r;
     CHECK_EQ_INT(run_fake(&f, 6, NULL, 0, &c, &r, NULL), 0);
     CHECK_EQ_STR(c.text, "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80!");
     CHECK(c.all_valid);
@@ -336,22 +420,18 @@ static void test_prefill_chunks(void)
     memset(&f, 0, sizeof f);
     f.n_ctx = 4096;
     f.hash_mode = true;
-    hearth_gen_model m = fake_model(&f);
-    hearth_sampler *s = greedy();
     static int32_t prompt[1300];
     for (int i = 0; i < 1300; i++)
         prompt[i] = 10 + i % 40;
-    hearth_gen_params p = {.n_predict = 2, .n_batch = 512};
     collected c = {0};
-    hearth_gen_result r;
-    CHECK_EQ_INT(hearth_generate(&m, s, prompt, 1300, &p, collect, &c, &r, NULL), 0);
+    hearth_gen_stats r;
+    CHECK_EQ_INT(generate(&f, prompt, 1300, 2, 512, NULL, 0, &c, &r, NULL), 0);
     CHECK_EQ_INT(f.chunk[0], 512);
     CHECK_EQ_INT(f.chunk[1], 512);
     CHECK_EQ_INT(f.chunk[2], 276);
     CHECK_EQ_INT(f.chunk[3], 1);
     CHECK_EQ_INT(f.n_forward, 4);
     CHECK_EQ_INT(r.n_prompt, 1300);
-    hearth_sampler_free(s);
 }
 
 /* Greedy decoding picks the argmax at every step (checked against the fake's
@@ -371,7 +451,7 @@ static void test_greedy_determinism(void)
         }
         f.text[EOS_ID] = NULL;
         collected c = {0};
-        hearth_gen_result r;
+        hearth_gen_stats r;
         CHECK_EQ_INT(run_fake(&f, 30, NULL, 0, &c, &r, NULL), 0);
         /* replay: the argmax of the fake's logits after each token */
         fake g;
@@ -383,7 +463,9 @@ static void test_greedy_determinism(void)
         float lg[VOCAB];
         int32_t tok = 1;
         for (int step = 0; step < r.n_gen; step++) {
-            fake_forward(&g, &tok, 1, lg, NULL);
+            const int32_t slot0 = 0;
+            const bool want_row = true;
+            fake_forward(&g, 1, &tok, &slot0, &want_row, lg, NULL);
             int best = 0;
             for (int i = 1; i < VOCAB; i++)
                 if (lg[i] > lg[best])
@@ -409,15 +491,10 @@ static void test_cancel(void)
     script_words(&f, words, 5);
     collected c = {0};
     c.cancel_after = 2;
-    hearth_gen_result r;
+    hearth_gen_stats r;
     CHECK_EQ_INT(run_fake(&f, 5, NULL, 0, &c, &r, NULL), 0);
     CHECK_EQ_STR(c.text, "ab");
     CHECK_EQ_INT(r.finish, HEARTH_GEN_CANCELLED);
-}
-
-static int fail_forward(void *ctx, const int32_t *tokens, int32_t n, float *logits, hearth_err *err)
-{
-    return hearth_err_set(err, HEARTH_EIO, "device lost");
 }
 
 static void test_model_error_propagates(void)
@@ -425,16 +502,12 @@ static void test_model_error_propagates(void)
     fake f;
     memset(&f, 0, sizeof f);
     f.n_ctx = 10;
-    hearth_gen_model m = fake_model(&f);
-    m.forward = fail_forward;
-    hearth_sampler *s = greedy();
-    int32_t bos = 1;
-    hearth_gen_params p = {.n_predict = 3};
-    hearth_gen_result r;
+    f.fail = true;
+    collected c = {0};
+    hearth_gen_stats r;
     hearth_err err = {0};
-    CHECK_EQ_INT(hearth_generate(&m, s, &bos, 1, &p, NULL, NULL, &r, &err), HEARTH_EIO);
+    CHECK_EQ_INT(run_fake(&f, 3, NULL, 0, &c, &r, &err), HEARTH_EIO);
     CHECK(strstr(err.msg, "device lost") != NULL);
-    hearth_sampler_free(s);
 }
 
 int main(void)
