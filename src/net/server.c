@@ -53,6 +53,7 @@
 #include "base/log.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -426,10 +427,12 @@ void hearth_io_accept_ready(hearth_loop *loop, int lfd, unsigned events, void *a
     }
 }
 
-void hearth_io_handoff_ready(hearth_loop *loop, int hfd, unsigned events, void *arg)
+/* Adopts up to max connections handed to io's thread (a draining thread's
+ * adopt_conn closes them at once). */
+static void take_handoffs(hearth_io *io, int max)
 {
-    hearth_io *io = arg;
-    for (int i = 0; i < 64; i++) {
+    int hfd = io->s->handoff_fd[2 * io->gslot];
+    for (int i = 0; i < max; i++) {
         char byte;
         struct iovec iov = {&byte, 1};
         union {
@@ -449,6 +452,11 @@ void hearth_io_handoff_ready(hearth_loop *loop, int hfd, unsigned events, void *
         memcpy(&fd, CMSG_DATA(cm), sizeof fd);
         adopt_conn(io, fd, true);
     }
+}
+
+void hearth_io_handoff_ready(hearth_loop *loop, int hfd, unsigned events, void *arg)
+{
+    take_handoffs(arg, 64); /* a burst at a time: the loop's other events go between */
 }
 
 /* ---- draining ---- */
@@ -475,27 +483,7 @@ static void drain_timeout(hearth_loop *loop, void *arg)
 /* Closes the connections handed to this thread that it has not taken yet. */
 static void close_pending_handoffs(hearth_io *io)
 {
-    int hfd = io->s->handoff_fd[2 * io->gslot];
-    for (;;) {
-        char byte;
-        struct iovec iov = {&byte, 1};
-        union {
-            char buf[CMSG_SPACE(sizeof(int))];
-            struct cmsghdr align;
-        } u;
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-        ssize_t n = recvmsg(hfd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return;
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        if (cm && cm->cmsg_type == SCM_RIGHTS) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-            adopt_conn(io, fd, true); /* draining: closed at once */
-        }
-    }
+    take_handoffs(io, INT_MAX);
 }
 
 void hearth_io_begin_drain(hearth_io *io)
