@@ -253,9 +253,10 @@ static bool parse_fields(hearth_request *req, const cJSON *doc, hearth_gen_call 
 
 /* One call of a /completion request for prompt (key names it in messages);
  * NULL after responding. */
-static hearth_gen_call *completion_call(hearth_request *req, hearth_gen_entry *m, const cJSON *doc, const cJSON *prompt,
+static hearth_gen_call *completion_call(hearth_request *req, void *model, const cJSON *doc, const cJSON *prompt,
                                         const char *key, int64_t *n_predict)
 {
+    hearth_gen_entry *m = model;
     hearth_gen_call *c = hearth_gen_call_new(m, &completion_format);
     if (!c) {
         hearth_respond_error(req, 503, "unavailable_error", "out of memory");
@@ -283,45 +284,8 @@ static void completion(hearth_request *req, void *ctx)
         return;
     const char *name;
     hearth_gen_entry *m;
-    hearth_gen_call **calls = NULL;
-    int64_t n_predict = -1;
-    if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
-        goto out;
-    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(doc, "prompt");
-    int n = hearth_gen_prompt_count(prompt);
-    if (n > HEARTH_GEN_MAX_PROMPTS) {
-        hearth_respond_error(req, 400, "invalid_request_error", "'prompt' holds %d prompts; at most %d in one request", n,
-                             HEARTH_GEN_MAX_PROMPTS);
-        goto out;
-    }
-    if (!(calls = calloc((size_t)n, sizeof *calls))) {
-        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < n; i++) {
-        char key[32];
-        snprintf(key, sizeof key, n > 1 ? "prompt[%d]" : "prompt", i);
-        if (!(calls[i] = completion_call(req, m, doc, n > 1 ? cJSON_GetArrayItem(prompt, i) : prompt, key, &n_predict)))
-            goto out;
-    }
-    if (n > 1 && calls[0]->stream) {
-        hearth_respond_error(req, 400, "invalid_request_error",
-                             "several prompts are answered whole, not streamed: send \"stream\": false, or one prompt a request");
-        goto out;
-    }
-    if (n == 1)
-        hearth_gen_call_submit(req, api, calls[0], n_predict);
-    else
-        hearth_gen_group_submit(req, api, calls, n, n_predict);
-    if (n > 1)
-        calls = NULL; /* the group's now */
-    else
-        calls[0] = NULL;
-    n = 0;
-out:
-    for (int i = 0; calls && i < n; i++)
-        hearth_gen_call_free(calls[i]);
-    free(calls);
+    if (hearth_gen_model_name(req, doc, &name) && (m = hearth_gen_find_or_respond(req, api, name)))
+        hearth_gen_submit_prompts(req, api, doc, completion_call, m);
     cJSON_Delete(doc);
 }
 

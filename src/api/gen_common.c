@@ -704,6 +704,46 @@ int hearth_gen_prompt_count(const cJSON *prompt)
     return n;
 }
 
+void hearth_gen_submit_prompts(hearth_request *req, hearth_api *api, const cJSON *doc, hearth_gen_prompt_call_fn make,
+                               void *arg)
+{
+    int64_t n_predict = -1;
+    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(doc, "prompt");
+    int n = hearth_gen_prompt_count(prompt);
+    hearth_gen_call **calls = NULL;
+    if (n > HEARTH_GEN_MAX_PROMPTS) {
+        hearth_respond_error(req, 400, "invalid_request_error", "'prompt' holds %d prompts; at most %d in one request", n,
+                             HEARTH_GEN_MAX_PROMPTS);
+        return;
+    }
+    if (!(calls = calloc((size_t)n, sizeof *calls))) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, n > 1 ? "prompt[%d]" : "prompt", i);
+        if (!(calls[i] = make(req, arg, doc, n > 1 ? cJSON_GetArrayItem(prompt, i) : prompt, key, &n_predict)))
+            goto out;
+    }
+    if (n > 1 && calls[0]->stream) {
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "several prompts are answered whole, not streamed: send \"stream\": false, or one prompt a request");
+        goto out;
+    }
+    if (n == 1) {
+        hearth_gen_call_submit(req, api, calls[0], n_predict);
+        free(calls);
+    } else {
+        hearth_gen_group_submit(req, api, calls, n, n_predict); /* the group's now */
+    }
+    return;
+out:
+    for (int i = 0; i < n; i++)
+        hearth_gen_call_free(calls[i]);
+    free(calls);
+}
+
 bool hearth_gen_prompt_from_json(hearth_request *req, hearth_gen_call *c, const cJSON *prompt, const char *key)
 {
     if (!prompt || cJSON_IsNull(prompt)) {

@@ -122,15 +122,27 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
 /* Appends the ids of text to c->prompt: BOS/EOS as the vocabulary says when
  * add_special, special tokens' texts parsed as those tokens. False after a 400/413. */
 bool hearth_gen_encode(hearth_request *req, hearth_gen_call *c, const char *text, size_t n, bool add_special);
+/* How many prompts a completion prompt holds: n for a list of n >= 2 strings
+ * or id lists (llama-server's several prompts), else 1. */
+int hearth_gen_prompt_count(const cJSON *prompt);
 /* A completion prompt (llama-server's and OpenAI's): a string (tokenized with
  * BOS as the vocabulary says), a list of token ids (used as given), ids and
  * strings mixed (llama-server's: a string gets BOS only when it comes first),
  * or a list holding one of those. key names the field in messages. False
  * after a 400. */
-/* How many prompts a completion prompt holds: n for a list of n >= 2 strings
- * or id lists (llama-server's several prompts), else 1. */
-int hearth_gen_prompt_count(const cJSON *prompt);
 bool hearth_gen_prompt_from_json(hearth_request *req, hearth_gen_call *c, const cJSON *prompt, const char *key);
+
+/* One call of a completion request for one of its prompts (key names it in
+ * messages: "prompt" or "prompt[i]"), reading the request's options from doc
+ * and the limit into *n_predict; NULL after responding. arg is the caller's. */
+typedef hearth_gen_call *(*hearth_gen_prompt_call_fn)(hearth_request *req, void *arg, const cJSON *doc,
+                                                       const cJSON *prompt, const char *key, int64_t *n_predict);
+/* doc's "prompt" as one call (hearth_gen_call_submit) or, when it holds
+ * several prompts (hearth_gen_prompt_count), as a group answered whole
+ * (hearth_gen_group_submit; a streamed group is refused), each call made by
+ * make. Responds in every case; doc stays the caller's. */
+void hearth_gen_submit_prompts(hearth_request *req, hearth_api *api, const cJSON *doc, hearth_gen_prompt_call_fn make,
+                               void *arg);
 
 /* ---- formatting ---- */
 

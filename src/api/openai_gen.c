@@ -442,9 +442,10 @@ out:
 }
 
 /* One call of a /v1/completions request for prompt (key names it); NULL after responding. */
-static hearth_gen_call *completions_call(hearth_request *req, hearth_api *api, const cJSON *doc, const cJSON *prompt,
+static hearth_gen_call *completions_call(hearth_request *req, void *arg, const cJSON *doc, const cJSON *prompt,
                                          const char *key, int64_t *n_predict)
 {
+    hearth_api *api = arg;
     int64_t best_of = 1;
     hearth_gen_call *c = start_call(req, api, doc, &text_format, "cmpl-", n_predict);
     if (!c)
@@ -471,41 +472,7 @@ static void completions(hearth_request *req, void *ctx)
     cJSON *doc = hearth_gen_parse_body(req);
     if (!doc)
         return;
-    int64_t n_predict = -1;
-    const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(doc, "prompt");
-    int n = hearth_gen_prompt_count(prompt);
-    hearth_gen_call **calls = NULL;
-    if (n > HEARTH_GEN_MAX_PROMPTS) {
-        refuse(req, "'prompt' holds more prompts than hearth takes in one request (64)");
-        goto out;
-    }
-    if (!(calls = calloc((size_t)n, sizeof *calls))) {
-        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < n; i++) {
-        char key[32];
-        snprintf(key, sizeof key, n > 1 ? "prompt[%d]" : "prompt", i);
-        if (!(calls[i] = completions_call(req, api, doc, n > 1 ? cJSON_GetArrayItem(prompt, i) : prompt, key, &n_predict)))
-            goto out;
-    }
-    if (n > 1 && calls[0]->stream) {
-        refuse(req, "several prompts are answered whole, not streamed: send \"stream\": false, or one prompt a request");
-        goto out;
-    }
-    if (n == 1)
-        hearth_gen_call_submit(req, api, calls[0], n_predict);
-    else
-        hearth_gen_group_submit(req, api, calls, n, n_predict);
-    if (n > 1)
-        calls = NULL; /* the group's now */
-    else
-        calls[0] = NULL;
-    n = 0;
-out:
-    for (int i = 0; calls && i < n; i++)
-        hearth_gen_call_free(calls[i]);
-    free(calls);
+    hearth_gen_submit_prompts(req, api, doc, completions_call, api);
     cJSON_Delete(doc);
 }
 
