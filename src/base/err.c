@@ -59,6 +59,7 @@ const char *hearth_status_name(int code)
     case HEARTH_ELIMIT: return "limit";
     case HEARTH_ENOTFOUND: return "not found";
     case HEARTH_EUNSUPPORTED: return "unsupported";
+    case HEARTH_EDEVICE: return "device error";
     default: return "unknown";
     }
 }

@@ -18,6 +18,7 @@ enum {
     HEARTH_ELIMIT = -5,   /* a configured limit was exceeded */
     HEARTH_ENOTFOUND = -6,
     HEARTH_EUNSUPPORTED = -7,
+    HEARTH_EDEVICE = -8,  /* a device (GPU) call failed: logged with the call and its error string */
 };
 
 #define HEARTH_ERR_MSG_MAX 512

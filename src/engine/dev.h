@@ -163,6 +163,14 @@ typedef struct hearth_qk {
     float eps;
 } hearth_qk;
 
+/* What a recorded pass captured (graph_begin): the launches of a pass depend
+ * on the model (its weights), the cache and the row counts, and on nothing
+ * else the walk passes, since per-step data sits at fixed addresses. */
+typedef struct hearth_graph_key {
+    const void *model, *cache;
+    int64_t rows, out_rows;
+} hearth_graph_key;
+
 /* The table. Every compute op is enqueued on st: arguments are device
  * pointers, rows run in any order, and the op returns 0 or a negative status
  * (HEARTH_EINVAL for shapes it cannot take, HEARTH_EUNSUPPORTED for a type or
@@ -185,6 +193,15 @@ struct hearth_dev_ops {
      * grow. Contents are undefined. 0 or HEARTH_ENOMEM. */
     int (*scratch)(hearth_stream *st, size_t bytes, size_t staging_bytes);
     void (*stream_deinit)(hearth_stream *st);
+    /* Optional (NULL where launches cost nothing, as on the CPU): a pass's
+     * work recorded once and replayed. graph_begin returns 1 when a pass
+     * recorded under key was enqueued in one call (the walk skips its ops),
+     * 0 when what the walk enqueues next is being recorded (it then calls
+     * graph_end with the same key, which enqueues it), or a negative status.
+     * Between the two calls the walk enqueues device work only: no download,
+     * no sync. The backend drops its records when the stream's arena moves. */
+    int (*graph_begin)(hearth_stream *st, const hearth_graph_key *key);
+    int (*graph_end)(hearth_stream *st, const hearth_graph_key *key);
 
     /* Weights. weight_new places d on the device (NULL with err set naming
      * d->name on failure); weight_free(NULL) is a no-op. weight_reads_host:

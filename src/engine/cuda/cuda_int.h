@@ -1,0 +1,132 @@
+/* cuda_int.h: the CUDA backend's private interfaces, between its three parts:
+ *
+ *   dev_cuda.cu  the device table (engine/dev.h): registry entry, memory,
+ *                streams and their arenas, graph record/replay, argument
+ *                checks; it calls the two kernel families below
+ *   mm.cu        weights: placement in the layout the kernels read, mat-vec
+ *                for decode (every GGUF type read in place, no fp16 copy of a
+ *                quantized weight kept), GEMM for prompts (tensor cores:
+ *                cuBLAS, loaded at run time, over tiles dequantized on the
+ *                fly into the context's workspace), and embedding rows
+ *   ops.cu       the row ops and attention: rmsnorm, add, add_rmsnorm,
+ *                swiglu, qk_rope_store, attn_cached (split over the KV
+ *                length, flash-decoding), and bert's add_layernorm,
+ *                bias_gelu, attn_packed, pool, embed's position + LayerNorm
+ *
+ * Every function enqueues on its stream and returns 0 or a negative status
+ * (base/err.h); a CUDA error is reported through cu_fail, which logs the
+ * kernel or call and CUDA's error string and returns HEARTH_EDEVICE. Nothing
+ * here synchronizes unless it says so, and nothing allocates device memory
+ * while a stream is recording a graph (cu_ctx.recording). Compiled by nvcc
+ * only (make CUDA=1). */
+#ifndef HEARTH_ENGINE_CUDA_CUDA_INT_H
+#define HEARTH_ENGINE_CUDA_CUDA_INT_H
+
+extern "C" {
+#include "base/err.h"
+#include "engine/dev.h"
+#include "engine/dtype.h"
+}
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Logs "cuda: WHAT failed: <error string> (<error name>)" at error level and
+ * returns HEARTH_EDEVICE; what names the kernel or call. e == cudaSuccess
+ * returns 0 and logs nothing. */
+int cu_fail(const char *what, cudaError_t e);
+/* After a launch: cu_fail(kernel, cudaGetLastError()). */
+static inline int cu_launched(const char *kernel)
+{
+    return cu_fail(kernel, cudaGetLastError());
+}
+
+/* A weight as placed by mm.cu (the backend's hearth_weight: dev_cuda.cu
+ * casts). The layout of data is mm.cu's choice (it may differ from the
+ * file's: blocks split into scales and quants, rows padded); the fields
+ * below are what the others read. */
+typedef struct cu_weight {
+    hearth_dtype type;
+    int64_t n_out, n_in;
+    int ordinal;              /* the CUDA device it lives on */
+    void *data;               /* device memory, owned */
+    void *aux;                /* a second owned device buffer if the layout needs one, else NULL */
+    size_t bytes;             /* device bytes held (data + aux) */
+} cu_weight;
+
+/* One execution context: a host thread's stream on one device (dev_cuda.cu
+ * keeps one per thread and device, reused by every hearth_stream that thread
+ * opens, so its arena and recorded graphs keep their addresses). */
+typedef struct cu_ctx {
+    int ordinal;
+    cudaStream_t s;
+    bool recording;           /* a graph is being captured on s: no allocation, no sync */
+    void *mm;                 /* mm.cu's per-context state (cuBLAS handle, workspace), or NULL */
+} cu_ctx;
+
+/* ---- mm.cu ---- */
+
+/* Whether mm.cu places and multiplies weights of type t (F32, F16, BF16,
+ * Q8_0, Q4_0, Q4_K, Q6_K). */
+bool cu_mm_type_ok(hearth_dtype t);
+/* Places d (rows as the file stores them, d->row_bytes each, host memory)
+ * on device ordinal into w, in mm.cu's layout; synchronous (d->data may be
+ * released when it returns). 0, HEARTH_ENOMEM (err names d->name and the
+ * bytes), HEARTH_EUNSUPPORTED, HEARTH_EDEVICE. */
+int cu_weight_place(cu_weight *w, const hearth_weight_desc *d, int ordinal, hearth_err *err);
+/* Frees what w holds (w itself is the caller's). */
+void cu_weight_release(cu_weight *w);
+/* Y_i = X W_i^T for i < n: X (M, K) f32 in device memory, row stride ldx;
+ * W_i (N_i, K); Y_i (M, N_i) f32, row stride ldy[i]. Any M >= 1: small M
+ * (decode) reads each weight once for all M rows; large M (prompts) runs on
+ * tensor cores. Results within float rounding of the f32 product of X and
+ * the dequantized weight (a half/bfloat16 rounding of X on the tensor-core
+ * path is allowed). */
+int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M, float *const *Y,
+              const int64_t *ldy);
+/* Y[r] = table[tok[r]] dequantized to f32 (n_in wide), r < n; tok is device
+ * memory (the step block's token ids, already checked in range). */
+int cu_embed_rows(cu_ctx *c, float *Y, const cu_weight *table, const int32_t *tok, int64_t n);
+/* Releases c->mm (at the context's end). */
+void cu_mm_ctx_free(cu_ctx *c);
+
+/* ---- ops.cu ---- (shapes as engine/dev.h's ops of the same name; every
+ * pointer is device memory; b is the device copy of the step block, whose
+ * scalar fields (n, n_out, n_seqs, rope_stride) are read on the host and
+ * whose arrays are read by the kernels) */
+
+int cu_rmsnorm(cu_ctx *c, float *Y, const float *X, const int32_t *rows, int64_t n_rows, int64_t n, const float *w,
+               float eps);
+int cu_add(cu_ctx *c, float *X, const float *A, int64_t rows, int64_t n);
+int cu_add_rmsnorm(cu_ctx *c, float *X, float *H, int64_t rows, int64_t n, const float *w, float eps);
+int cu_swiglu(cu_ctx *c, float *G, const float *U, int64_t rows, int64_t n);
+/* K/V stored as kv->type (F32 or F16, round to nearest even). */
+int cu_qk_rope_store(cu_ctx *c, float *Q, float *K, float *V, const hearth_qk *qk, const hearth_dev_kv *kv,
+                     int64_t layer, const hearth_batch *b);
+/* Launch sizes may not depend on positions (they are device data): a grid
+ * sized for kv->n_ctx whose blocks past a row's position return at once,
+ * so one recorded pass serves every position. */
+int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *kv, int64_t layer,
+                   const hearth_batch *b, int64_t n_head, int64_t n_head_kv, int64_t hd, float scale);
+int cu_add_layernorm(cu_ctx *c, float *X, float *Y, const float *bias, int64_t rows, int64_t n, const float *g,
+                     const float *beta, float eps);
+int cu_bias_gelu(cu_ctx *c, float *Y, const float *bias, int64_t rows, int64_t n);
+/* The sequence bounds (b->seq_start) are device data too: launches are
+ * sized from b->n and b->n_seqs (a sequence is at most b->n rows long), and
+ * blocks past their sequence's end return. all_rows is host data (pool's
+ * output sizes); where an output lands follows from device data, so the
+ * kernel computes it from seq_start. */
+int cu_attn_packed(cu_ctx *c, float *ctx, float *QKV, const float *bq, const float *bk, const float *bv,
+                   const hearth_batch *b, int64_t n_head, int64_t hd, float scale);
+int cu_pool(cu_ctx *c, float *out, const float *X, int64_t n, const hearth_batch *b, int kind, bool l2,
+            const bool *all_rows);
+/* bert's embedding tail, after cu_embed_rows: Y[r] += pos_tab[b->pos[r]] +
+ * type_row, then Y[r] = LN(Y[r]) * ln_w + ln_b, r < b->n, n wide. */
+int cu_embed_finish(cu_ctx *c, float *Y, const hearth_batch *b, int64_t n, const float *pos_tab,
+                    const float *type_row, const float *ln_w, const float *ln_b, float eps);
+
+/* The largest head ops.cu's attention takes (caps.head_dim_max). */
+#define CU_HEAD_DIM_MAX 256
+
+#endif
