@@ -50,6 +50,9 @@ typedef struct hearth_api_config {
     const char *chat_template;   /* --chat-template override */
     const char *cache_type;      /* --cache-type of the KV cache: f16 (default) or f32 */
     bool repack;                 /* --repack F16 weights into GEMM panels at load (on) */
+    const char *device;          /* --device of generation models: "cpu", "cuda[:N]", or a comma list, one per
+                                    worker in turn */
+    int worker_index;            /* which entry of device this process takes (-1: the first) */
 } hearth_api_config;
 
 typedef struct hearth_api {

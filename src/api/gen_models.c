@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "engine/dev.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,30 @@ static void find_template(hearth_gen_entry *g, const char *override)
               g->info->name, in_gguf ? "its chat template is not one hearth recognises" : "its GGUF has no chat template");
 }
 
+/* The device of this process's generation models: entry worker_index (in
+ * turn) of --device's comma list, so --workers N --spawn --device
+ * cuda:0,cuda:1 puts each worker on its own GPU. */
+static hearth_dev *gen_device(const hearth_api *api, hearth_err *err)
+{
+    const char *list = api->cfg.device && *api->cfg.device ? api->cfg.device : "cpu";
+    int n = 1;
+    for (const char *p = list; *p; p++)
+        n += *p == ',';
+    int want = api->cfg.worker_index > 0 ? api->cfg.worker_index % n : 0;
+    const char *at = list;
+    for (int i = 0; i < want; i++)
+        at = strchr(at, ',') + 1;
+    char name[32];
+    size_t len = strcspn(at, ",");
+    if (len >= sizeof name) {
+        hearth_err_set(err, HEARTH_EINVAL, "--device: '%.*s' is not a device", (int)len, at);
+        return NULL;
+    }
+    memcpy(name, at, len);
+    name[len] = 0;
+    return hearth_dev_find(name, err);
+}
+
 int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool demo, hearth_err *err)
 {
     hearth_api_state *st = api->state;
@@ -49,7 +74,11 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     uint64_t t0 = hearth_now_ns();
     hearth_gen_entry *g = &st->gen_models[st->n_gen];
     memset(g, 0, sizeof *g);
+    hearth_dev *dev = gen_device(api, err);
+    if (!dev)
+        return err ? err->code : HEARTH_EINVAL;
     const hearth_decoder_opts o = {
+        .dev = dev,
         .n_slots = st->gen.n_parallel + st->gen.n_cache_slots,
         .n_ctx = st->gen.n_ctx,
         .kv_type = st->gen.kv_type,

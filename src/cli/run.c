@@ -204,6 +204,7 @@ int hearth_cmd_run(int argc, char **argv)
     run_opts o = {.n_predict = RUN_UNSET, .reps = 5, .n_batch = 512};
     const char *cache_type = "f16";
     bool repack = true;
+    const char *device = "cpu";
     sampling_flags sf = {0};
     opt_str_list stops = {0};
     const opt opts[] = {
@@ -218,6 +219,7 @@ int hearth_cmd_run(int argc, char **argv)
         {"repeat-last-n", 0, OPT_STR, &sf.repeat_last_n, "N", "tokens of history the penalty looks at (64)"},
         {"seed", 's', OPT_STR, &sf.seed, "N", "random seed (-1: from the OS)"},
         {"threads", 't', OPT_INT, &o.threads, "N", "compute threads (0: one per physical core)"},
+        {"device", 0, OPT_STR, &device, "cpu|cuda[:N]", "where the model runs (cpu; cuda: the first GPU, as hearth doctor lists them)"},
         {"ctx-size", 'c', OPT_INT, &o.ctx_size, "N", "context positions (0: the model's, at most 4096)"},
         {"cache-type", 0, OPT_STR, &cache_type, "f16|f32", "KV cache elements (f16: half the memory, as llama.cpp; f32: exact, for parity checks)"},
         {"batch-size", 'b', OPT_INT, &o.n_batch, "N", "prompt tokens per forward pass (512)"},
@@ -257,8 +259,12 @@ int hearth_cmd_run(int argc, char **argv)
         return 2;
     }
     hearth_err err = {0};
+    if (!(o.dev = hearth_dev_find(device, &err))) {
+        fprintf(stderr, "hearth run: --device %s: %s\n", device, err.msg);
+        return 2;
+    }
     hearth_llama *m = NULL;
-    const hearth_llama_open_opts lo = {.no_repack = !repack};
+    const hearth_llama_open_opts lo = {.no_repack = !repack, .dev = o.dev};
     if (hearth_llama_open_with(&m, o.model, &lo, &err)) {
         fprintf(stderr, "hearth run: %s\n", err.msg);
         return 1;

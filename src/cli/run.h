@@ -4,6 +4,7 @@
 
 #include "base/clock.h"
 #include "base/pool.h"
+#include "engine/dev.h"
 #include "engine/gen_sched.h"
 #include "models/llama.h"
 
@@ -24,6 +25,7 @@ typedef struct run_opts {
     const char *dump_logits;
     const char *tokens;
     hearth_dtype kv_type;    /* --cache-type: HEARTH_F16 or HEARTH_F32 */
+    hearth_dev *dev;         /* --device: where the model runs (the CPU by default) */
 } run_opts;
 
 #define RUN_UNSET (-1000)

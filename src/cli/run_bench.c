@@ -202,6 +202,12 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
     printf("| %.24s | ---------: | ---------: | ------ | ------: | -------: | -------------------: | -------: |\n",
            "------------------------------");
     double tg_mean = 0;
+    /* the threads column: the compute threads, or the device that computes */
+    char where[16];
+    if (o->dev && !o->dev->caps.host_memory)
+        snprintf(where, sizeof where, "%s", o->dev->caps.name);
+    else
+        snprintf(where, sizeof where, "%d", hearth_pool_size(pool));
     for (int test = 0; test < 3; test++) {
         int n = test == 0 ? pp : tg;
         if (n == 0 || (test == 2 && P == 1))
@@ -229,24 +235,37 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
             tg_mean = s.mean;
         }
         /* "±" is two bytes and one column: pad by one more */
-        printf("| %-24s | %10s | %10s | %-6s | %7d | %8s | %21s | %8s |\n", name, size, count,
-               wt ? wt->name : "?", hearth_pool_size(pool), test_name, ts, gbs);
+        printf("| %-24s | %10s | %10s | %-6s | %7s | %8s | %21s | %8s |\n", name, size, count,
+               wt ? wt->name : "?", where, test_name, ts, gbs);
         fflush(stdout);
     }
-    double mem = hearth_membench_read_gbs(MEMBENCH_BYTES, 3, pool, &err);
-    if (mem > 0) {
-        printf("\nmemory read bandwidth (1 GiB, %d threads): %.2f GB/s", hearth_pool_size(pool), mem);
-        double pct = 100.0 * wbytes * tg_mean / 1e9 / mem;
-        if (tg_mean > 0)
-            printf("; tg reads weights at %.0f%% of it", pct);
-        /* Seen on a Zen 5 VM: the read loop measures ~37 GB/s while F16
-         * decode streams its weights at ~50 (RESULTS.md, 2026-12-01; a
-         * prefetching loop and four streams per thread measured no more). */
-        if (tg_mean > 0 && pct > 100)
-            printf(" (over 100%%: the read loop under-measures this machine)");
-        printf("\n");
+    if (o->dev && o->dev->ops->copy_gbps) {
+        /* a device's own memory: the weights stream from there */
+        double bw = o->dev->ops->copy_gbps(o->dev, MEMBENCH_BYTES, &err);
+        if (bw > 0) {
+            printf("\ndevice copy bandwidth (%s, 1 GiB, read + write): %.0f GB/s", o->dev->caps.name, bw);
+            if (tg_mean > 0)
+                printf("; tg reads weights at %.0f%% of it", 100.0 * wbytes * tg_mean / 1e9 / bw);
+            printf("\n");
+        } else {
+            fprintf(stderr, "hearth run --bench: device bandwidth: %s\n", err.msg);
+        }
     } else {
-        fprintf(stderr, "hearth run --bench: memory benchmark: %s\n", err.msg);
+        double mem = hearth_membench_read_gbs(MEMBENCH_BYTES, 3, pool, &err);
+        if (mem > 0) {
+            printf("\nmemory read bandwidth (1 GiB, %d threads): %.2f GB/s", hearth_pool_size(pool), mem);
+            double pct = 100.0 * wbytes * tg_mean / 1e9 / mem;
+            if (tg_mean > 0)
+                printf("; tg reads weights at %.0f%% of it", pct);
+            /* Seen on a Zen 5 VM: the read loop measures ~37 GB/s while F16
+             * decode streams its weights at ~50 (RESULTS.md, 2026-12-01; a
+             * prefetching loop and four streams per thread measured no more). */
+            if (tg_mean > 0 && pct > 100)
+                printf(" (over 100%%: the read loop under-measures this machine)");
+            printf("\n");
+        } else {
+            fprintf(stderr, "hearth run --bench: memory benchmark: %s\n", err.msg);
+        }
     }
     status = 0;
 done:

@@ -30,6 +30,7 @@ static int on_process_start(hearth_server *s, void *ctx)
 {
     hearth_api *api = ctx;
     /* models load here, in each serving process, never in the supervisor */
+    api->cfg.worker_index = hearth_server_worker_index(s);
     hearth_err err = {0};
     int rc = hearth_api_load_models(api, &err);
     if (rc)
@@ -89,8 +90,9 @@ static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch
     }
     if (ubatch > 0 && ubatch < c->batch_size)
         c->batch_size = ubatch;
-    if (gpu_layers != 0)
-        HLOG_INFO("note: --gpu-layers %d is ignored: hearth runs generation models on the CPU", gpu_layers);
+    if (gpu_layers != 0 && (!c->device || strcmp(c->device, "cpu") == 0))
+        HLOG_INFO("note: --gpu-layers %d is ignored: generation models run where --device says (cpu; --device cuda "
+                  "puts every layer on the GPU)", gpu_layers);
     if (jinja)
         HLOG_INFO("note: --jinja: hearth renders chat templates by their family in C, the same text for the families "
                   "it knows; a template it does not know falls back to chatml");
@@ -157,7 +159,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"cont-batching", 0, OPT_BOOL, &cont_batching, NULL, "accepted for llama-server's command lines: generation is always batched continuously (--no-cont-batching is refused)", .dash_name = "cb"},
         {"webui", 0, OPT_BOOL, &webui, NULL, "refused: hearth has no web UI (--no-webui is accepted)"},
         {"verbose", 0, OPT_BOOL, &verbose, NULL, "the same as --log-level debug (llama-server's -v)", .dash_name = "v"},
-        {"gpu-layers", 0, OPT_INT, &gpu_layers, "N", "accepted and ignored, with a note: generation models run on the CPU", .dash_name = "ngl"},
+        {"device", 0, OPT_STR, &api.cfg.device, "cpu|cuda[:N][,...]", "where generation models run (cpu); a comma list gives each --spawn worker the next in turn"},
+        {"gpu-layers", 0, OPT_INT, &gpu_layers, "N", "accepted; with --device cuda every layer is on the GPU, else a note says it is ignored", .dash_name = "ngl"},
         {"n-gpu-layers", 0, OPT_INT, &gpu_layers, "N", "the same as --gpu-layers"},
         {"demo", 0, OPT_BOOL, &demo, NULL, "serve demo models when no --model is given (on; --no-demo serves none)"},
         {"demo-dir", 0, OPT_STR, &api.cfg.demo_dir, "DIR", "where demo models are written (~/.cache/hearth/demo)"},
@@ -240,6 +243,11 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     if (api.cfg.alias && models.n != 1) {
         fprintf(stderr, "hearth serve: --alias names the one model served, and %d are given with --model: name each "
                         "with --model NAME=PATH instead\n", models.n);
+        return 2;
+    }
+    if (api.cfg.device && strncmp(api.cfg.device, "cuda", 4) == 0 && cfg.workers > 0 && !cfg.spawn) {
+        fprintf(stderr, "hearth serve: --device %s with --workers needs --spawn: CUDA does not survive fork, so each "
+                        "GPU worker must start as a fresh process (fork+exec)\n", api.cfg.device);
         return 2;
     }
     if (llama_server_flags(&api.cfg, seed, ubatch, gpu_layers, jinja, context_shift, slots) != 0)

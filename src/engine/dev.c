@@ -1,9 +1,13 @@
 /* dev.c: the device registry, the per-step block's layout and the stream's
  * lifecycle; the device-neutral half of dev.h.
  *
- * How: the registry is a fixed array filled once (pthread_once) with the
- * devices the process found; today that is the CPU device alone, and a
- * backend with no device found adds nothing. hearth_batch_layout carves one
+ * How: the registry is a fixed array: the CPU first, at once, then the GPUs
+ * of the backend compiled in (engine/cuda/, with HEARTH_CUDA), probed once
+ * (pthread_once) on the first call that asks beyond the CPU: counting,
+ * getting device 1 and on, or finding one by name. hearth_dev_default never
+ * probes, so a process that only uses the CPU (a supervisor that will fork
+ * workers, where CUDA must not be touched) creates no GPU context. A backend
+ * with no device found adds nothing. hearth_batch_layout carves one
  * block in a fixed order, each array 64-byte aligned, so the host staging
  * copy and the device copy share offsets and a pass uploads it in one call.
  *
@@ -13,8 +17,15 @@
  * address to capture a step against). */
 #include "engine/dev.h"
 #include "engine/cpu/dev_cpu.h"
+#if HEARTH_CUDA
+#include "engine/cuda/dev_cuda.h"
+#endif
+
+#include "engine/gpu.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DEV_MAX 8
@@ -25,7 +36,11 @@ static pthread_once_t devs_once = PTHREAD_ONCE_INIT;
 
 static void devs_probe(void)
 {
-    devs[n_devs++] = hearth_dev_cpu();
+    devs[0] = hearth_dev_cpu();
+    n_devs = 1;
+#if HEARTH_CUDA
+    n_devs += hearth_dev_cuda_list(devs + n_devs, DEV_MAX - n_devs);
+#endif
 }
 
 int hearth_dev_count(void)
@@ -36,13 +51,58 @@ int hearth_dev_count(void)
 
 hearth_dev *hearth_dev_get(int i)
 {
+    if (i == 0)
+        return hearth_dev_cpu();
     pthread_once(&devs_once, devs_probe);
-    return i >= 0 && i < n_devs ? devs[i] : NULL;
+    return i > 0 && i < n_devs ? devs[i] : NULL;
 }
 
 hearth_dev *hearth_dev_default(void)
 {
-    return hearth_dev_get(0);
+    return hearth_dev_cpu();
+}
+
+hearth_dev *hearth_dev_find(const char *name, hearth_err *err)
+{
+    if (!name || !*name || strcmp(name, "cpu") == 0)
+        return hearth_dev_cpu();
+    const char *want = name;
+    char buf[32];
+    if (strcmp(name, "cuda") == 0)
+        want = "cuda:0";
+    else if (strncmp(name, "cuda:", 5) != 0) {
+        hearth_err_set(err, HEARTH_EINVAL, "device '%s': want cpu, cuda or cuda:N", name);
+        return NULL;
+    } else {
+        char *end;
+        long n = strtol(name + 5, &end, 10);
+        if (end == name + 5 || *end || n < 0 || n > 64) {
+            hearth_err_set(err, HEARTH_EINVAL, "device '%s': want cuda:N with N a GPU's index", name);
+            return NULL;
+        }
+        snprintf(buf, sizeof buf, "cuda:%ld", n);
+        want = buf;
+    }
+#if !HEARTH_CUDA
+    (void)want;
+    hearth_err_set(err, HEARTH_EUNSUPPORTED,
+                   "device '%s': this hearth was built without CUDA (build it with make CUDA=1)", name);
+    return NULL;
+#else
+    pthread_once(&devs_once, devs_probe);
+    for (int i = 1; i < n_devs; i++)
+        if (strcmp(devs[i]->caps.name, want) == 0)
+            return devs[i];
+    hearth_gpu_list l;
+    hearth_gpu_probe(&l);
+    const char *why = l.why[0] ? l.why : "no such device";
+    for (int i = 0; i < l.n; i++)
+        if (l.gpus[i].index == atoi(want + 5) && !l.gpus[i].usable)
+            why = l.gpus[i].why;
+    hearth_err_set(err, HEARTH_ENOTFOUND, "device '%s' is not usable: %s (%d GPU%s found; hearth doctor lists them)",
+                   name, why, l.n, l.n == 1 ? "" : "s");
+    return NULL;
+#endif
 }
 
 const char *hearth_op_name(hearth_op op)

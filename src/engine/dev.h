@@ -196,12 +196,17 @@ struct hearth_dev_ops {
     /* Optional (NULL where launches cost nothing, as on the CPU): a pass's
      * work recorded once and replayed. graph_begin returns 1 when a pass
      * recorded under key was enqueued in one call (the walk skips its ops),
-     * 0 when what the walk enqueues next is being recorded (it then calls
-     * graph_end with the same key, which enqueues it), or a negative status.
-     * Between the two calls the walk enqueues device work only: no download,
-     * no sync. The backend drops its records when the stream's arena moves. */
+     * 0 when the walk must enqueue the ops (they may be being recorded), or
+     * a negative status. After enqueuing, the walk calls graph_end with the
+     * same key and its own status (0, or the first op's error): graph_end
+     * returns HEARTH_EAGAIN when the work was recorded but did not run (the
+     * recording failed, or an op failed while recording: the walk enqueues
+     * the ops again, and the key is not recorded again), else the walk's
+     * status, or the launch's. Between the two calls the walk enqueues
+     * device work only: no download, no sync. The backend drops its records
+     * when the stream's arena moves. */
     int (*graph_begin)(hearth_stream *st, const hearth_graph_key *key);
-    int (*graph_end)(hearth_stream *st, const hearth_graph_key *key);
+    int (*graph_end)(hearth_stream *st, const hearth_graph_key *key, int status);
 
     /* Weights. weight_new places d on the device (NULL with err set naming
      * d->name on failure); weight_free(NULL) is a no-op. weight_reads_host:
@@ -212,6 +217,11 @@ struct hearth_dev_ops {
     void (*weight_free)(hearth_weight *w);
     bool (*weight_reads_host)(const hearth_weight *w);
     void (*weight_chain)(hearth_weight *w, const hearth_weight *next);
+    /* Optional (NULL: see base/membench.h for the host's): the device
+     * memory's copy bandwidth in GB/s, bytes read plus bytes written, over
+     * bytes per copy (the best of a few); what a memory-bound kernel is
+     * measured against. 0 with err set when it cannot be measured. */
+    double (*copy_gbps)(hearth_dev *dev, size_t bytes, hearth_err *err);
     /* Whether the device runs op on dtype (see enum hearth_op). */
     bool (*supports)(const hearth_dev *dev, hearth_op op, hearth_dtype dtype);
 
@@ -270,8 +280,13 @@ struct hearth_dev_ops {
  * present). Thread-safe; devices live until the process ends. */
 int hearth_dev_count(void);
 hearth_dev *hearth_dev_get(int i);
-/* The device models open on (today: the CPU). */
+/* The device models open on when none is named: the CPU (never probes
+ * GPUs). */
 hearth_dev *hearth_dev_default(void);
+/* A device by name: "cpu", "cuda" (cuda:0) or "cuda:N"; NULL with err set
+ * naming why (a build without CUDA, no such GPU, a GPU the probe found
+ * unusable). Probes GPUs on first use. */
+hearth_dev *hearth_dev_find(const char *name, hearth_err *err);
 
 /* Binds st to dev and pool (borrowed; both outlive st). Cheap: no memory is
  * taken until the first hearth_stream_scratch. 0, or a status with err set. */

@@ -111,7 +111,7 @@ int hearth_decoder_open(hearth_decoder **out, const char *path, const hearth_dec
     if (!d)
         return hearth_err_set(err, HEARTH_ENOMEM, "out of memory");
     d->pool = opts->pool;
-    const hearth_llama_open_opts lo = {.no_repack = opts->no_repack};
+    const hearth_llama_open_opts lo = {.no_repack = opts->no_repack, .dev = opts->dev};
     int rc = hearth_llama_open_with(&d->llama, path, &lo, err);
     if (rc)
         goto fail;

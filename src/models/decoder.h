@@ -42,6 +42,7 @@ typedef struct hearth_decoder_opts {
     hearth_dtype kv_type;   /* HEARTH_F16 or HEARTH_F32 */
     bool no_repack;         /* hearth_llama_open_opts.no_repack: use F16 weights in place from the mapping */
     hearth_pool *pool;      /* borrowed, outlives the decoder: the threads of each forward (NULL: the caller alone) */
+    struct hearth_dev *dev; /* where the weights, the cache and the walk live (NULL: the CPU) */
 } hearth_decoder_opts;
 
 /* True when hearth generates with a model of architecture arch (a GGUF's

@@ -143,10 +143,19 @@ void hearth_kv_copy_prefix(hearth_kv *kv, int src, int dst, int64_t n)
         kv->len[dst] = n;
         return;
     }
+    /* through the device's copy: the blocks are device memory */
     size_t row_bytes = (size_t)kv->kv_dim * kv->elt;
-    for (int64_t il = 0; il < kv->n_layer; il++) {
-        memcpy(llama_kv_k(kv, dst, il), llama_kv_k(kv, src, il), (size_t)n * row_bytes);
-        memcpy(llama_kv_v(kv, dst, il), llama_kv_v(kv, src, il), (size_t)n * row_bytes);
+    const hearth_dev_ops *D = kv->dev->ops;
+    hearth_stream st;
+    int rc = hearth_stream_init(&st, kv->dev, NULL, NULL);
+    for (int64_t il = 0; il < kv->n_layer && !rc; il++) {
+        rc = D->copy(&st, llama_kv_k(kv, dst, il), llama_kv_k(kv, src, il), (size_t)n * row_bytes);
+        if (!rc)
+            rc = D->copy(&st, llama_kv_v(kv, dst, il), llama_kv_v(kv, src, il), (size_t)n * row_bytes);
     }
-    kv->len[dst] = n;
+    if (!rc)
+        rc = D->sync(&st);
+    hearth_stream_deinit(&st);
+    /* a failed copy leaves dst empty rather than claiming rows it lacks */
+    kv->len[dst] = rc ? 0 : n;
 }

@@ -183,7 +183,7 @@ static int load_mat(hearth_llama *m, const char *name, int64_t n_in, int64_t n_o
 
 /* A 1-D tensor of n elements as an owned f32 array (*out stays NULL when an
  * optional tensor is absent). */
-static int load_vec(hearth_llama *m, const char *name, bool required, int64_t n, float **out, hearth_err *err)
+static int load_vec_host(hearth_llama *m, const char *name, bool required, int64_t n, float **out, hearth_err *err)
 {
     const hearth_gguf_tensor *t;
     *out = NULL;
@@ -201,6 +201,43 @@ static int load_vec(hearth_llama *m, const char *name, bool required, int64_t n,
     }
     *out = v;
     return 0;
+}
+
+/* load_vec_host, then placed where the ops read it: on a device whose
+ * memory is not the host's, one copy there and the host's freed. */
+static int load_vec(hearth_llama *m, const char *name, bool required, int64_t n, float **out, hearth_err *err)
+{
+    int rc = load_vec_host(m, name, required, n, out, err);
+    float *v = *out;
+    if (rc || !v || m->dev->caps.host_memory)
+        return rc;
+    *out = NULL;
+    float *d = m->dev->ops->alloc(m->dev, (size_t)n * sizeof *v, err);
+    hearth_stream st;
+    rc = d ? hearth_stream_init(&st, m->dev, NULL, err) : HEARTH_ENOMEM;
+    if (!rc) {
+        const hearth_dev_ops *D = m->dev->ops;
+        if ((rc = D->upload(&st, d, v, (size_t)n * sizeof *v)) == 0)
+            rc = D->sync(&st);
+        hearth_stream_deinit(&st);
+    }
+    free(v);
+    if (rc) {
+        m->dev->ops->free(m->dev, d);
+        return hearth_err_set(err, rc, "%s: tensor '%s' cannot be placed on %s (%s)", m->g.path, name,
+                              m->dev->caps.name, hearth_status_name(rc));
+    }
+    *out = d;
+    return 0;
+}
+
+/* Frees a vector load_vec made, on the host or the device. */
+static void free_vec(hearth_llama *m, float *v)
+{
+    if (m->dev && !m->dev->caps.host_memory)
+        m->dev->ops->free(m->dev, v);
+    else
+        free(v);
 }
 
 static int load_layer(hearth_llama *m, int64_t il, hearth_err *err)
@@ -297,7 +334,7 @@ static int load_tensors(hearth_llama *m, hearth_err *err)
         return rc;
 
     float *freqs = NULL;
-    if ((rc = load_vec(m, "rope_freqs.weight", false, hp->n_rot / 2, &freqs, err)))
+    if ((rc = load_vec_host(m, "rope_freqs.weight", false, hp->n_rot / 2, &freqs, err)))
         return rc;
     m->inv_freq = malloc((size_t)(hp->n_rot / 2 + 1) * sizeof *m->inv_freq);
     if (!m->inv_freq) {
@@ -377,7 +414,7 @@ int hearth_llama_open_with(hearth_llama **out, const char *path, const hearth_ll
     if (rc)
         goto fail;
     m->no_repack = opts && opts->no_repack;
-    m->dev = hearth_dev_default();
+    m->dev = opts && opts->dev ? opts->dev : hearth_dev_default();
     if ((rc = read_hparams(m, err)) || (rc = load_tensors(m, err)) || (rc = load_tokenizer(m, err)))
         goto fail;
     *out = m;
@@ -397,13 +434,13 @@ void hearth_llama_close(hearth_llama *m)
             llama_mat *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->gate, &L->up, &L->down};
             for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
                 m->dev->ops->weight_free(ws[i]->w);
-            free(L->attn_norm);
-            free(L->ffn_norm);
-            free(L->bq);
-            free(L->bk);
-            free(L->bv);
-            free(L->q_norm);
-            free(L->k_norm);
+            free_vec(m, L->attn_norm);
+            free_vec(m, L->ffn_norm);
+            free_vec(m, L->bq);
+            free_vec(m, L->bk);
+            free_vec(m, L->bv);
+            free_vec(m, L->q_norm);
+            free_vec(m, L->k_norm);
         }
         free(m->layers);
     }
@@ -412,7 +449,7 @@ void hearth_llama_close(hearth_llama *m)
             m->dev->ops->weight_free(m->out.w);
         m->dev->ops->weight_free(m->embd.w);
     }
-    free(m->out_norm);
+    free_vec(m, m->out_norm);
     free(m->inv_freq);
     if (m->tok_ready)
         hearth_tokenizer_deinit(&m->tok);

@@ -58,6 +58,9 @@ typedef struct hearth_llama_open_opts {
      * ~15% faster, at the same memory, but the memory is the process's own:
      * worker processes no longer share one page-cache copy. */
     bool no_repack;
+    /* The device the model's weights and walk live on (engine/dev.h's
+     * hearth_dev_find); NULL: the CPU. */
+    struct hearth_dev *dev;
 } hearth_llama_open_opts;
 /* The same with options (NULL: the defaults). */
 int hearth_llama_open_with(hearth_llama **out, const char *path, const hearth_llama_open_opts *opts, hearth_err *err);

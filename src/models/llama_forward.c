@@ -164,6 +164,32 @@ static int layer_forward(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc,
     return 0;
 }
 
+/* The device work of a chunk after its step block is uploaded: the
+ * embedding, the layers, and the output rows' norm and projection into y
+ * (n_out rows of n_vocab). */
+static int pass_ops(hearth_llama *m, llama_pass *p, int64_t nc, float *y, hearth_err *err)
+{
+    const hearth_llama_hparams *hp = &m->hp;
+    const hearth_dev_ops *D = p->D;
+    hearth_stream *st = &p->st;
+    int64_t E = hp->n_embd, V = hp->n_vocab, n_out = p->db.n_out;
+    int rc;
+    if ((rc = D->embed(st, p->x, m->embd.w, &p->db, NULL, NULL, NULL, NULL, 0)))
+        return hearth_err_set(err, rc, "llama: token_embd rows cannot be read (%s)", hearth_status_name(rc));
+    for (int64_t il = 0; il < hp->n_layer; il++)
+        if ((rc = layer_forward(m, p, il, nc, err)))
+            return rc;
+    if (n_out == 0)
+        return 0;
+    /* final norm of the rows that want logits, packed to the front of h */
+    if ((rc = D->rmsnorm(st, p->h, p->x, p->db.out_src, n_out, E, m->out_norm, hp->rms_eps)))
+        return op_failed(rc, "output norm", hp->n_layer, err);
+    if ((rc = D->matmul(st, (const hearth_weight *const[]){m->out.w}, 1, p->h, E, n_out, &y, &V)))
+        return hearth_err_set(err, rc, "llama: matmul of %lld x %lld weights failed", (long long)m->out.n_out,
+                              (long long)m->out.n_in);
+    return 0;
+}
+
 /* Runs tokens [0, nc) (a chunk of the batch) and writes the logits rows they
  * want, from row out_base of logits on. want: (nc) whether each wants them. */
 static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const int32_t *tokens, const int32_t *slot,
@@ -172,7 +198,7 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const in
     const hearth_llama_hparams *hp = &m->hp;
     const hearth_dev_ops *D = p->D;
     hearth_stream *st = &p->st;
-    int64_t E = hp->n_embd, V = hp->n_vocab;
+    int64_t V = hp->n_vocab;
     /* the step block, on the host */
     hearth_batch *hb = &p->hb;
     int64_t half = hp->n_rot / 2, rs = rope_stride(hp);
@@ -195,30 +221,32 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const in
     int rc = D->upload(st, p->db.token, hb->token, p->block_bytes);
     if (rc)
         return hearth_err_set(err, rc, "llama: the step's block of %lld tokens cannot be uploaded", (long long)nc);
-    if ((rc = D->embed(st, p->x, m->embd.w, &p->db, NULL, NULL, NULL, NULL, 0)))
-        return hearth_err_set(err, rc, "llama: token_embd rows cannot be read (%s)", hearth_status_name(rc));
-    for (int64_t il = 0; il < hp->n_layer; il++) {
-        rc = layer_forward(m, p, il, nc, err);
+    int64_t n_out = hb->n_out;
+    float *dst = logits ? logits + (size_t)out_base * (size_t)V : NULL, *y = p->logits ? p->logits : dst;
+    /* the pass, recorded and replayed where the device does that (dev.h) */
+    hearth_graph_key key = {m, kv, nc, n_out};
+    int g = D->graph_begin ? D->graph_begin(st, &key) : 0;
+    if (g < 0)
+        return hearth_err_set(err, g, "llama: a recorded pass of %lld tokens cannot be launched (%s)", (long long)nc,
+                              hearth_status_name(g));
+    if (g == 0) {
+        rc = pass_ops(m, p, nc, y, err);
+        if (D->graph_end && (rc = D->graph_end(st, &key, rc)) == HEARTH_EAGAIN)
+            rc = pass_ops(m, p, nc, y, err);
         if (rc)
-            return rc;
+            return err && err->code ? rc : hearth_err_set(err, rc, "llama: a pass of %lld tokens failed (%s)",
+                                                           (long long)nc, hearth_status_name(rc));
     }
+    if (p->logits && n_out && (rc = D->download(st, dst, y, (size_t)n_out * (size_t)V * sizeof(float))))
+        return hearth_err_set(err, rc, "llama: logits of %lld rows cannot be downloaded", (long long)n_out);
+    if ((rc = D->sync(st)))
+        return hearth_err_set(err, rc, "llama: the device failed running a pass of %lld tokens (%s)", (long long)nc,
+                              hearth_status_name(rc));
     for (int64_t i = 0; i < nc; i++) {
         kv->len[slot[i]] += kv->pend[slot[i]];
         kv->pend[slot[i]] = 0;
     }
-    int64_t n_out = hb->n_out;
-    if (n_out == 0)
-        return 0;
-    /* final norm of the rows that want logits, packed to the front of h */
-    if ((rc = D->rmsnorm(st, p->h, p->x, p->db.out_src, n_out, E, m->out_norm, hp->rms_eps)))
-        return op_failed(rc, "output norm", hp->n_layer, err);
-    float *dst = logits + (size_t)out_base * (size_t)V, *y = p->logits ? p->logits : dst;
-    if ((rc = D->matmul(st, (const hearth_weight *const[]){m->out.w}, 1, p->h, E, n_out, &y, &V)))
-        return hearth_err_set(err, rc, "llama: matmul of %lld x %lld weights failed", (long long)m->out.n_out,
-                              (long long)m->out.n_in);
-    if (p->logits && (rc = D->download(st, dst, y, (size_t)n_out * (size_t)V * sizeof(float))))
-        return hearth_err_set(err, rc, "llama: logits of %lld rows cannot be downloaded", (long long)n_out);
-    return D->sync(st);
+    return 0;
 }
 
 static int check_batch(const hearth_llama *m, const hearth_kv *kv, const hearth_llama_batch *b, const float *logits,

@@ -182,6 +182,7 @@ void hearth_server_on_process_exit(hearth_server *s, hearth_process_exit_cb cb, 
 }
 
 int hearth_server_port(const hearth_server *s) { return s->port; }
+int hearth_server_worker_index(const hearth_server *s) { return s->worker_index; }
 const hearth_server_config *hearth_server_get_config(const hearth_server *s) { return &s->cfg; }
 
 void hearth_server_shutdown(hearth_server *s)

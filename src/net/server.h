@@ -174,6 +174,9 @@ void hearth_server_on_process_exit(hearth_server *s, hearth_process_exit_cb cb, 
 int hearth_server_run(hearth_server *s);
 /* The bound port (after bind; useful with port 0). */
 int hearth_server_port(const hearth_server *s);
+/* This process's worker index (0 .. workers-1), or -1 in a single process
+ * and in the supervisor; set before the process-init callback runs. */
+int hearth_server_worker_index(const hearth_server *s);
 /* Asks a running server to drain and stop (any thread; also what SIGTERM does). */
 void hearth_server_shutdown(hearth_server *s);
 
