@@ -146,11 +146,11 @@ $(BUILD)/lib/libcjson.so.1:
 
 # On the GPU machine, over binaries built here and carried there (that machine
 # lacks hearth's Debian headers, so nothing is rebuilt): the suites whose name
-# says gpu, with a GPU required.
+# says gpu and the op tests (every device in the registry), with a GPU required.
 check-cuda:
 	@[ "$(CUDA)" = 1 ] || { echo "check-cuda: run it as make CUDA=1 check-cuda"; exit 2; }
 	@[ -x $(BUILD)/hearth ] || { echo "check-cuda: $(BUILD)/hearth is missing: build it with make CUDA=1 (or scripts/gpu-pack.sh)"; exit 2; }
-	BUILDS=$(BUILD) HEARTH_REQUIRE_GPU=1 tests/run.sh gpu
+	BUILDS=$(BUILD) HEARTH_REQUIRE_GPU=1 tests/run.sh 'gpu|dev_ops'
 
 FUZZ_SECONDS ?= 40
 check:

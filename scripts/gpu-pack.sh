@@ -7,7 +7,11 @@
 #   gpu/build-cuda/hearth, gpu/build-cuda/lib/   the binary and the cJSON it loads
 #                                                through its $ORIGIN rpath
 #   gpu/build-cuda/tests/...                     the GPU unit suites (test_*gpu*, test_*cuda*)
+#   gpu/build-cuda/tests/engine/test_dev_ops     every op of every device against the oracle
+#   gpu/build-cuda/tests/models/test_llama_demo_tool  writes the random-weight models bench/gpu.sh times
 #   gpu/shared/models/stories260K/               the real model the GPU tests decode
+#   gpu/shared/vocab/ggml-vocab-*.gguf           vocabularies of the random-weight models
+#   gpu/shared/peers/                            llama.cpp's source and build script (bench/gpu.sh)
 #
 # On the GPU machine, with gpu carried (the device tool's carry: ["gpu"]):
 #
@@ -24,10 +28,14 @@ rm -rf gpu
 mkdir -p gpu/build-cuda/lib gpu/shared/models
 cp -a build-cuda/hearth gpu/build-cuda/
 cp -a build-cuda/lib/. gpu/build-cuda/lib/
-(cd build-cuda && find tests -type f -perm -u+x \( -name 'test_*gpu*' -o -name 'test_*cuda*' \)) | while read -r t; do
+(cd build-cuda && find tests -type f -perm -u+x \( -name 'test_*gpu*' -o -name 'test_*cuda*' -o -name test_dev_ops \
+    -o -name test_llama_demo_tool \)) | while read -r t; do
     mkdir -p "gpu/build-cuda/$(dirname "$t")"
     cp -a "build-cuda/$t" "gpu/build-cuda/$t"
 done
 cp -a "$SHARED/models/stories260K" gpu/shared/models/
+mkdir -p gpu/shared/vocab gpu/shared/peers
+cp -a "$SHARED"/vocab/ggml-vocab-*.gguf gpu/shared/vocab/
+cp -a "$SHARED"/peers/. gpu/shared/peers/
 # what will travel: the device tool takes at most 64 MiB with the working tree
 echo "gpu-pack: gpu/ holds $(du -sh gpu | cut -f1) ($(find gpu -type f | wc -l) files); carry \"gpu\""

@@ -22,7 +22,7 @@ export PYTHONDONTWRITEBYTECODE=1
 # LeakSanitizer is on by default with ASan; make leaks fail the run.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-FILTER=${1:-}
+FILTER=${1:-}   # an extended regex over suite names ("gpu|dev_ops"); a plain word matches as a substring
 PYTHON=${HEARTH_PYTHON:-}
 if [ -z "$PYTHON" ]; then
     PYTHON=/usr/bin/python3
@@ -36,7 +36,7 @@ logdir=$(mktemp -d)
 
 run_suite() {
     local name=$1; shift
-    [ -n "$FILTER" ] && [[ "$name" != *"$FILTER"* ]] && return
+    [ -n "$FILTER" ] && ! [[ "$name" =~ $FILTER ]] && return
     local out="$logdir/$(echo "$name" | tr '/' '_').log"
     local start=$(date +%s)
     "$@" >"$out" 2>&1

@@ -33,11 +33,10 @@ static int adapt_forward(void *ctx, int32_t n, const int32_t *tokens, const int3
     return hearth_llama_forward(rm->m, rm->kv, rm->pool, &b, logits, err);
 }
 
-static void adapt_truncate(void *ctx, int slot, int64_t n)
+static int64_t adapt_truncate(void *ctx, int slot, int64_t n)
 {
     run_model *rm = ctx;
-    if (n < hearth_kv_len(rm->kv, slot))
-        hearth_kv_truncate(rm->kv, slot, n);
+    return hearth_kv_truncate(rm->kv, slot, n);
 }
 
 static void adapt_detok_init(void *ctx, void *state)

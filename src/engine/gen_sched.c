@@ -186,7 +186,9 @@ static bool admit(hearth_gen_sched *s, seq *q, hearth_gen_req *req, int64_t keep
     }
     for (int64_t i = 0; i < req->n_prompt; i++)
         hearth_sampler_accept(q->sampler, req->prompt[i]);
-    s->m.truncate(s->m.ctx, q->slot, keep);
+    int64_t kept = s->m.truncate(s->m.ctx, q->slot, keep);
+    if (kept >= 0 && kept < keep) /* the cache rolled back further: re-feed from there */
+        keep = kept;
     q->n_tokens = keep;
     q->req = req;
     q->n_prompt_done = keep;

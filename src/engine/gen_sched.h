@@ -45,8 +45,10 @@ typedef struct hearth_gen_batch_model {
      * in batch order. */
     int (*forward)(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want, float *logits,
                    hearth_err *err);
-    /* Keeps the first n positions of slot (prefix reuse drops the rest). */
-    void (*truncate)(void *ctx, int slot, int64_t n);
+    /* Keeps at most the first n positions of slot (prefix reuse drops the
+     * rest) and returns how many it kept: a cache that rolls back only to
+     * checkpoints keeps fewer, and the prompt is then re-fed from there. */
+    int64_t (*truncate)(void *ctx, int slot, int64_t n);
     /* Streaming detokenizer: the state of one sequence lives in a buffer of
      * detok_size bytes that the scheduler owns. */
     size_t detok_size;

@@ -57,11 +57,10 @@ static int adapt_forward(void *ctx, int32_t n, const int32_t *tokens, const int3
     return hearth_llama_forward(d->llama, d->kv, d->pool, &b, logits, err);
 }
 
-static void adapt_truncate(void *ctx, int slot, int64_t n)
+static int64_t adapt_truncate(void *ctx, int slot, int64_t n)
 {
     hearth_decoder *d = ctx;
-    if (n < hearth_kv_len(d->kv, slot))
-        hearth_kv_truncate(d->kv, slot, n);
+    return hearth_kv_truncate(d->kv, slot, n);
 }
 
 /* Generated text always continues a prompt (at least BOS), so SentencePiece's

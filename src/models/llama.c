@@ -458,6 +458,17 @@ void hearth_llama_close(hearth_llama *m)
     free(m);
 }
 
+hearth_kv *hearth_kv_new(const hearth_llama *m, int n_slots, int64_t n_ctx, hearth_err *err)
+{
+    return hearth_kv_new_typed(m, n_slots, n_ctx, HEARTH_F32, err);
+}
+
+hearth_kv *hearth_kv_new_typed(const hearth_llama *m, int n_slots, int64_t n_ctx, hearth_dtype type,
+                               hearth_err *err)
+{
+    return hearth_kv_create(m->dev, m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, n_slots, n_ctx, type, err);
+}
+
 const hearth_llama_hparams *hearth_llama_hparams_get(const hearth_llama *m) { return &m->hp; }
 const hearth_gguf *hearth_llama_gguf(const hearth_llama *m) { return &m->g; }
 const hearth_vocab *hearth_llama_vocab(const hearth_llama *m) { return &m->vocab; }

@@ -14,6 +14,7 @@
 #include "base/err.h"
 #include "base/pool.h"
 #include "engine/dtype.h"
+#include "engine/kv.h"
 #include "models/gguf.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
@@ -75,33 +76,13 @@ hearth_dtype hearth_llama_weight_type(const hearth_llama *m);
 /* Bytes of weights read by one forward pass (for GB/s reports). */
 uint64_t hearth_llama_weight_bytes(const hearth_llama *m);
 
-/* ---- KV cache: n_slots sequences of up to n_ctx positions each ---- */
-
-typedef struct hearth_kv hearth_kv;
+/* ---- KV cache (engine/kv.h) for this model's shape, on its device ---- */
 
 /* A cache of f32 elements (exact: what the parity tests use). */
 hearth_kv *hearth_kv_new(const hearth_llama *m, int n_slots, int64_t n_ctx, hearth_err *err);
-/* A cache of HEARTH_F32 or HEARTH_F16 elements (f16: half the memory and
- * half the bytes attention reads per step; K and V rounded to f16, as
- * llama.cpp's default cache does). */
+/* A cache of HEARTH_F32 or HEARTH_F16 elements (see hearth_kv_create). */
 hearth_kv *hearth_kv_new_typed(const hearth_llama *m, int n_slots, int64_t n_ctx, hearth_dtype type,
                                hearth_err *err);
-void hearth_kv_free(hearth_kv *kv);
-int hearth_kv_slots(const hearth_kv *kv);
-int64_t hearth_kv_ctx(const hearth_kv *kv);
-/* Positions held by slot. */
-int64_t hearth_kv_len(const hearth_kv *kv, int slot);
-/* Keeps the first n positions of slot (n <= len): prefix reuse and rollback. */
-void hearth_kv_truncate(hearth_kv *kv, int slot, int64_t n);
-/* Copies the first n positions of slot src into dst (dst's old content is dropped). */
-void hearth_kv_copy_prefix(hearth_kv *kv, int src, int dst, int64_t n);
-/* Bytes of cache memory (for budgets and metrics). */
-uint64_t hearth_kv_bytes(const hearth_kv *kv);
-/* A cache type by name, as --cache-type takes it: "f16" (also NULL: the
- * default) or "f32"; -1 for anything else. */
-int hearth_kv_type_from_name(const char *name);
-/* Its element type: HEARTH_F32 or HEARTH_F16. */
-hearth_dtype hearth_kv_type(const hearth_kv *kv);
 
 /* ---- forward ---- */
 

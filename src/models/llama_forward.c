@@ -88,7 +88,7 @@ static int pass_open(llama_pass *p, hearth_llama *m, hearth_kv *kv, hearth_pool 
     if (rc)
         return rc;
     p->D = hearth_stream_ops(&p->st);
-    p->kv = llama_kv_view(kv);
+    p->kv = hearth_kv_view(kv);
     size_t c = (size_t)cap * sizeof(float), qd = (size_t)(hp->n_head * hp->head_dim),
            kvd = (size_t)(hp->n_head_kv * hp->head_dim), E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
     size_t at = 0, o[10];

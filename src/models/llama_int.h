@@ -1,5 +1,5 @@
-/* llama_int.h: private layout of a llama model and its KV cache, shared by
- * llama.c (open), llama_forward.c (the forward pass) and kv_cache.c. */
+/* llama_int.h: private layout of a llama model, shared by
+ * llama.c (open) and llama_forward.c (the forward pass). */
 #ifndef HEARTH_MODELS_LLAMA_INT_H
 #define HEARTH_MODELS_LLAMA_INT_H
 
@@ -53,41 +53,5 @@ struct hearth_llama {
     bool no_repack;          /* hearth_llama_open_opts */
     hearth_dev *dev;         /* the device the walk runs on (engine/dev.h) */
 };
-
-/* n_slots x n_layer x {K, V} blocks of (n_ctx, kv_dim) elements of type
- * (f32 or f16); see kv_cache.c. */
-struct hearth_kv {
-    int n_slots;
-    int64_t n_ctx, n_layer, kv_dim;
-    int64_t *len;            /* (n_slots) */
-    int64_t *pend;           /* (n_slots) forward's scratch: tokens per slot in a batch */
-    char *k, *v;             /* device memory (dev->ops->alloc) */
-    hearth_dtype type;
-    size_t elt;              /* bytes per element: 4 or 2 */
-    hearth_dev *dev;
-    uint64_t bytes;
-};
-
-/* The cache as the device's ops see it. */
-static inline hearth_dev_kv llama_kv_view(const hearth_kv *kv)
-{
-    return (hearth_dev_kv){kv->k, kv->v, kv->type, kv->n_ctx, kv->n_layer, kv->kv_dim};
-}
-
-/* Rows (n_ctx, kv_dim) of K and V of one slot and layer: block (slot, layer)
- * of base, blocks in slot-major order. */
-static inline char *llama_kv_block(const hearth_kv *kv, char *base, int slot, int64_t layer)
-{
-    return base + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim *
-                      kv->elt;
-}
-static inline char *llama_kv_k(const hearth_kv *kv, int slot, int64_t layer)
-{
-    return llama_kv_block(kv, kv->k, slot, layer);
-}
-static inline char *llama_kv_v(const hearth_kv *kv, int slot, int64_t layer)
-{
-    return llama_kv_block(kv, kv->v, slot, layer);
-}
 
 #endif

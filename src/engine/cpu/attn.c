@@ -31,7 +31,7 @@ static inline vf load_h(const uint16_t *p)
 #define ATTN_KV_AT(p, i) hearth_fp16_to_f32((p)[i])
 #include "engine/cpu/attn_impl.h"
 
-void hearth_kv_put_f16_scalar(void *dst, const float *src, int64_t n)
+void hearth_attn_store_f16_scalar(void *dst, const float *src, int64_t n)
 {
     uint16_t *d = dst;
     for (int64_t i = 0; i < n; i++)
@@ -63,7 +63,7 @@ hearth_attn_fn hearth_attn_pick(hearth_dtype kv_type)
     return f16 ? hearth_attn_head_sse_f16 : hearth_attn_head_sse;
 }
 
-hearth_kv_put_fn hearth_kv_put_pick(void)
+hearth_attn_store_fn hearth_attn_store_pick(void)
 {
-    return has_avx2(hearth_cpu()) ? hearth_kv_put_f16_avx2 : hearth_kv_put_f16_scalar;
+    return has_avx2(hearth_cpu()) ? hearth_attn_store_f16_avx2 : hearth_attn_store_f16_scalar;
 }

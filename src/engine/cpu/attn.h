@@ -20,7 +20,7 @@
 typedef void (*hearth_attn_fn)(float *out, const float *q, const void *K, const void *V, int64_t stride,
                                int64_t n_pos, int64_t hd, float scale);
 /* n floats to f16, rounded to nearest even (the same bits on every ISA). */
-typedef void (*hearth_kv_put_fn)(void *dst, const float *src, int64_t n);
+typedef void (*hearth_attn_store_fn)(void *dst, const float *src, int64_t n);
 
 #define HEARTH_ATTN_DECL(name)                                                                                     \
     void name(float *out, const float *q, const void *K, const void *V, int64_t stride, int64_t n_pos, int64_t hd, \
@@ -31,12 +31,12 @@ HEARTH_ATTN_DECL(hearth_attn_head_avx2);
 HEARTH_ATTN_DECL(hearth_attn_head_avx2_f16);
 HEARTH_ATTN_DECL(hearth_attn_head_avx512);
 HEARTH_ATTN_DECL(hearth_attn_head_avx512_f16);
-void hearth_kv_put_f16_scalar(void *dst, const float *src, int64_t n);
-void hearth_kv_put_f16_avx2(void *dst, const float *src, int64_t n);
+void hearth_attn_store_f16_scalar(void *dst, const float *src, int64_t n);
+void hearth_attn_store_f16_avx2(void *dst, const float *src, int64_t n);
 
 /* The widest this CPU allows (hearth_cpu(), so HEARTH_CPU_DISABLE applies)
  * for a cache of kv_type (HEARTH_F32 or HEARTH_F16; NULL otherwise). */
 hearth_attn_fn hearth_attn_pick(hearth_dtype kv_type);
-hearth_kv_put_fn hearth_kv_put_pick(void);
+hearth_attn_store_fn hearth_attn_store_pick(void);
 
 #endif

@@ -23,7 +23,7 @@ static inline vf load_h(const uint16_t *p)
 
 /* vcvtps2ph rounds to nearest even like hearth_f32_to_fp16 (test_attn
  * compares the two on every ISA). */
-void hearth_kv_put_f16_avx2(void *dst, const float *src, int64_t n)
+void hearth_attn_store_f16_avx2(void *dst, const float *src, int64_t n)
 {
     uint16_t *d = dst;
     int64_t i = 0;

@@ -45,7 +45,7 @@ static void kernels_pick(void)
 {
     kernels.attn_f32 = hearth_attn_pick(HEARTH_F32);
     kernels.attn_f16 = hearth_attn_pick(HEARTH_F16);
-    kernels.put_f16 = hearth_kv_put_pick();
+    kernels.put_f16 = hearth_attn_store_pick();
 }
 
 const cpu_kernels *cpu_dev_kernels(void)

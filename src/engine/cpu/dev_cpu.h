@@ -34,7 +34,7 @@ static inline bool cpu_weight_rows_ok(const hearth_weight *w)
  * applies). */
 typedef struct cpu_kernels {
     hearth_attn_fn attn_f32, attn_f16;
-    hearth_kv_put_fn put_f16;
+    hearth_attn_store_fn put_f16;
 } cpu_kernels;
 const cpu_kernels *cpu_dev_kernels(void);
 

@@ -168,7 +168,7 @@ typedef struct qk_job {
     const hearth_dev_kv *kv;
     int64_t layer;
     const hearth_batch *b;
-    hearth_kv_put_fn put_f16;
+    hearth_attn_store_fn put_f16;
 } qk_job;
 
 static void qk_rows(void *ctx, int64_t r0, int64_t r1)

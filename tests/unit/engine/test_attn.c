@@ -47,8 +47,8 @@ static void attention_head_widths(void)
     }
     /* the f16 copies, and from here on K and V hold what they round to, so
      * one reference serves both caches */
-    hearth_kv_put_f16_scalar(Kh, K, n_pos * stride);
-    hearth_kv_put_f16_scalar(Vh, V, n_pos * stride);
+    hearth_attn_store_f16_scalar(Kh, K, n_pos * stride);
+    hearth_attn_store_f16_scalar(Vh, V, n_pos * stride);
     for (int64_t i = 0; i < n_pos * stride; i++) {
         K[i] = hearth_fp16_to_f32(Kh[i]);
         V[i] = hearth_fp16_to_f32(Vh[i]);
@@ -119,9 +119,9 @@ static void kv_put_f16_rounds_to_nearest_even(void)
     }
     for (int i = 0; i < N; i++)
         a[i] = hearth_f32_to_fp16(src[i]);
-    hearth_kv_put_f16_scalar(b, src, N);
+    hearth_attn_store_f16_scalar(b, src, N);
     CHECK(memcmp(a, b, sizeof a) == 0);
-    hearth_kv_put_fn put = hearth_kv_put_pick();
+    hearth_attn_store_fn put = hearth_attn_store_pick();
     memset(b, 0, sizeof b);
     put(b, src, N);
     int diff = 0;

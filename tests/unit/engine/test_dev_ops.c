@@ -709,6 +709,12 @@ static const char *const CASE_NAMES[] = {"matmul", "embed", "rows", "qk_attn", "
 static void every_op_on_every_device(void)
 {
     CHECK(hearth_dev_count() >= 1);
+    /* on the GPU machine (make CUDA=1 check-cuda), a GPU must be among them */
+    const char *req = getenv("HEARTH_REQUIRE_GPU");
+    if (req && strcmp(req, "1") == 0) {
+        hearth_err e = {0};
+        CHECK_MSG(hearth_dev_find("cuda", &e) != NULL, "HEARTH_REQUIRE_GPU=1 and no GPU device registered: %s", e.msg);
+    }
     CHECK(hearth_dev_default() == hearth_dev_get(0));
     CHECK(hearth_dev_get(hearth_dev_count()) == NULL);
     for (int di = 0; di < hearth_dev_count(); di++) {

@@ -22,6 +22,7 @@ typedef struct fake {
     _Atomic int forwards;
     _Atomic int max_rows;
     _Atomic int slow_us;
+    int checkpoint;          /* > 0: truncate rolls back only to multiples of it (a recurrent cache) */
 } fake;
 
 /* next token: a hash of the whole history, never the end id unless the history says so */
@@ -61,11 +62,12 @@ static int fake_forward(void *ctx, int32_t n, const int32_t *tokens, const int32
     return 0;
 }
 
-static void fake_truncate(void *ctx, int slot, int64_t n)
+static int64_t fake_truncate(void *ctx, int slot, int64_t n)
 {
     fake *f = ctx;
     if (n < f->len[slot])
-        f->len[slot] = n;
+        f->len[slot] = f->checkpoint > 0 ? n / f->checkpoint * f->checkpoint : n;
+    return f->len[slot];
 }
 
 static void detok_init(void *ctx, void *state) { (void)ctx, (void)state; }
@@ -234,6 +236,31 @@ static void prefix_reuse_picks_the_longest_match(void)
     hearth_gen_sched_free(s);
 }
 
+/* A cache that keeps less than asked (a recurrent model's checkpoints):
+ * the scheduler re-feeds from what was kept, and the text is unchanged. */
+static void truncate_keeping_less_refeeds(void)
+{
+    fake f = {.checkpoint = 8};
+    hearth_gen_sched *s = new_sched(&f, 1, 16, 64);
+    int32_t a[30];
+    for (int k = 0; k < 30; k++)
+        a[k] = 2 + (k * 7) % 29;
+    char want[64];
+    expected_text(a, 30, 4, want);
+    treq t;
+    make(&t, a, 30, 4);
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_STR(t.text, want);
+    /* again: 29 tokens would be reused; the cache keeps 24 (a multiple of 8) */
+    make(&t, a, 30, 4);
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.n_cached, 24);
+    CHECK_EQ_STR(t.text, want);
+    hearth_gen_sched_free(s);
+}
+
 static const char *const STOPS[] = {"zz-never", NULL};
 
 static void end_ids_stop_strings_and_context(void)
@@ -388,6 +415,7 @@ int main(void)
 {
     RUN(batched_equals_alone);
     RUN(prefix_reuse_picks_the_longest_match);
+    RUN(truncate_keeping_less_refeeds);
     RUN(end_ids_stop_strings_and_context);
     RUN(cancel_and_queue_bound);
     RUN(free_with_live_requests);

@@ -81,11 +81,12 @@ static int fake_forward(void *ctx, int32_t n, const int32_t *tokens, const int32
     return 0;
 }
 
-static void fake_truncate(void *ctx, int slot, int64_t n)
+static int64_t fake_truncate(void *ctx, int slot, int64_t n)
 {
     fake *f = ctx;
     if (n < f->len)
         f->len = n;
+    return f->len;
 }
 
 static void fake_detok_init(void *ctx, void *state) { (void)ctx, (void)state; }

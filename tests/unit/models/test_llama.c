@@ -1,5 +1,5 @@
 /* Unit tests for the llama forward pass and KV cache (src/models/llama*.c,
- * kv_cache.c).
+ * engine/kv.c).
  *
  * Independent references: stories260K's greedy ids and position-0 logits
  * from GOLDEN.txt (made by a separate port of llama2.c). The rest compare the

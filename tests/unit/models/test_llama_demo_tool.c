@@ -2,7 +2,9 @@
  * (given arguments) a small tool for the parity test and for timing.
  *
  *   test_llama_demo_tool                       self-checks (run by the suite)
- *   test_llama_demo_tool write OUT ARCH TYPE VOCAB [tied] [bench] [seed=N]
+ *   test_llama_demo_tool write OUT ARCH TYPE VOCAB [tied] [bench|1b] [seed=N]
+ *       bench: the ~110M shape; 1b: the 1.04B llama shape of issue 21's GPU
+ *       numbers (16 layers, 2048 wide, 32 heads of 64, 8 KV heads, FFN 8192)
  *   test_llama_demo_tool logits MODEL IDS OUT [onebyone] [norepack]
  *       IDS is "1,2,3"; writes float32 logits [n_ids][n_vocab] (raw, row-major)
  *       for every position: the ids as one batch, or one forward per token;
@@ -22,7 +24,7 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: test_llama_demo_tool [write OUT ARCH TYPE VOCAB [tied] [bench] [seed=N] | "
+    fprintf(stderr, "usage: test_llama_demo_tool [write OUT ARCH TYPE VOCAB [tied] [bench|1b] [seed=N] | "
                     "logits MODEL IDS OUT [onebyone] [norepack] | bench MODEL [N_PROMPT] [N_GEN] [THREADS]]\n");
     return 1;
 }
@@ -32,11 +34,13 @@ static int cmd_write(int argc, char **argv)
     if (argc < 6)
         return usage();
     hearth_llama_demo d;
-    bool bench = false, tied = false;
+    bool bench = false, tied = false, b1 = false;
     uint64_t seed = 1;
     for (int i = 6; i < argc; i++) {
         if (!strcmp(argv[i], "bench"))
             bench = true;
+        else if (!strcmp(argv[i], "1b"))
+            b1 = true;
         else if (!strcmp(argv[i], "tied"))
             tied = true;
         else if (!strncmp(argv[i], "seed=", 5))
@@ -48,6 +52,10 @@ static int cmd_write(int argc, char **argv)
         hearth_llama_demo_bench(&d, argv[3]);
     else
         hearth_llama_demo_tiny(&d, argv[3]);
+    if (b1) {
+        d.n_layer = 16, d.n_embd = 2048, d.n_head = 32, d.n_head_kv = 8, d.head_dim = 64, d.n_ff = 8192;
+        d.n_ctx = 4096;
+    }
     int t = hearth_dtype_from_name(argv[4]);
     if (t < 0) {
         fprintf(stderr, "unknown type %s\n", argv[4]);

@@ -1,9 +1,9 @@
-/* kv_cache.c: the KV cache of a llama model: n_slots sequences of up to n_ctx
+/* kv.c: the KV cache of a decoder (kv.h): n_slots sequences of up to n_ctx
  * positions each.
  *
  * Layout: for each slot, for each layer, one K block and one V block of
  * (n_ctx, n_head_kv * head_dim) elements, rows in position order
- * (llama_int.h has the addressing). A slot's rows for one layer are
+ * (kv_block below). A slot's rows for one layer are
  * contiguous, so attention for a token streams its slot's keys and values
  * front to back, and truncating or copying a prefix is a length change or
  * one memcpy per layer. The blocks are allocated once at creation, by the
@@ -22,7 +22,7 @@
  * test_llama. Rejected: a paged cache shared between slots (prefix sharing
  * by copy is enough for one server's chat turns, and paging adds an
  * indirection to the inner attention loop). */
-#include "models/llama_int.h"
+#include "engine/kv.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,24 +31,25 @@
 #define KV_CTX_MAX ((int64_t)1 << 24)
 #define KV_SLOTS_MAX 4096
 
-hearth_kv *hearth_kv_new(const hearth_llama *m, int n_slots, int64_t n_ctx, hearth_err *err)
+/* Rows (n_ctx, kv_dim) of one slot and layer: block (slot, layer) of base,
+ * blocks in slot-major order. */
+static char *kv_block(const hearth_kv *kv, char *base, int slot, int64_t layer)
 {
-    return hearth_kv_new_typed(m, n_slots, n_ctx, HEARTH_F32, err);
+    return base + ((size_t)slot * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_ctx * (size_t)kv->kv_dim *
+                      kv->elt;
 }
 
-hearth_kv *hearth_kv_new_typed(const hearth_llama *m, int n_slots, int64_t n_ctx, hearth_dtype type,
-                               hearth_err *err)
+hearth_kv *hearth_kv_create(hearth_dev *dev, int64_t n_layer, int64_t kv_dim, int n_slots, int64_t n_ctx,
+                            hearth_dtype type, hearth_err *err)
 {
-    const hearth_llama_hparams *hp = &m->hp;
     if (type != HEARTH_F32 && type != HEARTH_F16) {
         hearth_err_set(err, HEARTH_EINVAL, "kv cache: element type %d: want f32 or f16", (int)type);
         return NULL;
     }
     size_t elt = type == HEARTH_F16 ? 2 : 4;
-    if (!m->dev->ops->supports(m->dev, HEARTH_OP_ATTN_CACHED, type) ||
-        !m->dev->ops->supports(m->dev, HEARTH_OP_QK_ROPE_STORE, type)) {
+    if (!dev->ops->supports(dev, HEARTH_OP_ATTN_CACHED, type) || !dev->ops->supports(dev, HEARTH_OP_QK_ROPE_STORE, type)) {
         hearth_err_set(err, HEARTH_EUNSUPPORTED, "kv cache: device %s has no attention over %s elements",
-                       m->dev->caps.name, type == HEARTH_F16 ? "f16" : "f32");
+                       dev->caps.name, type == HEARTH_F16 ? "f16" : "f32");
         return NULL;
     }
     if (n_slots < 1 || n_slots > KV_SLOTS_MAX || n_ctx < 1 || n_ctx > KV_CTX_MAX) {
@@ -56,14 +57,18 @@ hearth_kv *hearth_kv_new_typed(const hearth_llama *m, int n_slots, int64_t n_ctx
                        n_slots, (long long)n_ctx, KV_SLOTS_MAX, (long long)KV_CTX_MAX);
         return NULL;
     }
-    int64_t kv_dim = hp->n_head_kv * hp->head_dim;
+    if (n_layer < 1 || n_layer > 4096 || kv_dim < 1 || kv_dim > ((int64_t)1 << 30)) {
+        hearth_err_set(err, HEARTH_EINVAL, "kv cache: %lld layers of %lld values: out of range", (long long)n_layer,
+                       (long long)kv_dim);
+        return NULL;
+    }
     /* elements of K (or V) for all slots and layers; each factor is bounded
      * (slots 2^12, ctx 2^24, layers 2^12, kv_dim 2^30), so check the product. */
-    unsigned __int128 elems = (unsigned __int128)n_slots * (uint64_t)hp->n_layer * (uint64_t)n_ctx * (uint64_t)kv_dim;
+    unsigned __int128 elems = (unsigned __int128)n_slots * (uint64_t)n_layer * (uint64_t)n_ctx * (uint64_t)kv_dim;
     unsigned __int128 bytes = elems * elt * 2;
     if (bytes > (unsigned __int128)SIZE_MAX / 2) {
         hearth_err_set(err, HEARTH_ENOMEM, "kv cache: %d slots x %lld positions x %lld layers is too large",
-                       n_slots, (long long)n_ctx, (long long)hp->n_layer);
+                       n_slots, (long long)n_ctx, (long long)n_layer);
         return NULL;
     }
     hearth_kv *kv = calloc(1, sizeof *kv);
@@ -71,16 +76,16 @@ hearth_kv *hearth_kv_new_typed(const hearth_llama *m, int n_slots, int64_t n_ctx
         goto fail;
     kv->n_slots = n_slots;
     kv->n_ctx = n_ctx;
-    kv->n_layer = hp->n_layer;
+    kv->n_layer = n_layer;
     kv->kv_dim = kv_dim;
     kv->bytes = (uint64_t)bytes;
     kv->type = type;
     kv->elt = elt;
-    kv->dev = m->dev;
+    kv->dev = dev;
     kv->len = calloc((size_t)n_slots, sizeof *kv->len);
     kv->pend = calloc((size_t)n_slots, sizeof *kv->pend);
-    kv->k = m->dev->ops->alloc(m->dev, (size_t)elems * elt, NULL);
-    kv->v = m->dev->ops->alloc(m->dev, (size_t)elems * elt, NULL);
+    kv->k = dev->ops->alloc(dev, (size_t)elems * elt, NULL);
+    kv->v = dev->ops->alloc(dev, (size_t)elems * elt, NULL);
     if (!kv->len || !kv->pend || !kv->k || !kv->v)
         goto fail;
     return kv;
@@ -124,13 +129,15 @@ int64_t hearth_kv_len(const hearth_kv *kv, int slot)
 
 /* A slot out of range, or n outside [0, len], is the caller's bug; it is
  * ignored (n clamped) rather than trusted, so a bad call cannot make the
- * cache claim positions it never computed. */
-void hearth_kv_truncate(hearth_kv *kv, int slot, int64_t n)
+ * cache claim positions it never computed; the length returned says what
+ * is held. */
+int64_t hearth_kv_truncate(hearth_kv *kv, int slot, int64_t n)
 {
-    if (slot < 0 || slot >= kv->n_slots || n < 0)
-        return;
-    if (n < kv->len[slot])
+    if (slot < 0 || slot >= kv->n_slots)
+        return 0;
+    if (n >= 0 && n < kv->len[slot])
         kv->len[slot] = n;
+    return kv->len[slot];
 }
 
 void hearth_kv_copy_prefix(hearth_kv *kv, int src, int dst, int64_t n)
@@ -149,9 +156,9 @@ void hearth_kv_copy_prefix(hearth_kv *kv, int src, int dst, int64_t n)
     hearth_stream st;
     int rc = hearth_stream_init(&st, kv->dev, NULL, NULL);
     for (int64_t il = 0; il < kv->n_layer && !rc; il++) {
-        rc = D->copy(&st, llama_kv_k(kv, dst, il), llama_kv_k(kv, src, il), (size_t)n * row_bytes);
+        rc = D->copy(&st, kv_block(kv, kv->k, dst, il), kv_block(kv, kv->k, src, il), (size_t)n * row_bytes);
         if (!rc)
-            rc = D->copy(&st, llama_kv_v(kv, dst, il), llama_kv_v(kv, src, il), (size_t)n * row_bytes);
+            rc = D->copy(&st, kv_block(kv, kv->v, dst, il), kv_block(kv, kv->v, src, il), (size_t)n * row_bytes);
     }
     if (!rc)
         rc = D->sync(&st);
