@@ -222,6 +222,10 @@ struct hearth_dev_ops {
      * bytes per copy (the best of a few); what a memory-bound kernel is
      * measured against. 0 with err set when it cannot be measured. */
     double (*copy_gbps)(hearth_dev *dev, size_t bytes, hearth_err *err);
+    /* Optional (NULL: the host's memory, not asked): free and total bytes
+     * of device memory now; 0 or a negative status. A model that cannot
+     * fit is refused at load with these figures. */
+    int (*mem_info)(hearth_dev *dev, uint64_t *free_bytes, uint64_t *total_bytes);
     /* Whether the device runs op on dtype (see enum hearth_op). */
     bool (*supports)(const hearth_dev *dev, hearth_op op, hearth_dtype dtype);
 

@@ -352,6 +352,16 @@ static int load_tensors(hearth_llama *m, hearth_err *err)
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers)
         return hearth_err_set(err, HEARTH_ENOMEM, "%s: out of memory", m->g.path);
+    /* a device with its own memory: refuse a model that cannot fit there
+     * now, with the figures, rather than fail half-placed */
+    uint64_t need = 0, free_b = 0, total_b = 0;
+    for (uint64_t i = 0; i < m->g.n_tensors; i++)
+        need += m->g.tensors[i].nbytes;
+    if (m->dev->ops->mem_info && m->dev->ops->mem_info(m->dev, &free_b, &total_b) == 0 && need > free_b)
+        return hearth_err_set(err, HEARTH_ENOMEM,
+                              "%s: the model needs %llu bytes of weights on %s and %llu of its %llu bytes are free",
+                              m->g.path, (unsigned long long)need, m->dev->caps.name, (unsigned long long)free_b,
+                              (unsigned long long)total_b);
     uint64_t counts[HEARTH_DTYPE_COUNT_] = {0};
     for (int64_t il = 0; il < hp->n_layer; il++) {
         if ((rc = load_layer(m, il, err)))

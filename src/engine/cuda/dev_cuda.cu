@@ -502,6 +502,17 @@ static double cuda_copy_gbps(hearth_dev *dev, size_t bytes, hearth_err *err)
     return best;
 }
 
+static int cuda_mem_info(hearth_dev *dev, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    size_t f = 0, t = 0;
+    int rc = use_device(ordinal_of(dev));
+    if (!rc)
+        rc = cu_fail("cudaMemGetInfo", cudaMemGetInfo(&f, &t));
+    *free_bytes = f;
+    *total_bytes = t;
+    return rc;
+}
+
 static bool cuda_supports(const hearth_dev *dev, hearth_op op, hearth_dtype t)
 {
     switch (op) {
@@ -677,6 +688,7 @@ extern const hearth_dev_ops hearth_cuda_ops = {
     .weight_reads_host = cuda_weight_reads_host,
     .weight_chain = cuda_weight_chain,
     .copy_gbps = cuda_copy_gbps,
+    .mem_info = cuda_mem_info,
     .supports = cuda_supports,
     .matmul = cuda_matmul,
     .embed = cuda_embed,
