@@ -35,7 +35,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
-enum { ROW_THREADS_MAX = 256, FLAT_THREADS = 256 };
+static constexpr int ROW_THREADS_MAX = 256, FLAT_THREADS = 256;
 
 /* ---- helpers ---- */
 

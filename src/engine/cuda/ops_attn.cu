@@ -39,7 +39,7 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
-enum { ATT_WARPS = 8, ATT_TILE = 4 };
+static constexpr int ATT_WARPS = 8, ATT_TILE = 4;
 
 __device__ static inline float warp_sum(float v)
 {
