@@ -244,13 +244,32 @@ static int chunk_of(int M)
     return MV_SMEM_FLOATS / M / 256 * 256;
 }
 
+/* SMs of each device, asked once (a plain read: the same answer if two
+ * threads race). */
+static int sm_count(int ordinal)
+{
+    static int cached[64];
+    if (ordinal < 0 || ordinal >= 64)
+        return 132;
+    if (!cached[ordinal]) {
+        int n = 0;
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, ordinal) != cudaSuccess || n < 1)
+            n = 132;
+        cached[ordinal] = n;
+    }
+    return cached[ordinal];
+}
+
 template <class T, int M>
 static int mv_launch(cu_ctx *c, const mview &v, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t N,
                      int64_t K)
 {
     const int kc = chunk_of(M);
-    const unsigned blocks = (unsigned)((N + MV_WARPS - 1) / MV_WARPS);
-    mv_kernel<T, M><<<blocks, MV_WARPS * 32, (size_t)M * kc * 4, c->s>>>(v, X, ldx, Y, ldy, N, K, kc);
+    int64_t blocks = (N + MV_WARPS - 1) / MV_WARPS;
+    /* X in one chunk: a few blocks per SM, each staging X once for many rows */
+    if (v.kp <= kc && blocks > 4 * (int64_t)sm_count(c->ordinal))
+        blocks = 4 * (int64_t)sm_count(c->ordinal);
+    mv_kernel<T, M><<<(unsigned)blocks, MV_WARPS * 32, (size_t)M * kc * 4, c->s>>>(v, X, ldx, Y, ldy, N, K, kc);
     return cu_launched("mv_kernel");
 }
 

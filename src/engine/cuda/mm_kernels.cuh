@@ -61,6 +61,7 @@ __device__ __forceinline__ void bytes16(const uint32_t w[4], float off, float q[
 struct tr_f32 {
     static constexpr int EPU = 16, G = 1;
     static constexpr bool MIN = false;
+    static constexpr int UNR = 2; /* units a lane has in flight */
     struct R {
         float4 w[4];
     };
@@ -93,6 +94,7 @@ template <bool BF>
 struct tr_half {
     static constexpr int EPU = 16, G = 1;
     static constexpr bool MIN = false;
+    static constexpr int UNR = 4; /* units a lane has in flight */
     struct R {
         uint4 w[2];
     };
@@ -137,6 +139,7 @@ __device__ __forceinline__ float half_at(const uint8_t *p, int64_t i)
 struct tr_q8_0 {
     static constexpr int EPU = 16, G = 1;
     static constexpr bool MIN = false;
+    static constexpr int UNR = 4; /* units a lane has in flight */
     struct R {
         uint4 w;
         float d;
@@ -164,6 +167,7 @@ struct tr_q8_0 {
 struct tr_q4_0 {
     static constexpr int EPU = 32, G = 2;
     static constexpr bool MIN = false;
+    static constexpr int UNR = 4; /* units a lane has in flight */
     struct R {
         uint4 w;
         float d;
@@ -194,6 +198,7 @@ struct tr_q4_0 {
 struct tr_q4_k {
     static constexpr int EPU = 32, G = 2;
     static constexpr bool MIN = true;
+    static constexpr int UNR = 4; /* units a lane has in flight */
     struct R {
         uint4 w, head;
         int p;
@@ -246,6 +251,7 @@ struct tr_q4_k {
 struct tr_q6_k {
     static constexpr int EPU = 64, G = 4;
     static constexpr bool MIN = false;
+    static constexpr int UNR = 2; /* units a lane has in flight */
     struct R {
         uint4 l0, l1, h;
         float d;
@@ -288,7 +294,7 @@ struct tr_q6_k {
 
 #define MV_WARPS 8          /* rows per block, one warp each */
 #define MV_MAX_M 8          /* X rows one launch takes */
-#define MV_SMEM_FLOATS 8192 /* 32 KiB of X per block: no opt-in past 48 KiB needed */
+#define MV_SMEM_FLOATS 12288 /* 48 KiB of X per block: the most without an opt-in */
 
 /* X's float4 f lives at swz(f): lanes read 16 to 64 contiguous floats each,
  * 64 to 256 bytes apart, which without the XOR would put a quarter-warp's
@@ -299,82 +305,125 @@ __device__ __forceinline__ int swz(int f)
     return f ^ (((f >> 3) ^ (f >> 6)) & 7);
 }
 
-/* Y (M, N) = X (M, K) W^T. Block b: rows 8b .. 8b+7, warp w its row. X is
- * staged through shared memory in chunks of kc elements (a multiple of 256,
- * so no unit straddles two), zero past K; every lane then walks the chunk's
- * units of its row 32 apart, two at once so both loads are in flight. */
+/* Elements c0 .. c0+ce of X's M rows into xs (zero at K and past), all
+ * threads of the block; float4 loads when vec (rows 16-byte aligned). */
+template <int M>
+__device__ __forceinline__ void stage_x(float4 *xs, const float *__restrict__ X, int64_t ldx, int64_t K,
+                                        int64_t c0, int ce, int kc4, bool vec)
+{
+    const int ce4 = ce / 4; /* ce is a multiple of 16 */
+#pragma unroll 4
+    for (int i = threadIdx.x; i < M * ce4; i += blockDim.x) {
+        const int m = i / ce4, f = i - m * ce4;
+        const int64_t gk = c0 + 4 * f;
+        const float *p = X + m * ldx + gk;
+        float4 x;
+        if (vec && gk + 4 <= K) {
+            x = __ldg((const float4 *)p);
+        } else {
+            x.x = gk < K ? p[0] : 0.0f;
+            x.y = gk + 1 < K ? p[1] : 0.0f;
+            x.z = gk + 2 < K ? p[2] : 0.0f;
+            x.w = gk + 3 < K ? p[3] : 0.0f;
+        }
+        xs[m * kc4 + swz(f)] = x;
+    }
+}
+
+/* Y (M, N) = X (M, K) W^T. Warp w of block b takes rows 8b + w, then
+ * 8 (b + gridDim) + w, ... X is staged in shared memory in chunks of kc
+ * elements (a multiple of 256, so no unit straddles two), zero past K. When
+ * X fits one chunk it is staged once per block and the block walks many row
+ * groups (the grid is then a few blocks per SM); otherwise the grid covers
+ * the rows once and X is restaged per chunk. Every lane walks its row's
+ * units 32 apart, UNR at a time so that many loads are in flight. */
 template <class T, int M>
-__global__ void __launch_bounds__(MV_WARPS * 32) mv_kernel(mview v, const float *__restrict__ X, int64_t ldx,
-                                                          float *__restrict__ Y, int64_t ldy, int64_t N,
-                                                          int64_t K, int kc)
+__global__ void __launch_bounds__(MV_WARPS * 32, 1) mv_kernel(mview v, const float *__restrict__ X, int64_t ldx,
+                                                             float *__restrict__ Y, int64_t ldy, int64_t N,
+                                                             int64_t K, int kc)
 {
     extern __shared__ float4 xs[]; /* (M, kc/4), swizzled */
-    float *xf = (float *)xs;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kc4 = kc / 4;
-    const int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
-    const bool live = row < N;
-    float acc[M];
+    const bool once = v.kp <= kc;
+    /* 16-byte loads of X when every row start is 16-byte aligned */
+    const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
+    bool staged = false;
+    for (int64_t rg = (int64_t)blockIdx.x * MV_WARPS; rg < N; rg += (int64_t)gridDim.x * MV_WARPS) {
+        const int64_t row = rg + warp;
+        const bool live = row < N;
+        float acc[M];
 #pragma unroll
-    for (int m = 0; m < M; m++)
-        acc[m] = 0.0f;
-
-    for (int64_t c0 = 0; c0 < v.kp; c0 += kc) {
-        const int ce = (int)min((int64_t)kc, v.kp - c0);
-        __syncthreads(); /* the previous chunk is read */
-        for (int i = threadIdx.x; i < M * ce; i += blockDim.x) {
-            const int m = i / ce, k = i - m * ce;
-            const int64_t gk = c0 + k;
-            xf[4 * (m * kc4 + swz(k >> 2)) + (k & 3)] = gk < K ? X[m * ldx + gk] : 0.0f;
+        for (int m = 0; m < M; m++)
+            acc[m] = 0.0f;
+        for (int64_t c0 = 0; c0 < v.kp; c0 += kc) {
+            const int ce = (int)min((int64_t)kc, v.kp - c0), nu = ce / T::EPU;
+            const int64_t ub = c0 / T::EPU;
+            /* the first loads go out before X is staged: both latencies overlap */
+            typename T::R r[T::UNR];
+            int u = lane;
+            if (live) {
+#pragma unroll
+                for (int j = 0; j < T::UNR; j++)
+                    if (u + 32 * j < nu)
+                        r[j] = T::load(v, row, ub + u + 32 * j);
+            }
+            if (!(once && staged)) { /* block-uniform */
+                __syncthreads(); /* the previous chunk is read */
+                stage_x<M>(xs, X, ldx, K, c0, ce, kc4, vec);
+                __syncthreads();
+                staged = true;
+            }
+            if (!live)
+                continue;
+            for (;;) {
+#pragma unroll
+                for (int j = 0; j < T::UNR; j++) {
+                    if (u + 32 * j >= nu)
+                        break;
+#pragma unroll
+                    for (int g = 0; g < T::G; g++) {
+                        float q[16], a, b;
+                        T::group(r[j], g, q, a, b);
+                        const int f0 = (int)(T::eo(u + 32 * j, g) >> 2);
+#pragma unroll
+                        for (int m = 0; m < M; m++) {
+                            float s = 0.0f, sx = 0.0f;
+#pragma unroll
+                            for (int jj = 0; jj < 4; jj++) {
+                                const float4 x = xs[m * kc4 + swz(f0 + jj)];
+                                s = fmaf(q[4 * jj], x.x, s);
+                                s = fmaf(q[4 * jj + 1], x.y, s);
+                                s = fmaf(q[4 * jj + 2], x.z, s);
+                                s = fmaf(q[4 * jj + 3], x.w, s);
+                                if (T::MIN)
+                                    sx += (x.x + x.y) + (x.z + x.w);
+                            }
+                            acc[m] = fmaf(a, s, acc[m]);
+                            if (T::MIN)
+                                acc[m] = fmaf(-b, sx, acc[m]);
+                        }
+                    }
+                }
+                u += 32 * T::UNR;
+                if (u >= nu)
+                    break;
+#pragma unroll
+                for (int j = 0; j < T::UNR; j++)
+                    if (u + 32 * j < nu)
+                        r[j] = T::load(v, row, ub + u + 32 * j);
+            }
         }
-        __syncthreads();
         if (!live)
             continue;
-        const int nu = ce / T::EPU;
-        const int64_t ub = c0 / T::EPU;
-        auto consume = [&](const typename T::R &r, int u) {
 #pragma unroll
-            for (int g = 0; g < T::G; g++) {
-                float q[16], a, b;
-                T::group(r, g, q, a, b);
-                const int f0 = (int)(T::eo(u, g) >> 2);
+        for (int m = 0; m < M; m++) {
+            float s = acc[m];
 #pragma unroll
-                for (int m = 0; m < M; m++) {
-                    float s = 0.0f, sx = 0.0f;
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        const float4 x = xs[m * kc4 + swz(f0 + j)];
-                        s = fmaf(q[4 * j], x.x, s);
-                        s = fmaf(q[4 * j + 1], x.y, s);
-                        s = fmaf(q[4 * j + 2], x.z, s);
-                        s = fmaf(q[4 * j + 3], x.w, s);
-                        if (T::MIN)
-                            sx += (x.x + x.y) + (x.z + x.w);
-                    }
-                    acc[m] = fmaf(a, s, acc[m]);
-                    if (T::MIN)
-                        acc[m] = fmaf(-b, sx, acc[m]);
-                }
-            }
-        };
-        int u = lane;
-        for (; u + 32 < nu; u += 64) {
-            const typename T::R r0 = T::load(v, row, ub + u), r1 = T::load(v, row, ub + u + 32);
-            consume(r0, u);
-            consume(r1, u + 32);
+            for (int o = 16; o > 0; o >>= 1)
+                s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane == 0)
+                Y[m * ldy + row] = s;
         }
-        if (u < nu)
-            consume(T::load(v, row, ub + u), u);
-    }
-    if (!live)
-        return;
-#pragma unroll
-    for (int m = 0; m < M; m++) {
-        float s = acc[m];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1)
-            s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (lane == 0)
-            Y[m * ldy + row] = s;
     }
 }
 
@@ -391,6 +440,38 @@ template <>
 __device__ __forceinline__ __half to_out<__half>(float x)
 {
     return __float2half_rn(x);
+}
+
+/* 16 values to o: 16-byte stores where o is aligned (one store per
+ * element would touch a sector per lane). */
+__device__ __forceinline__ void put16(float *o, const float *w)
+{
+    if (((uintptr_t)o & 15) == 0) {
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            ((float4 *)o)[j] = make_float4(w[4 * j], w[4 * j + 1], w[4 * j + 2], w[4 * j + 3]);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 16; k++)
+        o[k] = w[k];
+}
+__device__ __forceinline__ void put16(__half *o, const float *w)
+{
+    if (((uintptr_t)o & 15) == 0) {
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            __half2 h[4];
+#pragma unroll
+            for (int t = 0; t < 4; t++)
+                h[t] = __floats2half2_rn(w[8 * j + 2 * t], w[8 * j + 2 * t + 1]);
+            ((uint4 *)o)[j] = *(const uint4 *)h;
+        }
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 16; k++)
+        o[k] = __float2half_rn(w[k]);
 }
 
 /* out[r] (ldo apart, K wide) = row src(r) of v, r < rows, where src(r) is
@@ -410,12 +491,17 @@ __global__ void deq_kernel(mview v, const int32_t *__restrict__ tok, int64_t r0,
     for (int g = 0; g < T::G; g++) {
         float q[16], a, b;
         T::group(reg, g, q, a, b);
-        const int64_t e0 = T::eo(u, g);
-        O *o = out + r * ldo + e0;
 #pragma unroll
         for (int k = 0; k < 16; k++)
-            if (e0 + k < K)
-                o[k] = to_out<O>(fmaf(a, q[k], -b));
+            q[k] = fmaf(a, q[k], -b);
+        const int64_t e0 = T::eo(u, g);
+        O *o = out + r * ldo + e0;
+        if (e0 + 16 <= K) {
+            put16(o, q);
+        } else {
+            for (int k = 0; e0 + k < K; k++) /* the zero padding of an F32/F16/BF16 row's end */
+                o[k] = to_out<O>(q[k]);
+        }
     }
 }
 
