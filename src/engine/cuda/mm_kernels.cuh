@@ -62,6 +62,7 @@ struct tr_f32 {
     static constexpr int EPU = 16, G = 1;
     static constexpr bool MIN = false;
     static constexpr int UNR = 2; /* units a lane has in flight */
+    static constexpr int OCC1 = 4; /* blocks per SM at M = 1 (the register cap without spills) */
     struct R {
         float4 w[4];
     };
@@ -95,6 +96,7 @@ struct tr_half {
     static constexpr int EPU = 16, G = 1;
     static constexpr bool MIN = false;
     static constexpr int UNR = 4; /* units a lane has in flight */
+    static constexpr int OCC1 = 4; /* blocks per SM at M = 1 (the register cap without spills) */
     struct R {
         uint4 w[2];
     };
@@ -140,6 +142,7 @@ struct tr_q8_0 {
     static constexpr int EPU = 16, G = 1;
     static constexpr bool MIN = false;
     static constexpr int UNR = 4; /* units a lane has in flight */
+    static constexpr int OCC1 = 4; /* blocks per SM at M = 1 (the register cap without spills) */
     struct R {
         uint4 w;
         float d;
@@ -168,6 +171,7 @@ struct tr_q4_0 {
     static constexpr int EPU = 32, G = 2;
     static constexpr bool MIN = false;
     static constexpr int UNR = 4; /* units a lane has in flight */
+    static constexpr int OCC1 = 4; /* blocks per SM at M = 1 (the register cap without spills) */
     struct R {
         uint4 w;
         float d;
@@ -199,6 +203,7 @@ struct tr_q4_k {
     static constexpr int EPU = 32, G = 2;
     static constexpr bool MIN = true;
     static constexpr int UNR = 4; /* units a lane has in flight */
+    static constexpr int OCC1 = 2; /* blocks per SM at M = 1 (the register cap without spills) */
     struct R {
         uint4 w, head;
         int p;
@@ -252,6 +257,7 @@ struct tr_q6_k {
     static constexpr int EPU = 64, G = 4;
     static constexpr bool MIN = false;
     static constexpr int UNR = 2; /* units a lane has in flight */
+    static constexpr int OCC1 = 2; /* blocks per SM at M = 1 (the register cap without spills) */
     struct R {
         uint4 l0, l1, h;
         float d;
@@ -295,6 +301,10 @@ struct tr_q6_k {
 #define MV_WARPS 8          /* rows per block, one warp each */
 #define MV_MAX_M 8          /* X rows one launch takes */
 #define MV_SMEM_FLOATS 12288 /* 48 KiB of X per block: the most without an opt-in */
+/* Blocks an SM must hold, which caps registers: more warps, more loads in
+ * flight. M = 1: the type's OCC1 (64 registers for 4, 128 for 2); M <= 4:
+ * 128 registers; past that no cap (it would spill). */
+#define MV_MIN_BLOCKS(T, M) ((M) == 1 ? T::OCC1 : (M) <= 4 ? 2 : 1)
 
 /* X's float4 f lives at swz(f): lanes read 16 to 64 contiguous floats each,
  * 64 to 256 bytes apart, which without the XOR would put a quarter-warp's
@@ -338,7 +348,7 @@ __device__ __forceinline__ void stage_x(float4 *xs, const float *__restrict__ X,
  * the rows once and X is restaged per chunk. Every lane walks its row's
  * units 32 apart, UNR at a time so that many loads are in flight. */
 template <class T, int M>
-__global__ void __launch_bounds__(MV_WARPS * 32, 1) mv_kernel(mview v, const float *__restrict__ X, int64_t ldx,
+__global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M)) mv_kernel(mview v, const float *__restrict__ X, int64_t ldx,
                                                              float *__restrict__ Y, int64_t ldy, int64_t N,
                                                              int64_t K, int kc)
 {
