@@ -1,0 +1,553 @@
+/* mm.cu: the CUDA backend's weights: placement, matmul and embedding rows.
+ *
+ * Placement re-lays each GGUF block type out as split arrays (scales apart
+ * from quants, see mm_kernels.cuh's mview) so every lane reads its quants
+ * with 16-byte loads, 16-byte aligned; F32/F16/BF16 rows are padded to 16
+ * elements with zeros. Bytes held: what the file holds (Q8_0 1.0625, Q4_0
+ * 0.5625, Q4_K 0.5625, Q6_K 0.8203 bytes an element), never an f16 copy.
+ *
+ * matmul, M <= MV_MAX_M (8): the mat-vec, one launch per weight: a warp per
+ * output row reads each weight byte once for all M rows of X (staged in
+ * shared memory, up to 48 KiB), fp32 sums, shuffle reduction. When X fits
+ * (M K <= 12288 floats, most decode shapes) a grid of 4 blocks per SM stages
+ * it once per block and walks the rows; else X is restaged per chunk.
+ * Bytes moved at M = 1: N K b (weight, b bytes an element) + 4 N (Y) from
+ * HBM, plus 4 K (X) per block from L2 (<= 4 x 132 blocks). Every element
+ * also costs 4 M bytes of shared-memory reads: at M >= 4 that, not HBM, is
+ * the limit (each X value is read once per weight row).
+ *
+ * Measured on the H200 (M = 1, 50 back-to-back launches, no graph, so a few
+ * microseconds of launch gap are in each): 32000 x 2048: F32 3.9 TB/s,
+ * F16/BF16 3.6, Q8_0 2.1-2.4, Q6_K 1.5, Q4_0 1.4, Q4_K 1.0; 2048 x 8192 and
+ * 8192 x 2048 take 9-12 us whatever the type (a latency floor, not bytes):
+ * short of the 85% goal for every quantized type.
+ *
+ * matmul, M > 8: GEMM on tensor cores through cuBLAS, opened at run time
+ * (dlopen, so the binary starts without it): X rounded to f16 (bf16 for BF16
+ * weights) in the context's workspace, F16/BF16 weights read in place, other
+ * types dequantized to f16 in column tiles of at most 64 MiB right before
+ * their GEMM; f32 out. cuBLAS gets its own 32 MiB slice of the workspace
+ * (capture-safe). Without cuBLAS: the mat-vec over X in groups of 8 rows
+ * (fp32, dequantizing in the kernel; the weight is read M/8 times).
+ *
+ * Graph rule: during capture (c->recording) nothing is allocated, freed or
+ * created; a workspace too small then is HEARTH_EUNSUPPORTED.
+ *
+ * Rejected: one launch over Q,K,V's concatenated rows (a gain for small
+ * matrices only, and weights of one group may differ in type); keeping f16
+ * copies of quantized weights for the GEMM (3.5x the memory of Q4).
+ *
+ * What test_dev_ops checks here (every type, rows 1, 3, 17, 130, widths up
+ * to 384 and odd N): matmul at M = 1, 3 (mat-vec, several X rows), 17 and
+ * 130 (GEMM, or the fallback) against a double-precision oracle over
+ * quant_ref.c's dequantization; the n-weight group equal to n single calls;
+ * embed rows of every type; ldx/ldy wider than the rows. */
+#include "engine/cuda/cuda_int.h"
+#include "engine/cuda/mm_kernels.cuh"
+
+extern "C" {
+#include "base/log.h"
+}
+
+#include <cublas_v2.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MM_TILE_MAX ((size_t)64 << 20)   /* a dequantized f16 tile of W */
+#define MM_BLAS_WS ((size_t)32 << 20)    /* cuBLAS's own workspace (its Hopper advice) */
+#define MM_PLACE_STAGE ((size_t)64 << 20) /* host bytes re-laid out per copy */
+
+/* ---- layout ---- */
+
+/* Sub-array offsets (bytes, 256-aligned) of a weight in the layout of
+ * mm_kernels.cuh; off[4] is the total. kp: elements per row as laid out. */
+typedef struct mm_layout {
+    size_t off[5];
+    size_t row[4]; /* bytes per row of each sub-array (0: unused) */
+    int64_t kp;
+} mm_layout;
+
+static size_t align256(size_t x)
+{
+    return (x + 255) & ~(size_t)255;
+}
+
+static bool layout_of(hearth_dtype t, int64_t N, int64_t K, mm_layout *L)
+{
+    memset(L, 0, sizeof *L);
+    L->kp = K;
+    switch (t) {
+    case HEARTH_F32: L->kp = (K + 15) / 16 * 16; L->row[0] = (size_t)L->kp * 4; break;
+    case HEARTH_F16:
+    case HEARTH_BF16: L->kp = (K + 15) / 16 * 16; L->row[0] = (size_t)L->kp * 2; break;
+    case HEARTH_Q8_0: L->row[0] = (size_t)K; L->row[1] = (size_t)K / 32 * 2; break;
+    case HEARTH_Q4_0: L->row[0] = (size_t)K / 2; L->row[1] = (size_t)K / 32 * 2; break;
+    case HEARTH_Q4_K: L->row[0] = (size_t)K / 2; L->row[1] = (size_t)K / 256 * 16; break;
+    case HEARTH_Q6_K:
+        L->row[0] = (size_t)K / 2;
+        L->row[1] = (size_t)K / 4;
+        L->row[2] = (size_t)K / 16;
+        L->row[3] = (size_t)K / 256 * 2;
+        break;
+    default: return false;
+    }
+    size_t at = 0;
+    for (int i = 0; i < 4; i++) {
+        L->off[i] = at;
+        at += align256(L->row[i] * (size_t)N);
+    }
+    L->off[4] = at;
+    return true;
+}
+
+static mview view_of(const cu_weight *w)
+{
+    mm_layout L;
+    layout_of(w->type, w->n_out, w->n_in, &L);
+    const uint8_t *b = (const uint8_t *)w->data;
+    mview v = {b + L.off[0], b + L.off[1], b + L.off[2], b + L.off[3], L.kp};
+    return v;
+}
+
+bool cu_mm_type_ok(hearth_dtype t)
+{
+    mm_layout L;
+    return layout_of(t, 1, 256, &L);
+}
+
+/* Row r of the file (src) into the split arrays' row r (dst[i] + r row[i]). */
+static void split_row(hearth_dtype t, const uint8_t *src, int64_t K, uint8_t *const dst[4], const size_t row[4],
+                      int64_t r)
+{
+    uint8_t *a = dst[0] + row[0] * r, *b = dst[1] + row[1] * r, *c = dst[2] + row[2] * r, *d = dst[3] + row[3] * r;
+    if (t == HEARTH_Q8_0 || t == HEARTH_Q4_0) {
+        const size_t qb = t == HEARTH_Q8_0 ? 32 : 16, bb = qb + 2;
+        for (int64_t i = 0; i < K / 32; i++) {
+            memcpy(b + 2 * i, src + bb * i, 2);
+            memcpy(a + qb * i, src + bb * i + 2, qb);
+        }
+    } else if (t == HEARTH_Q4_K) {
+        for (int64_t i = 0; i < K / 256; i++) {
+            memcpy(b + 16 * i, src + 144 * i, 16);
+            memcpy(a + 128 * i, src + 144 * i + 16, 128);
+        }
+    } else { /* Q6_K: ql[128] qh[64] scales[16] d */
+        for (int64_t i = 0; i < K / 256; i++) {
+            memcpy(a + 128 * i, src + 210 * i, 128);
+            memcpy(b + 64 * i, src + 210 * i + 128, 64);
+            memcpy(c + 16 * i, src + 210 * i + 192, 16);
+            memcpy(d + 2 * i, src + 210 * i + 208, 2);
+        }
+    }
+}
+
+/* Quantized rows re-laid out on the host, MM_PLACE_STAGE at a time. */
+static int place_split(cu_weight *w, const hearth_weight_desc *d, const mm_layout *L, hearth_err *err)
+{
+    size_t per_row = L->row[0] + L->row[1] + L->row[2] + L->row[3];
+    int64_t batch = (int64_t)(MM_PLACE_STAGE / per_row);
+    if (batch < 1)
+        batch = 1;
+    if (batch > d->n_out)
+        batch = d->n_out;
+    uint8_t *stage = (uint8_t *)malloc(per_row * (size_t)batch);
+    if (!stage)
+        return hearth_err_set(err, HEARTH_ENOMEM, "cuda: weight '%s': no host memory to lay out %zu bytes",
+                              d->name, per_row * (size_t)batch);
+    int rc = 0;
+    for (int64_t r0 = 0; r0 < d->n_out && rc == 0; r0 += batch) {
+        int64_t nr = d->n_out - r0 < batch ? d->n_out - r0 : batch;
+        uint8_t *dst[4];
+        size_t at = 0;
+        for (int i = 0; i < 4; i++) {
+            dst[i] = stage + at;
+            at += L->row[i] * (size_t)nr;
+        }
+        for (int64_t r = 0; r < nr; r++)
+            split_row(d->type, (const uint8_t *)d->data + d->row_bytes * (size_t)(r0 + r), d->n_in, dst, L->row, r);
+        for (int i = 0; i < 4 && rc == 0; i++)
+            if (L->row[i])
+                rc = cu_fail("cudaMemcpy (weight)",
+                             cudaMemcpy((uint8_t *)w->data + L->off[i] + L->row[i] * (size_t)r0, dst[i],
+                                        L->row[i] * (size_t)nr, cudaMemcpyHostToDevice));
+    }
+    free(stage);
+    if (rc)
+        hearth_err_set(err, rc, "cuda: weight '%s': upload failed", d->name);
+    return rc;
+}
+
+int cu_weight_place(cu_weight *w, const hearth_weight_desc *d, int ordinal, hearth_err *err)
+{
+    memset(w, 0, sizeof *w);
+    mm_layout L;
+    if (!layout_of(d->type, d->n_out, d->n_in, &L))
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "cuda: weight '%s': type %d not supported", d->name,
+                              (int)d->type);
+    const hearth_dtype_info *info = hearth_dtype_get((uint32_t)d->type);
+    if (d->n_out < 1 || d->n_in < 1 || d->n_in % info->block || d->n_in > INT_MAX || d->n_out > INT_MAX ||
+        d->row_bytes < (size_t)(d->n_in / info->block) * info->block_bytes)
+        return hearth_err_set(err, HEARTH_EINVAL, "cuda: weight '%s': shape (%lld, %lld) or row bytes %zu invalid",
+                              d->name, (long long)d->n_out, (long long)d->n_in, d->row_bytes);
+    int rc = cu_fail("cudaSetDevice", cudaSetDevice(ordinal));
+    if (rc)
+        return hearth_err_set(err, rc, "cuda: weight '%s': cannot select device %d", d->name, ordinal);
+    size_t bytes = L.off[4];
+    cudaError_t e = cudaMalloc(&w->data, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        w->data = NULL;
+        return hearth_err_set(err, HEARTH_ENOMEM, "cuda: weight '%s': cannot allocate %zu bytes on device %d: %s",
+                              d->name, bytes, ordinal, cudaGetErrorString(e));
+    }
+    w->type = d->type;
+    w->n_out = d->n_out;
+    w->n_in = d->n_in;
+    w->ordinal = ordinal;
+    w->bytes = bytes;
+    if (d->type == HEARTH_F32 || d->type == HEARTH_F16 || d->type == HEARTH_BF16) {
+        /* zero padding, then rows at their pitch */
+        size_t es = d->type == HEARTH_F32 ? 4 : 2;
+        rc = cu_fail("cudaMemset (weight)", cudaMemset(w->data, 0, bytes));
+        if (!rc)
+            rc = cu_fail("cudaMemcpy2D (weight)", cudaMemcpy2D(w->data, L.row[0], d->data, d->row_bytes,
+                                                               (size_t)d->n_in * es, (size_t)d->n_out,
+                                                               cudaMemcpyHostToDevice));
+        if (rc)
+            hearth_err_set(err, rc, "cuda: weight '%s': upload failed", d->name);
+    } else {
+        rc = place_split(w, d, &L, err);
+    }
+    if (rc)
+        cu_weight_release(w);
+    return rc;
+}
+
+void cu_weight_release(cu_weight *w)
+{
+    if (!w || !w->data)
+        return;
+    int cur = -1;
+    cudaGetDevice(&cur);
+    if (cur != w->ordinal)
+        cudaSetDevice(w->ordinal);
+    cu_fail("cudaFree (weight)", cudaFree(w->data));
+    if (w->aux)
+        cu_fail("cudaFree (weight aux)", cudaFree(w->aux));
+    if (cur >= 0 && cur != w->ordinal)
+        cudaSetDevice(cur);
+    w->data = w->aux = NULL;
+    w->bytes = 0;
+}
+
+/* ---- launches over the traits ---- */
+
+/* kc: X elements a chunk holds for M rows (a multiple of 256 within 32 KiB). */
+static int chunk_of(int M)
+{
+    return MV_SMEM_FLOATS / M / 256 * 256;
+}
+
+/* SMs of each device, asked once (a plain read: the same answer if two
+ * threads race). */
+static int sm_count(int ordinal)
+{
+    static int cached[64];
+    if (ordinal < 0 || ordinal >= 64)
+        return 132;
+    if (!cached[ordinal]) {
+        int n = 0;
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, ordinal) != cudaSuccess || n < 1)
+            n = 132;
+        cached[ordinal] = n;
+    }
+    return cached[ordinal];
+}
+
+template <class T, int M>
+static int mv_launch(cu_ctx *c, const mview &v, const float *X, int64_t ldx, float *Y, int64_t ldy, int64_t N,
+                     int64_t K)
+{
+    const int kc = chunk_of(M);
+    int64_t blocks = (N + MV_WARPS - 1) / MV_WARPS;
+    /* X in one chunk: a few blocks per SM, each staging X once for many rows */
+    if (v.kp <= kc && blocks > 4 * (int64_t)sm_count(c->ordinal))
+        blocks = 4 * (int64_t)sm_count(c->ordinal);
+    mv_kernel<T, M><<<(unsigned)blocks, MV_WARPS * 32, (size_t)M * kc * 4, c->s>>>(v, X, ldx, Y, ldy, N, K, kc);
+    return cu_launched("mv_kernel");
+}
+
+template <class T>
+static int mv_rows(cu_ctx *c, const mview &v, const float *X, int64_t ldx, int64_t M, float *Y, int64_t ldy,
+                   int64_t N, int64_t K)
+{
+    int rc = 0;
+    for (int64_t m0 = 0; m0 < M && rc == 0; m0 += MV_MAX_M) {
+        const float *x = X + m0 * ldx;
+        float *y = Y + m0 * ldy;
+        switch (M - m0 < MV_MAX_M ? (int)(M - m0) : MV_MAX_M) {
+        case 1: rc = mv_launch<T, 1>(c, v, x, ldx, y, ldy, N, K); break;
+        case 2: rc = mv_launch<T, 2>(c, v, x, ldx, y, ldy, N, K); break;
+        case 3: rc = mv_launch<T, 3>(c, v, x, ldx, y, ldy, N, K); break;
+        case 4: rc = mv_launch<T, 4>(c, v, x, ldx, y, ldy, N, K); break;
+        case 5: rc = mv_launch<T, 5>(c, v, x, ldx, y, ldy, N, K); break;
+        case 6: rc = mv_launch<T, 6>(c, v, x, ldx, y, ldy, N, K); break;
+        case 7: rc = mv_launch<T, 7>(c, v, x, ldx, y, ldy, N, K); break;
+        default: rc = mv_launch<T, 8>(c, v, x, ldx, y, ldy, N, K); break;
+        }
+    }
+    return rc;
+}
+
+template <class T, class O>
+static int deq_launch(cu_ctx *c, const mview &v, const int32_t *tok, int64_t r0, O *out, int64_t ldo, int64_t rows,
+                      int64_t K)
+{
+    const int64_t units = rows * (v.kp / T::EPU);
+    const unsigned blocks = (unsigned)((units + 255) / 256);
+    deq_kernel<T, O><<<blocks, 256, 0, c->s>>>(v, tok, r0, out, ldo, rows, K);
+    return cu_launched("deq_kernel");
+}
+
+/* The type switch, once for each use of the traits. */
+#define MM_DISPATCH(type, CALL)                                                                                        \
+    switch (type) {                                                                                                    \
+    case HEARTH_F32: return CALL(tr_f32);                                                                              \
+    case HEARTH_F16: return CALL(tr_half<false>);                                                                      \
+    case HEARTH_BF16: return CALL(tr_half<true>);                                                                      \
+    case HEARTH_Q8_0: return CALL(tr_q8_0);                                                                            \
+    case HEARTH_Q4_0: return CALL(tr_q4_0);                                                                            \
+    case HEARTH_Q4_K: return CALL(tr_q4_k);                                                                            \
+    case HEARTH_Q6_K: return CALL(tr_q6_k);                                                                            \
+    default: return HEARTH_EUNSUPPORTED;                                                                               \
+    }
+
+static int matvec(cu_ctx *c, const cu_weight *w, const float *X, int64_t ldx, int64_t M, float *Y, int64_t ldy)
+{
+    const mview v = view_of(w);
+#define MV_CALL(T) mv_rows<T>(c, v, X, ldx, M, Y, ldy, w->n_out, w->n_in)
+    MM_DISPATCH(w->type, MV_CALL)
+#undef MV_CALL
+}
+
+template <class O>
+static int dequant(cu_ctx *c, const cu_weight *w, const int32_t *tok, int64_t r0, O *out, int64_t ldo, int64_t rows)
+{
+    const mview v = view_of(w);
+#define DQ_CALL(T) deq_launch<T, O>(c, v, tok, r0, out, ldo, rows, w->n_in)
+    MM_DISPATCH(w->type, DQ_CALL)
+#undef DQ_CALL
+}
+
+int cu_embed_rows(cu_ctx *c, float *Y, const cu_weight *table, const int32_t *tok, int64_t n)
+{
+    if (n <= 0)
+        return 0;
+    return dequant<float>(c, table, tok, 0, Y, table->n_in, n);
+}
+
+/* ---- cuBLAS, opened at run time ---- */
+
+typedef cublasStatus_t (*blas_create_fn)(cublasHandle_t *);
+typedef cublasStatus_t (*blas_destroy_fn)(cublasHandle_t);
+typedef cublasStatus_t (*blas_stream_fn)(cublasHandle_t, cudaStream_t);
+typedef cublasStatus_t (*blas_ws_fn)(cublasHandle_t, void *, size_t);
+typedef cublasStatus_t (*blas_gemm_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                       const void *, const void *, cudaDataType, int, const void *, cudaDataType,
+                                       int, const void *, void *, cudaDataType, int, cublasComputeType_t,
+                                       cublasGemmAlgo_t);
+
+static struct {
+    bool ok;
+    blas_create_fn create;
+    blas_destroy_fn destroy;
+    blas_stream_fn set_stream;
+    blas_ws_fn set_ws;
+    blas_gemm_fn gemm;
+} blas;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_open(void)
+{
+    const char *names[] = {"libcublas.so.13", "/usr/local/cuda/lib64/libcublas.so.13"};
+    void *lib = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof *names && !lib; i++)
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+        blas.create = (blas_create_fn)dlsym(lib, "cublasCreate_v2");
+        blas.destroy = (blas_destroy_fn)dlsym(lib, "cublasDestroy_v2");
+        blas.set_stream = (blas_stream_fn)dlsym(lib, "cublasSetStream_v2");
+        blas.set_ws = (blas_ws_fn)dlsym(lib, "cublasSetWorkspace_v2");
+        blas.gemm = (blas_gemm_fn)dlsym(lib, "cublasGemmEx");
+        blas.ok = blas.create && blas.destroy && blas.set_stream && blas.set_ws && blas.gemm;
+    }
+    if (blas.ok)
+        hearth_log(HEARTH_LOG_INFO, "cuda: matmul: prompts (M > %d) on tensor cores through cuBLAS", MV_MAX_M);
+    else
+        hearth_log(HEARTH_LOG_INFO, "cuda: matmul: cuBLAS not loaded (%s): prompts on the fp32 mat-vec fallback",
+                   lib ? "a symbol is missing" : dlerror());
+    /* the library stays open for the process: handles may live until its end */
+}
+
+/* c->mm: the context's handle (bound to c->s) and workspace: cuBLAS's
+ * MM_BLAS_WS, then X rounded, then a W tile. */
+typedef struct mm_ctx {
+    cublasHandle_t h;
+    void *ws;
+    size_t ws_bytes;
+} mm_ctx;
+
+void cu_mm_ctx_free(cu_ctx *c)
+{
+    mm_ctx *m = (mm_ctx *)c->mm;
+    if (!m)
+        return;
+    if (m->h)
+        blas.destroy(m->h);
+    if (m->ws)
+        cu_fail("cudaFree (mm workspace)", cudaFree(m->ws));
+    free(m);
+    c->mm = NULL;
+}
+
+static int blas_fail(const char *what, cublasStatus_t s)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return 0;
+    hearth_log(HEARTH_LOG_ERROR, "cuda: %s failed: cuBLAS status %d", what, (int)s);
+    return HEARTH_EDEVICE;
+}
+
+/* c->mm with a handle and at least need bytes of workspace. */
+static int ctx_ready(cu_ctx *c, size_t need)
+{
+    mm_ctx *m = (mm_ctx *)c->mm;
+    if (m && m->h && m->ws_bytes >= need)
+        return 0;
+    if (c->recording)
+        return HEARTH_EUNSUPPORTED; /* never allocate during capture */
+    if (!m) {
+        m = (mm_ctx *)calloc(1, sizeof *m);
+        if (!m)
+            return HEARTH_ENOMEM;
+        c->mm = m;
+    }
+    int rc = cu_fail("cudaSetDevice", cudaSetDevice(c->ordinal));
+    if (!rc && !m->h) {
+        rc = blas_fail("cublasCreate", blas.create(&m->h));
+        if (!rc)
+            rc = blas_fail("cublasSetStream", blas.set_stream(m->h, c->s));
+    }
+    if (!rc && m->ws_bytes < need) {
+        /* work still queued may read the old workspace */
+        rc = cu_fail("cudaStreamSynchronize (mm workspace)", cudaStreamSynchronize(c->s));
+        if (!rc && m->ws)
+            rc = cu_fail("cudaFree (mm workspace)", cudaFree(m->ws));
+        m->ws = NULL;
+        m->ws_bytes = 0;
+        if (!rc) {
+            cudaError_t e = cudaMalloc(&m->ws, need);
+            if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                m->ws = NULL;
+                hearth_log(HEARTH_LOG_ERROR, "cuda: matmul: cannot allocate a %zu-byte workspace on device %d",
+                           need, c->ordinal);
+                return HEARTH_ENOMEM;
+            }
+            m->ws_bytes = need;
+            rc = blas_fail("cublasSetWorkspace", blas.set_ws(m->h, m->ws, MM_BLAS_WS));
+        }
+    }
+    return rc;
+}
+
+/* Rows of W a dequantized tile holds. */
+static int64_t tile_rows(const cu_weight *w)
+{
+    int64_t r = (int64_t)(MM_TILE_MAX / ((size_t)w->n_in * 2));
+    if (r < 1)
+        r = 1;
+    return r < w->n_out ? r : w->n_out;
+}
+
+static int x_round(cu_ctx *c, const float *X, int64_t ldx, void *Xh, int64_t M, int64_t K, bool bf)
+{
+    const unsigned blocks = (unsigned)((M * K + 255) / 256);
+    if (bf)
+        x_round_kernel<true><<<blocks, 256, 0, c->s>>>(X, ldx, Xh, M, K);
+    else
+        x_round_kernel<false><<<blocks, 256, 0, c->s>>>(X, ldx, Xh, M, K);
+    return cu_launched("x_round_kernel");
+}
+
+static int gemm(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M,
+                float *const *Y, const int64_t *ldy)
+{
+    const int64_t K = w[0]->n_in;
+    size_t tile = 0;
+    for (int i = 0; i < n; i++) {
+        if (w[i]->n_in != K || ldy[i] > INT_MAX || M > INT_MAX)
+            return HEARTH_EINVAL;
+        if (w[i]->type != HEARTH_F16 && w[i]->type != HEARTH_BF16) {
+            size_t t = align256((size_t)tile_rows(w[i]) * (size_t)K * 2);
+            tile = t > tile ? t : tile;
+        }
+    }
+    const size_t xbytes = align256((size_t)M * (size_t)K * 2);
+    int rc = ctx_ready(c, MM_BLAS_WS + xbytes + tile);
+    if (rc)
+        return rc;
+    mm_ctx *m = (mm_ctx *)c->mm;
+    uint8_t *xh = (uint8_t *)m->ws + MM_BLAS_WS;
+    __half *wt = (__half *)(xh + xbytes);
+    int x_as = -1; /* what xh holds: -1 nothing, 0 f16, 1 bf16 */
+    const float one = 1.0f, zero = 0.0f;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const bool bf = w[i]->type == HEARTH_BF16;
+        if (x_as != (int)bf) {
+            rc = x_round(c, X, ldx, xh, M, K, bf);
+            x_as = (int)bf;
+        }
+        const cudaDataType dt = bf ? CUDA_R_16BF : CUDA_R_16F;
+        if (w[i]->type == HEARTH_F16 || bf) {
+            /* column-major: Y^T (N, M) = W (K, N)^T Xh (K, M) */
+            const int64_t kp = view_of(w[i]).kp;
+            if (!rc)
+                rc = blas_fail("cublasGemmEx",
+                               blas.gemm(m->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)w[i]->n_out, (int)M, (int)K, &one,
+                                         w[i]->data, dt, (int)kp, xh, dt, (int)K, &zero, Y[i], CUDA_R_32F,
+                                         (int)ldy[i], CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            continue;
+        }
+        const int64_t tr = tile_rows(w[i]);
+        for (int64_t n0 = 0; n0 < w[i]->n_out && rc == 0; n0 += tr) {
+            const int64_t nt = w[i]->n_out - n0 < tr ? w[i]->n_out - n0 : tr;
+            rc = dequant<__half>(c, w[i], NULL, n0, wt, K, nt);
+            if (!rc)
+                rc = blas_fail("cublasGemmEx",
+                               blas.gemm(m->h, CUBLAS_OP_T, CUBLAS_OP_N, (int)nt, (int)M, (int)K, &one, wt,
+                                         CUDA_R_16F, (int)K, xh, CUDA_R_16F, (int)K, &zero, Y[i] + n0, CUDA_R_32F,
+                                         (int)ldy[i], CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        }
+    }
+    return rc;
+}
+
+int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M, float *const *Y,
+              const int64_t *ldy)
+{
+    if (M <= 0 || n <= 0)
+        return M == 0 ? 0 : HEARTH_EINVAL;
+    if (M > MV_MAX_M) {
+        pthread_once(&blas_once, blas_open);
+        if (blas.ok)
+            return gemm(c, w, n, X, ldx, M, Y, ldy);
+    }
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = matvec(c, w[i], X, ldx, M, Y[i], ldy[i]);
+    return rc;
+}
