@@ -37,5 +37,7 @@ cp -a "$SHARED/models/stories260K" gpu/shared/models/
 mkdir -p gpu/shared/vocab gpu/shared/peers
 cp -a "$SHARED"/vocab/ggml-vocab-*.gguf gpu/shared/vocab/
 cp -a "$SHARED"/peers/. gpu/shared/peers/
+# debug info stays here: the binaries travel stripped (the carry limit is 64 MiB)
+find gpu/build-cuda -type f -perm -u+x -exec strip --strip-debug {} +
 # what will travel: the device tool takes at most 64 MiB with the working tree
 echo "gpu-pack: gpu/ holds $(du -sh gpu | cut -f1) ($(find gpu -type f | wc -l) files); carry \"gpu\""

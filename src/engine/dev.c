@@ -105,6 +105,12 @@ hearth_dev *hearth_dev_find(const char *name, hearth_err *err)
 #endif
 }
 
+uint64_t hearth_dev_uid(void)
+{
+    static _Atomic uint64_t next = 1;
+    return next++;
+}
+
 const char *hearth_op_name(hearth_op op)
 {
     static const char *const names[HEARTH_OP_COUNT_] = {

@@ -82,6 +82,8 @@ typedef struct hearth_dev_caps {
     int64_t head_dim_max;      /* largest attention head (ATTN_*, QK_ROPE_STORE) */
     int64_t matmul_group_max;  /* weights one MATMUL call takes (>= 1) */
     bool host_memory;          /* device memory is host memory: a host pointer is a device pointer */
+    double matmul_round;       /* the largest relative rounding MATMUL may apply to each product's inputs
+                                  (0: f32 throughout; a tensor-core path rounds X to half or bfloat16) */
 } hearth_dev_caps;
 
 struct hearth_dev {
@@ -165,11 +167,17 @@ typedef struct hearth_qk {
 
 /* What a recorded pass captured (graph_begin): the launches of a pass depend
  * on the model (its weights), the cache and the row counts, and on nothing
- * else the walk passes, since per-step data sits at fixed addresses. */
+ * else the walk passes, since per-step data sits at fixed addresses. Model
+ * and cache are named by ids unique in the process (hearth_dev_uid), never
+ * by address: a model freed and another opened at the same address would
+ * replay launches over freed weights. */
 typedef struct hearth_graph_key {
-    const void *model, *cache;
+    uint64_t model, cache;
     int64_t rows, out_rows;
 } hearth_graph_key;
+
+/* A process-unique nonzero id (thread-safe), for hearth_graph_key. */
+uint64_t hearth_dev_uid(void);
 
 /* The table. Every compute op is enqueued on st: arguments are device
  * pointers, rows run in any order, and the op returns 0 or a negative status

@@ -82,6 +82,7 @@ hearth_kv *hearth_kv_create(hearth_dev *dev, int64_t n_layer, int64_t kv_dim, in
     kv->type = type;
     kv->elt = elt;
     kv->dev = dev;
+    kv->uid = hearth_dev_uid();
     kv->len = calloc((size_t)n_slots, sizeof *kv->len);
     kv->pend = calloc((size_t)n_slots, sizeof *kv->pend);
     kv->k = dev->ops->alloc(dev, (size_t)elems * elt, NULL);

@@ -32,6 +32,7 @@ typedef struct hearth_kv {
     size_t elt;              /* bytes per element: 4 or 2 */
     hearth_dev *dev;
     uint64_t bytes;
+    uint64_t uid;            /* hearth_dev_uid: names this cache in recorded passes */
 } hearth_kv;
 
 /* A cache on dev for a model of n_layer layers of kv_dim K (and V) values

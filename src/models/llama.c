@@ -425,6 +425,7 @@ int hearth_llama_open_with(hearth_llama **out, const char *path, const hearth_ll
         goto fail;
     m->no_repack = opts && opts->no_repack;
     m->dev = opts && opts->dev ? opts->dev : hearth_dev_default();
+    m->uid = hearth_dev_uid();
     if ((rc = read_hparams(m, err)) || (rc = load_tensors(m, err)) || (rc = load_tokenizer(m, err)))
         goto fail;
     *out = m;

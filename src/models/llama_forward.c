@@ -224,7 +224,7 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const in
     int64_t n_out = hb->n_out;
     float *dst = logits ? logits + (size_t)out_base * (size_t)V : NULL, *y = p->logits ? p->logits : dst;
     /* the pass, recorded and replayed where the device does that (dev.h) */
-    hearth_graph_key key = {m, kv, nc, n_out};
+    hearth_graph_key key = {m->uid, kv->uid, nc, n_out};
     int g = D->graph_begin ? D->graph_begin(st, &key) : 0;
     if (g < 0)
         return hearth_err_set(err, g, "llama: a recorded pass of %lld tokens cannot be launched (%s)", (long long)nc,

@@ -52,6 +52,7 @@ struct hearth_llama {
     uint64_t wbytes;
     bool no_repack;          /* hearth_llama_open_opts */
     hearth_dev *dev;         /* the device the walk runs on (engine/dev.h) */
+    uint64_t uid;            /* hearth_dev_uid: names this model in recorded passes */
 };
 
 #endif

@@ -88,6 +88,10 @@ int hearth_dev_cuda_list(hearth_dev **out, int max)
         d->dev.caps.head_dim_max = CU_HEAD_DIM_MAX;
         d->dev.caps.matmul_group_max = MM_GROUP_MAX;
         d->dev.caps.host_memory = false;
+        /* prompts (M > 8) on tensor cores: X rounded to bfloat16 for BF16
+         * weights (half an ulp of 8 bits: 2^-9), to half for the rest
+         * (2^-11, and 2^-11 more for a weight dequantized to half) */
+        d->dev.caps.matmul_round = 1.0 / 512;
         d->dev.ctx = d;
         out[n++] = &d->dev;
     }
