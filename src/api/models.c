@@ -12,7 +12,7 @@
 #include "models.h"
 
 #include "base/clock.h"
-#include "base/cpu.h"
+#include "base/hw.h"
 #include "base/file.h"
 #include "base/log.h"
 #include "models/bert_demo.h"

@@ -23,7 +23,7 @@
 #include "pool.h"
 
 #include "clock.h"
-#include "cpu.h"
+#include "hw.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -166,7 +166,7 @@ static void publish(hearth_pool *p)
 hearth_pool *hearth_pool_new(int n_threads)
 {
     if (n_threads <= 0)
-        n_threads = hearth_cpu()->physical_cores;
+        n_threads = hearth_hw()->physical_cores;
     if (n_threads < 1)
         n_threads = 1;
     hearth_pool *p = calloc(1, sizeof *p);

@@ -19,7 +19,7 @@ typedef struct hearth_pool hearth_pool;
 typedef void (*hearth_pool_fn)(void *ctx, int64_t task, int64_t n_tasks);
 
 /* A pool of n_threads threads counting the caller (0 = one per physical core
- * from hearth_cpu()). NULL when a thread or the memory cannot be had; a NULL
+ * from hearth_hw()). NULL when a thread or the memory cannot be had; a NULL
  * pool is still valid for the other calls and runs everything on the caller. */
 hearth_pool *hearth_pool_new(int n_threads);
 

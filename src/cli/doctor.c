@@ -2,7 +2,7 @@
  * finds on this machine, as JSON, so a bug report can carry it whole. */
 #include "cli.h"
 
-#include "base/cpu.h"
+#include "base/hw.h"
 #include "engine/cpu/matmul.h"
 #include "engine/gpu.h"
 #include "net/loop.h"
@@ -42,13 +42,13 @@ static cJSON *build_info(const hearth_gpu_list *gl)
 
 static cJSON *cpu_info(void)
 {
-    const hearth_cpu_info *c = hearth_cpu();
+    const hearth_hw_info *c = hearth_hw();
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", c->model);
     cJSON_AddNumberToObject(o, "physical_cores", c->physical_cores);
     cJSON_AddNumberToObject(o, "logical_cores", c->logical_cores);
     char feats[512];
-    hearth_cpu_features_string(c, feats, sizeof feats);
+    hearth_hw_features_string(c, feats, sizeof feats);
     cJSON *f = cJSON_AddArrayToObject(o, "features");
     for (char *tok = strtok(feats, " "); tok; tok = strtok(NULL, " "))
         cJSON_AddItemToArray(f, cJSON_CreateString(tok));

@@ -9,7 +9,7 @@
  * would be n_tokens * n_head * n_ctx floats. */
 #include "engine/cpu/attn.h"
 
-#include "base/cpu.h"
+#include "base/hw.h"
 #include "engine/cpu/quant.h"
 
 #define ATTN_NAME hearth_attn_head_sse
@@ -38,12 +38,12 @@ void hearth_attn_store_f16_scalar(void *dst, const float *src, int64_t n)
         d[i] = hearth_f32_to_fp16(src[i]);
 }
 
-static bool has_avx2(const hearth_cpu_info *c)
+static bool has_avx2(const hearth_hw_info *c)
 {
     return c->avx2 && c->fma && c->f16c;
 }
 
-static bool has_avx512(const hearth_cpu_info *c)
+static bool has_avx512(const hearth_hw_info *c)
 {
     /* every feature the file's flags (Makefile ISA_*) let the compiler use */
     return has_avx2(c) && c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512_vnni &&
@@ -52,7 +52,7 @@ static bool has_avx512(const hearth_cpu_info *c)
 
 hearth_attn_fn hearth_attn_pick(hearth_dtype kv_type)
 {
-    const hearth_cpu_info *c = hearth_cpu();
+    const hearth_hw_info *c = hearth_hw();
     bool f16 = kv_type == HEARTH_F16;
     if (kv_type != HEARTH_F32 && !f16)
         return NULL;
@@ -65,5 +65,5 @@ hearth_attn_fn hearth_attn_pick(hearth_dtype kv_type)
 
 hearth_attn_store_fn hearth_attn_store_pick(void)
 {
-    return has_avx2(hearth_cpu()) ? hearth_attn_store_f16_avx2 : hearth_attn_store_f16_scalar;
+    return has_avx2(hearth_hw()) ? hearth_attn_store_f16_avx2 : hearth_attn_store_f16_scalar;
 }

@@ -34,7 +34,7 @@ HEARTH_ATTN_DECL(hearth_attn_head_avx512_f16);
 void hearth_attn_store_f16_scalar(void *dst, const float *src, int64_t n);
 void hearth_attn_store_f16_avx2(void *dst, const float *src, int64_t n);
 
-/* The widest this CPU allows (hearth_cpu(), so HEARTH_CPU_DISABLE applies)
+/* The widest this CPU allows (hearth_hw(), so HEARTH_CPU_DISABLE applies)
  * for a cache of kv_type (HEARTH_F32 or HEARTH_F16; NULL otherwise). */
 hearth_attn_fn hearth_attn_pick(hearth_dtype kv_type);
 hearth_attn_store_fn hearth_attn_store_pick(void);

@@ -1,6 +1,6 @@
 /* attn_avx2.c: attn_impl.h for 8 floats (AVX2 + FMA + F16C flags
  * from the Makefile), for f32 and f16 caches, and the F16C store; called only
- * when hearth_cpu() reports AVX2, FMA and F16C. */
+ * when hearth_hw() reports AVX2, FMA and F16C. */
 #include "engine/cpu/attn.h"
 
 #include <immintrin.h>

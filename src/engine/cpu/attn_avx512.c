@@ -1,5 +1,5 @@
 /* attn_avx512.c: the attention heads for AVX-512 (flags from the
- * Makefile), for f32 and f16 caches; called only when hearth_cpu() reports
+ * Makefile), for f32 and f16 caches; called only when hearth_hw() reports
  * AVX-512F.
  *
  * Head sizes that are a multiple of 16 up to 128 (all the llama, qwen2 and

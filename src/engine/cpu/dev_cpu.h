@@ -30,7 +30,7 @@ static inline bool cpu_weight_rows_ok(const hearth_weight *w)
     return !w->packed || hearth_cpu_prepacked_needs_weights(w->packed);
 }
 
-/* The kernels chosen once for this CPU (hearth_cpu(), so HEARTH_CPU_DISABLE
+/* The kernels chosen once for this CPU (hearth_hw(), so HEARTH_CPU_DISABLE
  * applies). */
 typedef struct cpu_kernels {
     hearth_attn_fn attn_f32, attn_f16;

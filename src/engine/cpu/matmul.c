@@ -51,7 +51,7 @@
 #include "engine/cpu/rowdot_multi.h"
 #include "engine/cpu/scratch.h"
 
-#include "base/cpu.h"
+#include "base/hw.h"
 #include "base/err.h"
 
 #include <pthread.h>
@@ -96,7 +96,7 @@ const char *hearth_cpu_isa_name(hearth_cpu_isa isa)
 
 int hearth_cpu_isa_available(hearth_cpu_isa isa)
 {
-    const hearth_cpu_info *c = hearth_cpu();
+    const hearth_hw_info *c = hearth_hw();
     switch (isa) {
     case HEARTH_ISA_SCALAR: return 1;
     case HEARTH_ISA_AVX2: return c->avx2 && c->fma && c->f16c;

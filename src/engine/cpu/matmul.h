@@ -6,7 +6,7 @@
  *   Y: (M, N) f32, row stride y_stride elements
  *
  * W is read in place (quantized blocks are never expanded into a full f32
- * copy). The kernels are chosen once, at the first call, from hearth_cpu():
+ * copy). The kernels are chosen once, at the first call, from hearth_hw():
  * AVX-512 (F, BW, VL, DQ, VNNI), else AVX2 + FMA + F16C, else portable C.
  * HEARTH_CPU_DISABLE masks features, so the fallbacks can be forced.
  *

@@ -1,5 +1,5 @@
 /* matmul_avx2.c: AVX2 + FMA + F16C kernels, compiled with those flags and
- * called only after hearth_cpu() reports them.
+ * called only after hearth_hw() reports them.
  *
  * GEMM micro-tile: 6 X rows by 16 W rows (two ymm of W per k): 12 ymm
  * accumulators + 2 for W + 1 broadcast fill the 16 registers. AVX2 has no

@@ -1,5 +1,5 @@
 /* matmul_avx512.c: AVX-512 kernels (F, BW, VL, DQ, VNNI), compiled with
- * those flags and called only after hearth_cpu() reports them.
+ * those flags and called only after hearth_hw() reports them.
  *
  * GEMM micro-tile: 8 X rows by 32 W rows (two zmm of W per k), 16 zmm
  * accumulators, X elements broadcast straight from X's rows (no X packing:

@@ -1,6 +1,6 @@
 /* ops_avx512.c: AVX-512 versions of the row-wise ops that showed up in
  * profiles (GELU, LayerNorm, RMSNorm, softmax, SiLU, SwiGLU, add, mul, scale); compiled with
- * AVX-512 flags, used only after hearth_cpu() reports them (ops.c).
+ * AVX-512 flags, used only after hearth_hw() reports them (ops.c).
  *
  * Same contracts and the same reductions as ops.c: sums of a row accumulate
  * in double (8 lanes of __m512d), so the norms keep ops.c's precision. Row

@@ -2,7 +2,7 @@
  * src/engine/cpu (and the tests, which check every table against the
  * formulas).
  *
- * ops.c's public functions call the table chosen once from hearth_cpu()
+ * ops.c's public functions call the table chosen once from hearth_hw()
  * (through hearth_cpu_matmul_isa, so HEARTH_CPU_DISABLE forces the portable
  * one); ops.c holds the portable table too. The contracts are ops.h's. */
 #ifndef HEARTH_ENGINE_CPU_OPS_IMPL_H

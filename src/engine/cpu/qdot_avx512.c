@@ -1,5 +1,5 @@
 /* qdot_avx512.c: decode (row dot) kernels for Q4_0, Q4_K and Q6_K with
- * 512-bit VNNI; compiled with AVX-512 flags, called only after hearth_cpu()
+ * 512-bit VNNI; compiled with AVX-512 flags, called only after hearth_hw()
  * reports them.
  *
  * The shared 256-bit kernels (qdot_x86.h) spend most of their time per 32

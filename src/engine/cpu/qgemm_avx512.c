@@ -1,5 +1,5 @@
 /* qgemm_avx512.c: the integer GEMM for the quantized types (prefill), with
- * AVX-512 VNNI; compiled with those flags, called only after hearth_cpu()
+ * AVX-512 VNNI; compiled with those flags, called only after hearth_hw()
  * reports them.
  *
  * X is quantized once per call to q8a (the decode path's format), stored as

@@ -1,5 +1,5 @@
 /* rowdot_multi_avx512.c: multi-row row dots (rowdot_multi.h) with AVX-512
- * VNNI; compiled with AVX-512 flags, called only after hearth_cpu() reports
+ * VNNI; compiled with AVX-512 flags, called only after hearth_hw() reports
  * them.
  *
  * One W row against R = 1..8 X rows, R fixed per instantiated function so

@@ -2,7 +2,7 @@
 #include "harness.h"
 
 #include "base/buf.h"
-#include "base/cpu.h"
+#include "base/hw.h"
 #include "base/err.h"
 #include "base/file.h"
 #include "base/random.h"
@@ -161,11 +161,11 @@ static void released_mapping_still_reads_the_file(void)
 
 static void cpu_detects_something(void)
 {
-    const hearth_cpu_info *c = hearth_cpu();
+    const hearth_hw_info *c = hearth_hw();
     CHECK(c->logical_cores >= 1);
     CHECK(c->physical_cores >= 1 && c->physical_cores <= c->logical_cores);
     char s[256];
-    hearth_cpu_features_string(c, s, sizeof s);
+    hearth_hw_features_string(c, s, sizeof s);
 #if defined(__x86_64__)
     CHECK(c->sse42); /* every x86-64 this runs on has it */
 #endif

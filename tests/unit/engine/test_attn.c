@@ -3,7 +3,7 @@
  * hearth_f32_to_fp16. */
 #include "harness.h"
 
-#include "base/cpu.h"
+#include "base/hw.h"
 #include "engine/cpu/attn.h"
 #include "engine/cpu/quant.h"
 
@@ -18,7 +18,7 @@
  * one online-softmax block, and head sizes with and without a vector tail. */
 static void attention_head_widths(void)
 {
-    const hearth_cpu_info *c = hearth_cpu();
+    const hearth_hw_info *c = hearth_hw();
     bool avx2 = c->avx2 && c->fma && c->f16c, avx512 = hearth_attn_pick(HEARTH_F32) == hearth_attn_head_avx512;
     struct {
         hearth_attn_fn fn;

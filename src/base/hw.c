@@ -1,8 +1,8 @@
-/* cpu.c: feature detection by cpuid + xgetbv on x86-64 (the OS must enable
+/* hw.c: feature detection by cpuid + xgetbv on x86-64 (the OS must enable
  * the register state, or an AVX-512 instruction faults even where cpuid says
  * yes), by getauxval on aarch64; topology from /sys, which counts SMT siblings
  * once, because compute threads are sized from physical cores. */
-#include "cpu.h"
+#include "hw.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -18,7 +18,7 @@
 #include <sys/auxv.h>
 #endif
 
-static hearth_cpu_info g_cpu;
+static hearth_hw_info g_cpu;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 #ifdef HEARTH_X86
@@ -29,7 +29,7 @@ static unsigned long long xgetbv0(void)
     return ((unsigned long long)edx << 32) | eax;
 }
 
-static void detect_x86(hearth_cpu_info *c)
+static void detect_x86(hearth_hw_info *c)
 {
     unsigned a, b, cx, d;
     if (!__get_cpuid(1, &a, &b, &cx, &d))
@@ -64,7 +64,7 @@ static void detect_x86(hearth_cpu_info *c)
 }
 #endif
 
-static void read_model_from_proc(hearth_cpu_info *c)
+static void read_model_from_proc(hearth_hw_info *c)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f)
@@ -118,7 +118,7 @@ static int count_physical_cores(int logical)
     return seen > 0 ? seen : logical;
 }
 
-static void apply_disable_mask(hearth_cpu_info *c)
+static void apply_disable_mask(hearth_hw_info *c)
 {
     const char *mask = getenv("HEARTH_CPU_DISABLE");
     if (!mask)
@@ -139,7 +139,7 @@ static void apply_disable_mask(hearth_cpu_info *c)
 
 static void detect(void)
 {
-    hearth_cpu_info *c = &g_cpu;
+    hearth_hw_info *c = &g_cpu;
 #ifdef HEARTH_X86
     detect_x86(c);
 #endif
@@ -162,13 +162,13 @@ static void detect(void)
     apply_disable_mask(c);
 }
 
-const hearth_cpu_info *hearth_cpu(void)
+const hearth_hw_info *hearth_hw(void)
 {
     pthread_once(&g_once, detect);
     return &g_cpu;
 }
 
-void hearth_cpu_features_string(const hearth_cpu_info *c, char *out, unsigned long out_size)
+void hearth_hw_features_string(const hearth_hw_info *c, char *out, unsigned long out_size)
 {
     struct { const char *name; bool on; } t[] = {
         {"sse4.2", c->sse42}, {"avx", c->avx}, {"avx2", c->avx2}, {"fma", c->fma}, {"f16c", c->f16c},
