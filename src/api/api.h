@@ -34,7 +34,7 @@ typedef struct hearth_api_config {
     int max_concurrent;
     int max_client_batch;
     int compute_threads;         /* 0: one per physical core */
-    int embed_engines;           /* encoder passes at once, each on compute_threads / N threads (0: 2) */
+    int embed_lanes;           /* encoder passes at once, each on compute_threads / N threads (0: 2) */
     const char *default_prompt_name; /* --default-prompt-name: an encoder prompt for texts that name none */
     const char *default_prompt;  /* --default-prompt: text put before texts that name no prompt */
     /* generation */

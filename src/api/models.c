@@ -85,10 +85,10 @@ hearth_embed_model *hearth_api_find_embed(hearth_api *api, const char *name)
     return NULL;
 }
 
-static int embed_compute(void *engine, int n, const int32_t *const *ids, const int32_t *lens, const bool *all_tokens,
+static int embed_compute(void *lane, int n, const int32_t *const *ids, const int32_t *lens, const bool *all_tokens,
                          float *out, const hearth_embed_restart *restart, hearth_err *err)
 {
-    hearth_embed_engine *e = engine;
+    hearth_embed_lane *e = lane;
     return hearth_bert_embed_stoppable(e->m->bert, e->pool, n, ids, lens, all_tokens, false, out,
                                        restart ? restart->check : NULL, restart ? restart->ctx : NULL, err);
 }
@@ -142,14 +142,14 @@ static int gguf_arch(const char *path, char *arch, size_t n, hearth_err *err)
     return rc;
 }
 
-/* The encoders' engines (see hearth_api_config.embed_engines): n of them
+/* The encoders' lanes (see hearth_api_config.embed_lanes): n of them
  * (0: two where there are two or more compute threads), the threads split
- * evenly, the first engines taking one more where they do not divide. One
- * engine runs on the shared pool itself. Two, not one per thread, by
- * default: every pass reads all the weights, so n engines read them n times
+ * evenly, the first lanes taking one more where they do not divide. One
+ * lane runs on the shared pool itself. Two, not one per thread, by
+ * default: every pass reads all the weights, so n lanes read them n times
  * as often; with two that was a gain here, more were not measured on a
  * machine with more cores (three on two cores lost 15%). Measured on the 2-core Zen 5 with MiniLM (bench/RESULTS.md,
- * 2026-12-02), two one-thread engines against one two-thread engine, served
+ * 2026-12-02), two one-thread lanes against one two-thread lane, served
  * with 8 connections: +5% sentences/s at 1 sentence per request, +14% at 8
  * (embed_queue.c, "Engines", says why). A lone request still runs on every
  * thread (the wide pass); --embed-engines 1 gives the old behaviour. */
@@ -160,8 +160,8 @@ static int embed_pools(hearth_api_state *st, int n, hearth_err *err)
         n = threads >= 2 ? 2 : 1;
     if (n > threads)
         n = threads;
-    if (n > HEARTH_EMBED_ENGINES_MAX)
-        n = HEARTH_EMBED_ENGINES_MAX;
+    if (n > HEARTH_EMBED_LANES_MAX)
+        n = HEARTH_EMBED_LANES_MAX;
     if (n <= 1) {
         st->embed_pools[0] = st->pool;
         st->n_embed_pools = 1;
@@ -170,10 +170,10 @@ static int embed_pools(hearth_api_state *st, int n, hearth_err *err)
     for (int i = 0; i < n; i++) {
         st->embed_pools[i] = hearth_pool_new(threads / n + (i < threads % n));
         if (!st->embed_pools[i])
-            return hearth_err_set(err, HEARTH_ENOMEM, "cannot start the threads of embedding engine %d", i + 1);
+            return hearth_err_set(err, HEARTH_ENOMEM, "cannot start the threads of embedding lane %d", i + 1);
         st->n_embed_pools = i + 1;
     }
-    HLOG_INFO("embedding engines: %d, %d-%d compute threads each", n, threads / n, threads / n + (threads % n > 0));
+    HLOG_INFO("embedding lanes: %d, %d-%d compute threads each", n, threads / n, threads / n + (threads % n > 0));
     return HEARTH_OK;
 }
 
@@ -204,19 +204,19 @@ static int add_embed(hearth_api *api, const char *name, const char *path, bool d
         return hearth_err_set(err, HEARTH_EINVAL, "model '%s': --default-prompt-name '%s' is not one of its prompts (%s)",
                               name, pname, names[0] ? names : "it has none");
     }
-    void *engines[HEARTH_EMBED_ENGINES_MAX];
+    void *lanes[HEARTH_EMBED_LANES_MAX];
     for (int i = 0; i < st->n_embed_pools; i++) {
-        m->engines[i] = (hearth_embed_engine){.m = m, .pool = st->embed_pools[i]};
-        engines[i] = &m->engines[i];
+        m->lanes[i] = (hearth_embed_lane){.m = m, .pool = st->embed_pools[i]};
+        lanes[i] = &m->lanes[i];
     }
-    m->queue = hearth_embed_queue_new_engines(embed_compute, engines, st->n_embed_pools, hearth_bert_dim(m->bert),
+    m->queue = hearth_embed_queue_new_lanes(embed_compute, lanes, st->n_embed_pools, hearth_bert_dim(m->bert),
                                               st->embed.max_batch_tokens, st->embed.max_concurrent, err);
     if (!m->queue) {
         hearth_bert_close(m->bert);
         m->bert = NULL;
         return err ? err->code : HEARTH_ENOMEM;
     }
-    m->wide = (hearth_embed_engine){.m = m, .pool = st->pool};
+    m->wide = (hearth_embed_lane){.m = m, .pool = st->pool};
     hearth_embed_queue_set_wide(m->queue, &m->wide);
     hearth_api_model *info = &api->models[api->n_models++];
     memset(info, 0, sizeof *info);
@@ -338,7 +338,7 @@ int hearth_api_load_models(hearth_api *api, hearth_err *err)
     st->gen.kv_type = kv_type >= 0 ? (hearth_dtype)kv_type : HEARTH_F16;
     st->pool = hearth_pool_new(api->cfg.compute_threads);
     HLOG_INFO("compute pool: %d threads", hearth_pool_size(st->pool));
-    if ((rc = embed_pools(st, api->cfg.embed_engines, err)))
+    if ((rc = embed_pools(st, api->cfg.embed_lanes, err)))
         return rc;
     if (api->cfg.n_models == 0 && !api->cfg.no_demo)
         rc = load_demos(api, err);

@@ -26,18 +26,18 @@ typedef struct hearth_embed_opts {
 
 typedef struct hearth_embed_model hearth_embed_model;
 
-/* What one engine of an encoder's queue computes with. */
-typedef struct hearth_embed_engine {
+/* What one lane of an encoder's queue computes with. */
+typedef struct hearth_embed_lane {
     hearth_embed_model *m;
     hearth_pool *pool;           /* borrowed: hearth_api_state's embed_pools[i] */
-} hearth_embed_engine;
+} hearth_embed_lane;
 
 struct hearth_embed_model {
     hearth_api_model *info;      /* its /v1/models entry */
     hearth_bert *bert;
     hearth_embed_queue *queue;
-    hearth_embed_engine engines[HEARTH_EMBED_ENGINES_MAX];
-    hearth_embed_engine wide;    /* a lone request's pass: on the shared pool, every thread */
+    hearth_embed_lane lanes[HEARTH_EMBED_LANES_MAX];
+    hearth_embed_lane wide;    /* a lone request's pass: on the shared pool, every thread */
     const char *prompt;          /* put before a text whose request names no prompt, or NULL */
     size_t prompt_len;
 };
@@ -70,10 +70,10 @@ typedef struct hearth_gen_entry {
 
 struct hearth_api_state {
     hearth_pool *pool;           /* the compute threads, shared by the models */
-    /* the encoders' engines' pools (engine i of every encoder runs on
+    /* the encoders' lanes' pools (lane i of every encoder runs on
      * embed_pools[i]): one, st->pool itself, or n_embed_pools of
      * compute_threads / n_embed_pools threads each */
-    hearth_pool *embed_pools[HEARTH_EMBED_ENGINES_MAX];
+    hearth_pool *embed_pools[HEARTH_EMBED_LANES_MAX];
     int n_embed_pools;
     hearth_embed_opts embed;
     hearth_embed_model embed_models[HEARTH_API_MAX_MODELS];

@@ -128,7 +128,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"threads", 't', OPT_INT, &api.cfg.compute_threads, "N", "threads for the forward passes, as llama-server's -t (0: one per physical core)"},
         {"compute-threads", 0, OPT_INT, &api.cfg.compute_threads, "N", "the same as --threads"},
         {"threads-batch", 0, OPT_INT, &threads_batch, "N", "llama-server's prompt threads: hearth has one pool for prompts and decoding, so it must equal --threads (or sets it when that is not given)", .dash_name = "tb"},
-        {"embed-engines", 0, OPT_INT, &api.cfg.embed_engines, "N", "embedding passes run at once, each on compute-threads / N threads (0: 2 where there are 2+ threads; 1: every pass on all threads; a lone request always runs on all)"},
+        {"embed-engines", 0, OPT_INT, &api.cfg.embed_lanes, "N", "embedding passes run at once, each on compute-threads / N threads (0: 2 where there are 2+ threads; 1: every pass on all threads; a lone request always runs on all)"},
         {"default-prompt-name", 0, OPT_STR, &api.cfg.default_prompt_name, "NAME", "embedding: the prompt of the model's config_sentence_transformers.json put before every text whose request names none (default: the model's default_prompt_name)"},
         {"default-prompt", 0, OPT_STR, &api.cfg.default_prompt, "TEXT", "embedding: text put before every text whose request names no prompt"},
         {"parallel", 0, OPT_INT, &api.cfg.parallel, "N", "generation: sequences decoded together per model (4)", .dash_name = "np"},
@@ -227,7 +227,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         return 2;
     }
     if (max_batch_tokens < 1 || api.cfg.max_concurrent < 1 || api.cfg.max_client_batch < 1 || api.cfg.compute_threads < 0 ||
-        api.cfg.embed_engines < 0) {
+        api.cfg.embed_lanes < 0) {
         fprintf(stderr, "hearth serve: --max-batch-tokens, --max-concurrent-requests and --max-client-batch must be >= 1; "
                         "--compute-threads and --embed-engines >= 0\n");
         return 2;

@@ -1,4 +1,4 @@
-/* embed_queue.c: scheduler threads (engines, see below) on one mutex +
+/* embed_queue.c: scheduler threads (lanes, see below) on one mutex +
  * condvar queue of jobs per encoder model, batches packed greedily in
  * arrival order.
  *
@@ -11,7 +11,7 @@
  * wait window to "collect" a batch (adds its full length to every request
  * when the server is idle).
  *
- * Restarts: a batch is whatever was queued when the engine came free. Under
+ * Restarts: a batch is whatever was queued when the lane came free. Under
  * steady load from clients that each wait for their answer, they fall into
  * two groups that take turns (those answered by one pass come back while the
  * next runs), and every pass pays the fixed cost of a pass (reading all the
@@ -36,24 +36,24 @@
  * request passes of mostly 7-8, sentences/s +9.6% (8 interleaved rounds, all
  * better); at 8 per request a few restarts per thousand sequences.
  *
- * Engines: a queue may have several scheduler threads (engines), each with
+ * Lanes: a queue may have several scheduler threads (lanes), each with
  * its own compute argument (in the server: its own share of the compute
  * threads), running passes at the same time from the one queue. On the
- * 2-core Zen 5, two one-thread engines served MiniLM +5% at 1 sentence per
- * request and +14% at 8 against one two-thread engine (interleaved rounds,
+ * 2-core Zen 5, two one-thread lanes served MiniLM +5% at 1 sentence per
+ * request and +14% at 8 against one two-thread lane (interleaved rounds,
  * bench/RESULTS.md 2026-12-02): a one-thread pass has no barriers between
  * its steps and no activations crossing cores, a core the hypervisor takes
- * away stalls one pass instead of both, and one engine computes while the
- * other answers. Rules: an engine picking while others wait takes its share
+ * away stalls one pass instead of both, and one lane computes while the
+ * other answers. Rules: a lane picking while others wait takes its share
  * (1 / (waiting + 1) of the queued tokens) and wakes one; a pass is not
- * restarted while an engine waits (that engine takes the new work) nor when
- * another engine picked sequences of its jobs after it (its unpick would
- * hand them out twice); a job's sequences may be split across engines and
+ * restarted while a lane waits (that lane takes the new work) nor when
+ * another lane picked sequences of its jobs after it (its unpick would
+ * hand them out twice); a job's sequences may be split across lanes and
  * the job completes when the last comes back. A lone request (every other
- * engine waiting, nothing else queued) runs wide, on every thread
- * (hearth_embed_queue_set_wide), so one engine per thread costs an idle
+ * lane waiting, nothing else queued) runs wide, on every thread
+ * (hearth_embed_queue_set_wide), so one lane per thread costs an idle
  * server no latency (MiniLM, 1 connection: p50 2.6 ms, 3.3 ms without); the
- * other engines start nothing until it ends. */
+ * other lanes start nothing until it ends. */
 #include "embed_queue.h"
 #include "pass_fit.h"
 
@@ -69,7 +69,7 @@
 
 /* One scheduler thread and what it alone touches: the batch it is forming
  * or running, and its fit of the pass cost. */
-typedef struct engine {
+typedef struct lane {
     hearth_embed_queue *q;
     void *model;       /* the compute callback's first argument */
     pthread_t thread;
@@ -90,26 +90,26 @@ typedef struct engine {
     bool b_gave_up;    /* restart_check said yes to the pass running */
     double b_c0;       /* c0_ns when the pass started */
     hearth_pass_fit fit;
-} engine;
+} lane;
 
 struct hearth_embed_queue {
     hearth_embed_compute_fn compute;
     int64_t dim;
     size_t max_batch_tokens;
     int max_jobs;
-    engine *engines;
-    int n_engines, n_started;
+    lane *lanes;
+    int n_lanes, n_started;
     pthread_mutex_t lock;
     pthread_cond_t wake;
     /* the rest under the lock */
     hearth_embed_job *head, *tail;
     int queued;
-    int n_idle;        /* engines waiting for work */
+    int n_idle;        /* lanes waiting for work */
     void *wide_model;  /* compute's argument for a pass on every thread, or NULL */
-    bool wide_running; /* a wide pass runs: the other engines wait */
+    bool wide_running; /* a wide pass runs: the other lanes wait */
     bool stopping;
     hearth_embed_queue_stats stats;
-    double c0_ns;      /* hearth_pass_fit_c0 after the last pass of any engine, or the pinned value */
+    double c0_ns;      /* hearth_pass_fit_c0 after the last pass of any lane, or the pinned value */
     bool c0_pinned;
 };
 
@@ -125,7 +125,7 @@ static void l2_normalize(float *v, int64_t n)
         v[i] *= inv;
 }
 
-static bool grow(engine *q, int need)
+static bool grow(lane *q, int need)
 {
     if (need <= q->b_cap)
         return true;
@@ -159,7 +159,7 @@ static bool grow(engine *q, int need)
 /* Lays out the picked batch's output rows (a pooled sequence one, an
  * all-tokens one a row per token) and grows b_out to hold them. Returns
  * whether any sequence wants all its tokens, or -1 when out of memory. */
-static int layout_out(engine *e, int n)
+static int layout_out(lane *e, int n)
 {
     size_t rows = 0;
     int any = 0;
@@ -200,7 +200,7 @@ static void unlink_job(hearth_embed_queue *q, hearth_embed_job *job)
 }
 
 /* Whether more of job's sequences may be scheduled: not when it was
- * cancelled, nor when a pass of it failed (with several engines the rest of
+ * cancelled, nor when a pass of it failed (with several lanes the rest of
  * a job can still be queued then; it completes, failed, once what is in
  * flight is back). */
 static bool schedulable(const hearth_embed_job *job)
@@ -219,11 +219,11 @@ static size_t queued_tokens(const hearth_embed_queue *q, size_t cap)
     return tokens;
 }
 
-/* Whether an engine has something to do (the lock is held): a sequence to
+/* Whether a lane has something to do (the lock is held): a sequence to
  * schedule, or a cancelled job with nothing in flight to drop. Jobs stay
- * queued while their sequences are in flight; an engine that woke for
+ * queued while their sequences are in flight; a lane that woke for
  * those alone would find no batch and, waiting on the queue's head as it
- * did, spin on the lock for the rest of the other engine's pass. */
+ * did, spin on the lock for the rest of the other lane's pass. */
 static bool has_work(const hearth_embed_queue *q)
 {
     for (const hearth_embed_job *job = q->head; job; job = job->link)
@@ -234,9 +234,9 @@ static bool has_work(const hearth_embed_queue *q)
 
 /* Picks e's next batch under the lock; returns its sequence count and sets
  * b_tokens. Jobs that are cancelled or fully scheduled are moved to
- * *finished (linked by link). With other engines waiting, the batch is this
- * engine's share of what is queued (see "Engines"), at least one sequence. */
-static int pick_batch(engine *e, hearth_embed_job **finished)
+ * *finished (linked by link). With other lanes waiting, the batch is this
+ * lane's share of what is queued (see "Lanes"), at least one sequence. */
+static int pick_batch(lane *e, hearth_embed_job **finished)
 {
     hearth_embed_queue *q = e->q;
     size_t budget = q->max_batch_tokens;
@@ -277,10 +277,10 @@ static int pick_batch(engine *e, hearth_embed_job **finished)
     return n;
 }
 
-/* Whether unpick(e, all) would be right (the lock is held): no engine has
+/* Whether unpick(e, all) would be right (the lock is held): no lane has
  * picked sequences of e's jobs after e's, so each job's run in the batch
  * still ends where the job's next is. */
-static bool unpickable(const engine *e)
+static bool unpickable(const lane *e)
 {
     int n = e->b_n;
     for (int i = 0; i < n; i++)
@@ -293,7 +293,7 @@ static bool unpickable(const engine *e)
  * sequences not yet scheduled in pick_batch's order and budget. */
 static bool restart_check(void *ctx, int64_t done, int64_t total)
 {
-    engine *e = ctx;
+    lane *e = ctx;
     hearth_embed_queue *q = e->q;
     double spent = (double)(hearth_now_ns() - e->b_t0);
     if (e->b_restarts >= RESTART_MAX || spent >= e->b_c0)
@@ -326,7 +326,7 @@ out:
 
 /* Puts the batch's sequences back (the lock is held): each job's picked
  * sequences are a run from its old next. */
-static void unpick(engine *e, int n)
+static void unpick(lane *e, int n)
 {
     for (int i = 0; i < n; i++)
         if (e->b_job[i]->next > e->b_index[i])
@@ -356,7 +356,7 @@ static void finish_jobs(hearth_embed_queue *q, hearth_embed_job *list)
 /* Hands the pass's results to their jobs (the lock is held): vectors copied
  * into place (pooled ones normalized when the job asks), or the failure
  * recorded; returns the jobs now complete, unlinked from the queue. */
-static hearth_embed_job *deliver(engine *e, int n, int rc)
+static hearth_embed_job *deliver(lane *e, int n, int rc)
 {
     hearth_embed_queue *q = e->q;
     size_t dim = (size_t)q->dim;
@@ -389,7 +389,7 @@ static hearth_embed_job *deliver(engine *e, int n, int rc)
 
 static void *scheduler(void *arg)
 {
-    engine *e = arg;
+    lane *e = arg;
     hearth_embed_queue *q = e->q;
     for (;;) {
         hearth_embed_job *finished = NULL;
@@ -405,10 +405,10 @@ static void *scheduler(void *arg)
         int n = e->b_n = pick_batch(e, &finished);
         bool left = queued_tokens(q, 1) > 0;
         if (q->n_idle > 0 && left)
-            pthread_cond_signal(&q->wake); /* the rest is another engine's */
+            pthread_cond_signal(&q->wake); /* the rest is another lane's */
         e->b_c0 = q->c0_ns;
         /* alone with nothing else queued: the pass takes every thread */
-        bool wide = n > 0 && q->wide_model && q->n_idle == q->n_engines - 1 && !left;
+        bool wide = n > 0 && q->wide_model && q->n_idle == q->n_lanes - 1 && !left;
         q->wide_running = wide;
         pthread_mutex_unlock(&q->lock);
         finish_jobs(q, finished);
@@ -431,7 +431,7 @@ static void *scheduler(void *arg)
             pthread_cond_broadcast(&q->wake); /* work that arrived meanwhile */
             pthread_mutex_unlock(&q->lock);
         }
-        if (rc == 0 && !wide) /* the fit is of this engine's own passes */
+        if (rc == 0 && !wide) /* the fit is of this lane's own passes */
             hearth_pass_fit_add(&e->fit, (double)e->b_tokens, (double)(t1 - t0));
         double c0 = hearth_pass_fit_c0(&e->fit);
         if (rc == HEARTH_EAGAIN && e->b_gave_up) {
@@ -464,7 +464,7 @@ static void *scheduler(void *arg)
     return NULL;
 }
 
-static void free_engine(engine *e)
+static void free_lane(lane *e)
 {
     free(e->b_ids);
     free(e->b_lens);
@@ -475,19 +475,19 @@ static void free_engine(engine *e)
     free(e->b_row);
 }
 
-hearth_embed_queue *hearth_embed_queue_new_engines(hearth_embed_compute_fn compute, void *const *models,
-                                                   int n_engines, int64_t dim, size_t max_batch_tokens, int max_jobs,
+hearth_embed_queue *hearth_embed_queue_new_lanes(hearth_embed_compute_fn compute, void *const *models,
+                                                   int n_lanes, int64_t dim, size_t max_batch_tokens, int max_jobs,
                                                    hearth_err *err)
 {
-    if (dim <= 0 || max_batch_tokens == 0 || max_jobs <= 0 || n_engines < 1 || n_engines > HEARTH_EMBED_ENGINES_MAX) {
+    if (dim <= 0 || max_batch_tokens == 0 || max_jobs <= 0 || n_lanes < 1 || n_lanes > HEARTH_EMBED_LANES_MAX) {
         hearth_err_set(err, HEARTH_EINVAL,
-                       "embed queue: dim %lld, max batch tokens %zu, max jobs %d must be positive, engines %d in 1..%d",
-                       (long long)dim, max_batch_tokens, max_jobs, n_engines, HEARTH_EMBED_ENGINES_MAX);
+                       "embed queue: dim %lld, max batch tokens %zu, max jobs %d must be positive, lanes %d in 1..%d",
+                       (long long)dim, max_batch_tokens, max_jobs, n_lanes, HEARTH_EMBED_LANES_MAX);
         return NULL;
     }
     hearth_embed_queue *q = calloc(1, sizeof *q);
-    engine *engines = q ? calloc((size_t)n_engines, sizeof *engines) : NULL;
-    if (!engines) {
+    lane *lanes = q ? calloc((size_t)n_lanes, sizeof *lanes) : NULL;
+    if (!lanes) {
         free(q);
         hearth_err_set(err, HEARTH_ENOMEM, "embed queue: out of memory");
         return NULL;
@@ -496,14 +496,14 @@ hearth_embed_queue *hearth_embed_queue_new_engines(hearth_embed_compute_fn compu
     q->dim = dim;
     q->max_batch_tokens = max_batch_tokens;
     q->max_jobs = max_jobs;
-    q->engines = engines;
-    q->n_engines = n_engines;
+    q->lanes = lanes;
+    q->n_lanes = n_lanes;
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->wake, NULL);
-    for (int i = 0; i < n_engines; i++) {
-        engines[i] = (engine){.q = q, .model = models[i]};
-        if (pthread_create(&engines[i].thread, NULL, scheduler, &engines[i]) != 0) {
-            hearth_err_set(err, HEARTH_EIO, "embed queue: cannot start scheduler thread %d of %d", i + 1, n_engines);
+    for (int i = 0; i < n_lanes; i++) {
+        lanes[i] = (lane){.q = q, .model = models[i]};
+        if (pthread_create(&lanes[i].thread, NULL, scheduler, &lanes[i]) != 0) {
+            hearth_err_set(err, HEARTH_EIO, "embed queue: cannot start scheduler thread %d of %d", i + 1, n_lanes);
             hearth_embed_queue_free(q);
             return NULL;
         }
@@ -515,14 +515,14 @@ hearth_embed_queue *hearth_embed_queue_new_engines(hearth_embed_compute_fn compu
 void hearth_embed_queue_set_wide(hearth_embed_queue *q, void *wide_model)
 {
     pthread_mutex_lock(&q->lock);
-    q->wide_model = q->n_engines > 1 ? wide_model : NULL;
+    q->wide_model = q->n_lanes > 1 ? wide_model : NULL;
     pthread_mutex_unlock(&q->lock);
 }
 
 hearth_embed_queue *hearth_embed_queue_new(hearth_embed_compute_fn compute, void *model, int64_t dim,
                                            size_t max_batch_tokens, int max_jobs, hearth_err *err)
 {
-    return hearth_embed_queue_new_engines(compute, &model, 1, dim, max_batch_tokens, max_jobs, err);
+    return hearth_embed_queue_new_lanes(compute, &model, 1, dim, max_batch_tokens, max_jobs, err);
 }
 
 void hearth_embed_queue_free(hearth_embed_queue *q)
@@ -534,16 +534,16 @@ void hearth_embed_queue_free(hearth_embed_queue *q)
     pthread_cond_broadcast(&q->wake);
     pthread_mutex_unlock(&q->lock);
     for (int i = 0; i < q->n_started; i++)
-        pthread_join(q->engines[i].thread, NULL);
+        pthread_join(q->lanes[i].thread, NULL);
     hearth_embed_job *job = q->head;
     while (job) {
         hearth_embed_job *next = job->link;
         job->done(job, HEARTH_ENOTFOUND, "the server is shutting down");
         job = next;
     }
-    for (int i = 0; i < q->n_engines; i++)
-        free_engine(&q->engines[i]);
-    free(q->engines);
+    for (int i = 0; i < q->n_lanes; i++)
+        free_lane(&q->lanes[i]);
+    free(q->lanes);
     pthread_mutex_destroy(&q->lock);
     pthread_cond_destroy(&q->wake);
     free(q);

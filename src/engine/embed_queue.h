@@ -1,7 +1,7 @@
 /* embed_queue.h: dynamic batching for encoder models.
  *
  * Requests (jobs) of one or more token sequences wait in a bounded queue; a
- * scheduler thread (an engine; a model may have several, each running its
+ * scheduler thread (a lane; a model may have several, each running its
  * own passes) packs sequences from the head of the queue into
  * a batch of at most max_batch_tokens tokens (at least one sequence), runs it
  * as one forward pass through the compute callback, and hands each job its
@@ -10,10 +10,10 @@
  * forward pass form the next batch, so batching grows with load and costs an
  * idle server nothing. A pass that has spent less than a pass's fixed cost
  * (fitted to recent passes) is given up and started over with the work that
- * arrived meanwhile; with several engines, those waiting share what is
+ * arrived meanwhile; with several lanes, those waiting share what is
  * queued: see embed_queue.c.
  *
- * The engine knows nothing of models or HTTP: the model is reached through
+ * The lane knows nothing of models or HTTP: the model is reached through
  * the compute callback, the client through the job's done callback. */
 #ifndef HEARTH_ENGINE_EMBED_QUEUE_H
 #define HEARTH_ENGINE_EMBED_QUEUE_H
@@ -78,24 +78,24 @@ typedef struct hearth_embed_queue_stats {
     uint64_t restarts;        /* passes given up to start over with more work */
     double pass_fixed_ns;     /* the fitted fixed cost of a pass (0: not known yet) */
     int queued_jobs;
-    uint64_t busy_ns;         /* time spent in forward passes, summed over the engines */
+    uint64_t busy_ns;         /* time spent in forward passes, summed over the lanes */
 } hearth_embed_queue_stats;
 
-/* Starts one scheduler thread (one engine). max_jobs bounds the queue (past
+/* Starts one scheduler thread (one lane). max_jobs bounds the queue (past
  * it, submit says HEARTH_ELIMIT: the caller answers 429). */
 hearth_embed_queue *hearth_embed_queue_new(hearth_embed_compute_fn compute, void *model, int64_t dim,
                                            size_t max_batch_tokens, int max_jobs, hearth_err *err);
-/* Most engines per queue. */
-#define HEARTH_EMBED_ENGINES_MAX 64
-/* n_engines scheduler threads on one queue, each running its own passes at
- * once with the others: engine i calls compute(models[i], ...), so each can
+/* Most lanes per queue. */
+#define HEARTH_EMBED_LANES_MAX 64
+/* n_lanes scheduler threads on one queue, each running its own passes at
+ * once with the others: lane i calls compute(models[i], ...), so each can
  * hold its own thread pool. See "Engines" in embed_queue.c. */
-hearth_embed_queue *hearth_embed_queue_new_engines(hearth_embed_compute_fn compute, void *const *models,
-                                                   int n_engines, int64_t dim, size_t max_batch_tokens, int max_jobs,
+hearth_embed_queue *hearth_embed_queue_new_lanes(hearth_embed_compute_fn compute, void *const *models,
+                                                   int n_lanes, int64_t dim, size_t max_batch_tokens, int max_jobs,
                                                    hearth_err *err);
-/* With several engines: a pass picked while every other engine waits and
+/* With several lanes: a pass picked while every other lane waits and
  * nothing else is queued (a lone request) runs as compute(wide_model, ...),
- * which may use every thread; the other engines start nothing until it
+ * which may use every thread; the other lanes start nothing until it
  * ends, and it is not restarted. NULL (the default) turns this off. Call
  * before the first submit. */
 void hearth_embed_queue_set_wide(hearth_embed_queue *q, void *wide_model);

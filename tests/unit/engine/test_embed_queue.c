@@ -39,13 +39,13 @@ static void gate(int step)
 static int fake_pass(int n, const int32_t *const *ids, const int32_t *lens, const bool *all_tokens, float *out,
                      const hearth_embed_restart *restart);
 
-/* Engines: the fake model of engine i is &g_engine_ids[i]; passes record
+/* Lanes: the fake model of lane i is &g_lane_ids[i]; passes record
  * who ran them, how many ran at once and their sizes. */
 #define MAX_PASSES 256
 #define FAIL_ID 666
-static int g_engine_ids[4] = {0, 1, 2, 3};
+static int g_lane_ids[4] = {0, 1, 2, 3};
 static _Atomic int g_running, g_max_running, g_n_passes;
-static _Atomic int g_pass_engine[MAX_PASSES], g_pass_seqs[MAX_PASSES];
+static _Atomic int g_pass_lane[MAX_PASSES], g_pass_seqs[MAX_PASSES];
 
 /* vector of a sequence: (sum of ids, len, first id, 1); of its token k when
  * all tokens are asked for: (id, k, first id, 2) */
@@ -57,7 +57,7 @@ static int fake_compute(void *model, int n, const int32_t *const *ids, const int
         ;
     int pass = atomic_fetch_add(&g_n_passes, 1);
     if (pass < MAX_PASSES) {
-        atomic_store(&g_pass_engine[pass], model ? *(const int *)model : -1);
+        atomic_store(&g_pass_lane[pass], model ? *(const int *)model : -1);
         atomic_store(&g_pass_seqs[pass], n);
     }
     int rc = HEARTH_OK;
@@ -491,23 +491,23 @@ static void reset_passes(void)
     atomic_store(&g_n_passes, 0);
 }
 
-static hearth_embed_queue *two_engines(size_t budget, int max_jobs)
+static hearth_embed_queue *two_lanes(size_t budget, int max_jobs)
 {
-    void *models[2] = {&g_engine_ids[0], &g_engine_ids[1]};
-    hearth_embed_queue *q = hearth_embed_queue_new_engines(fake_compute, models, 2, DIM, budget, max_jobs, NULL);
+    void *models[2] = {&g_lane_ids[0], &g_lane_ids[1]};
+    hearth_embed_queue *q = hearth_embed_queue_new_lanes(fake_compute, models, 2, DIM, budget, max_jobs, NULL);
     CHECK(q != NULL);
     hearth_embed_queue_pin_pass_cost(q, 0); /* no restarts: passes as picked */
-    usleep(20000);                          /* both engines waiting */
+    usleep(20000);                          /* both lanes waiting */
     return q;
 }
 
-/* Two engines run passes at the same time, each on its own model pointer,
+/* Two lanes run passes at the same time, each on its own model pointer,
  * and every job still gets its own vectors once. */
-static void engines_run_passes_at_once(void)
+static void lanes_run_passes_at_once(void)
 {
     reset_passes();
     atomic_store(&g_slow_ms, 20);
-    hearth_embed_queue *q = two_engines(16, 100);
+    hearth_embed_queue *q = two_lanes(16, 100);
     tjob jobs[12];
     for (int j = 0; j < 12; j++) {
         make_job(&jobs[j], 1 + j % 3, j * 1000, 4, false);
@@ -522,7 +522,7 @@ static void engines_run_passes_at_once(void)
     CHECK_EQ_INT(atomic_load(&g_max_running), 2);
     int by[2] = {0, 0}, n = atomic_load(&g_n_passes);
     for (int i = 0; i < n && i < MAX_PASSES; i++) {
-        int e = atomic_load(&g_pass_engine[i]);
+        int e = atomic_load(&g_pass_lane[i]);
         CHECK(e == 0 || e == 1);
         if (e == 0 || e == 1)
             by[e]++;
@@ -543,15 +543,15 @@ static double cpu_seconds(void)
     return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-/* An engine whose queue holds only jobs in flight on the other engine
- * sleeps: engine A ends its pass (0-300 ms) while B's (100-400 ms) runs,
+/* A lane whose queue holds only jobs in flight on the other lane
+ * sleeps: lane A ends its pass (0-300 ms) while B's (100-400 ms) runs,
  * and until B's ends nothing uses the CPU (the fake passes sleep). An
- * engine that took a queued job for work spun on the lock those 100 ms. */
-static void idle_engine_sleeps_while_the_other_runs(void)
+ * lane that took a queued job for work spun on the lock those 100 ms. */
+static void idle_lane_sleeps_while_the_other_runs(void)
 {
     reset_passes();
     atomic_store(&g_slow_ms, 300);
-    hearth_embed_queue *q = two_engines(16, 100);
+    hearth_embed_queue *q = two_lanes(16, 100);
     tjob a, b;
     make_job(&a, 1, 1000, 4, false);
     make_job(&b, 1, 2000, 4, false);
@@ -573,14 +573,14 @@ static void idle_engine_sleeps_while_the_other_runs(void)
     atomic_store(&g_slow_ms, 0);
 }
 
-/* With the other engine waiting, an engine takes half of what is queued and
+/* With the other lane waiting, a lane takes half of what is queued and
  * the other the rest: one job of 8 equal sequences runs as two passes of 4,
- * one per engine, and completes once with all 8 vectors. */
-static void waiting_engines_share_the_queue(void)
+ * one per lane, and completes once with all 8 vectors. */
+static void waiting_lanes_share_the_queue(void)
 {
     reset_passes();
-    atomic_store(&g_slow_ms, 50); /* long enough that the second engine is awake before the first is done */
-    hearth_embed_queue *q = two_engines(1000, 10);
+    atomic_store(&g_slow_ms, 50); /* long enough that the second lane is awake before the first is done */
+    hearth_embed_queue *q = two_lanes(1000, 10);
     tjob t;
     make_job(&t, 8, 300, 5, false);
     CHECK_EQ_INT(hearth_embed_queue_submit(q, &t.job), HEARTH_OK);
@@ -590,7 +590,7 @@ static void waiting_engines_share_the_queue(void)
     CHECK_EQ_INT(atomic_load(&g_n_passes), 2);
     CHECK_EQ_INT(atomic_load(&g_pass_seqs[0]), 4);
     CHECK_EQ_INT(atomic_load(&g_pass_seqs[1]), 4);
-    CHECK(atomic_load(&g_pass_engine[0]) != atomic_load(&g_pass_engine[1]));
+    CHECK(atomic_load(&g_pass_lane[0]) != atomic_load(&g_pass_lane[1]));
     CHECK_EQ_INT(atomic_load(&g_max_running), 2);
     hearth_embed_queue_stats st;
     hearth_embed_queue_get_stats(q, &st);
@@ -600,12 +600,12 @@ static void waiting_engines_share_the_queue(void)
     atomic_store(&g_slow_ms, 0);
 }
 
-/* A busy engine leaves nothing for later: with the other engine running, an
- * engine that comes free takes all that is queued (within the budget). */
-static void a_lone_free_engine_takes_everything(void)
+/* A busy lane leaves nothing for later: with the other lane running, an
+ * lane that comes free takes all that is queued (within the budget). */
+static void a_lone_free_lane_takes_everything(void)
 {
     reset_passes();
-    hearth_embed_queue *q = two_engines(1000, 10);
+    hearth_embed_queue *q = two_lanes(1000, 10);
     atomic_store(&g_gate_step, 1); /* the first pass waits at its first checkpoint */
     tjob first, rest[3];
     make_job(&first, 1, 1, 3, false);
@@ -614,7 +614,7 @@ static void a_lone_free_engine_takes_everything(void)
         usleep(1000);
     CHECK(atomic_load(&g_in_gate));
     atomic_store(&g_gate_step, 0);
-    /* the other engine picks these up; it cannot share with a busy one */
+    /* the other lane picks these up; it cannot share with a busy one */
     atomic_store(&g_slow_ms, 30);
     for (int j = 0; j < 3; j++) {
         make_job(&rest[j], 2, 1000 * (j + 1), 3, false);
@@ -644,14 +644,14 @@ static void a_lone_free_engine_takes_everything(void)
     atomic_store(&g_slow_ms, 0);
 }
 
-/* A lone job, the other engine waiting, runs as one wide pass (the wide
+/* A lone job, the other lane waiting, runs as one wide pass (the wide
  * model); a job that arrives meanwhile waits for it rather than starting a
  * narrow pass beside it, then runs narrow. */
 static void a_lone_request_runs_wide(void)
 {
     reset_passes();
-    hearth_embed_queue *q = two_engines(1000, 10);
-    hearth_embed_queue_set_wide(q, &g_engine_ids[2]);
+    hearth_embed_queue *q = two_lanes(1000, 10);
+    hearth_embed_queue_set_wide(q, &g_lane_ids[2]);
     atomic_store(&g_gate_step, 1);
     tjob lone, later;
     make_job(&lone, 1, 10, 4, false);
@@ -663,7 +663,7 @@ static void a_lone_request_runs_wide(void)
     make_job(&later, 2, 500, 3, false);
     CHECK_EQ_INT(hearth_embed_queue_submit(q, &later.job), HEARTH_OK);
     usleep(30000);
-    CHECK_EQ_INT(atomic_load(&g_running), 1); /* the idle engine did not start beside the wide pass */
+    CHECK_EQ_INT(atomic_load(&g_running), 1); /* the idle lane did not start beside the wide pass */
     CHECK(!atomic_load(&later.done));
     atomic_store(&g_open, 1);
     wait_done(&lone);
@@ -672,9 +672,9 @@ static void a_lone_request_runs_wide(void)
     CHECK_EQ_INT(later.status, 0);
     check_vectors(&lone, 10, 4);
     check_vectors(&later, 500, 3);
-    CHECK_EQ_INT(atomic_load(&g_pass_engine[0]), 2);
-    /* the later job was picked with the other engine busy or waiting: each
-     * of its passes ran on an engine of its own (0 or 1), or wide if alone */
+    CHECK_EQ_INT(atomic_load(&g_pass_lane[0]), 2);
+    /* the later job was picked with the other lane busy or waiting: each
+     * of its passes ran on a lane of its own (0 or 1), or wide if alone */
     int n = atomic_load(&g_n_passes), seqs = 0;
     for (int i = 1; i < n; i++)
         seqs += atomic_load(&g_pass_seqs[i]);
@@ -684,23 +684,23 @@ static void a_lone_request_runs_wide(void)
     hearth_embed_queue_free(q);
 }
 
-/* A job split across the engines whose one part fails completes once,
+/* A job split across the lanes whose one part fails completes once,
  * failed, when its other part is back, and the part not yet scheduled
  * never runs (budget 6: two sequences of 3 per pass, 8 sequences); a job
  * after it is unharmed. */
 static void a_failed_part_fails_the_job_once(void)
 {
     reset_passes();
-    /* the other engine picks its part while the failing pass runs (25 ms),
+    /* the other lane picks its part while the failing pass runs (25 ms),
      * and is still running its own (50 ms) when the failure is known */
     atomic_store(&g_slow_ms, 50);
-    hearth_embed_queue *q = two_engines(6, 10);
+    hearth_embed_queue *q = two_lanes(6, 10);
     tjob bad, good;
     make_job(&bad, 8, FAIL_ID, 3, false); /* sequence 0 starts with FAIL_ID */
     CHECK_EQ_INT(hearth_embed_queue_submit(q, &bad.job), HEARTH_OK);
     wait_done(&bad);
     CHECK_EQ_INT(bad.status, HEARTH_EIO);
-    CHECK_EQ_INT(atomic_load(&g_n_passes), 2); /* one pass per engine, nothing after the failure */
+    CHECK_EQ_INT(atomic_load(&g_n_passes), 2); /* one pass per lane, nothing after the failure */
     usleep(50000);                             /* a second done would land here */
     hearth_embed_queue_stats st;
     hearth_embed_queue_get_stats(q, &st);
@@ -728,10 +728,10 @@ int main(void)
     RUN(a_pass_restarts_when_new_work_would_double_it);
     RUN(a_pass_goes_on_when_a_restart_would_not_pay);
     RUN(restarts_are_bounded);
-    RUN(engines_run_passes_at_once);
-    RUN(idle_engine_sleeps_while_the_other_runs);
-    RUN(waiting_engines_share_the_queue);
-    RUN(a_lone_free_engine_takes_everything);
+    RUN(lanes_run_passes_at_once);
+    RUN(idle_lane_sleeps_while_the_other_runs);
+    RUN(waiting_lanes_share_the_queue);
+    RUN(a_lone_free_lane_takes_everything);
     RUN(a_lone_request_runs_wide);
     RUN(a_failed_part_fails_the_job_once);
     TEST_EXIT();
