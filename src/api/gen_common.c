@@ -30,6 +30,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "engine/dev.h"
 #include "base/random.h"
 
 #include <math.h>
@@ -313,6 +314,26 @@ static void group_release(void *arg, bool cancelled)
     group_unref(g);
 }
 
+/* After a device error: when the model's device lost its context, nothing
+ * will run there again in this process. A worker (--workers) drains and
+ * exits, and the supervisor starts a fresh one with a fresh context; a lone
+ * process keeps answering 503 and says it must be restarted. */
+static void device_failed(hearth_gen_call *c)
+{
+    hearth_dev *dv = hearth_decoder_device(c->model->dec);
+    if (!dv->ops->lost || !dv->ops->lost(dv))
+        return;
+    static _Atomic int said;
+    if (hearth_server_worker_index(c->server) >= 0) {
+        if (!said++)
+            HLOG_ERROR("%s lost its context: this worker drains and exits, to be respawned", dv->caps.name);
+        hearth_server_shutdown(c->server);
+    } else if (!said++) {
+        HLOG_ERROR("%s lost its context: generation on it answers 503 until hearth is restarted (with --workers, "
+                   "a worker would be respawned)", dv->caps.name);
+    }
+}
+
 static void on_done(hearth_gen_req *g, int status, const char *msg, const hearth_gen_stats *st)
 {
     hearth_gen_call *c = g->user;
@@ -321,6 +342,13 @@ static void on_done(hearth_gen_req *g, int status, const char *msg, const hearth
     } else if (status == HEARTH_EINVAL) {
         /* parameters the scheduler refused at admission (the checks here should have caught them) */
         send_error(c, 400, "invalid_request_error", msg ? msg : "invalid generation parameters");
+    } else if (status == HEARTH_EDEVICE) {
+        /* the GPU failed (logged with the call and CUDA's words): unavailable,
+         * not the request's fault; a lost context ends this worker */
+        char m[600];
+        snprintf(m, sizeof m, "the device failed: %s", msg ? msg : hearth_status_name(status));
+        send_error(c, 503, "unavailable_error", m);
+        device_failed(c);
     } else if (status) {
         char m[600];
         snprintf(m, sizeof m, "generation failed: %s", msg ? msg : hearth_status_name(status));

@@ -234,6 +234,11 @@ struct hearth_dev_ops {
      * of device memory now; 0 or a negative status. A model that cannot
      * fit is refused at load with these figures. */
     int (*mem_info)(hearth_dev *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+    /* Optional (NULL: never): whether the device's context is gone for this
+     * process (a CUDA sticky error: an illegal address, a kernel fault);
+     * nothing more will run on it, and a server worker should exit to be
+     * respawned with a fresh one. */
+    bool (*lost)(const hearth_dev *dev);
     /* Whether the device runs op on dtype (see enum hearth_op). */
     bool (*supports)(const hearth_dev *dev, hearth_op op, hearth_dtype dtype);
 

@@ -152,6 +152,7 @@ int hearth_decoder_chat_template(const hearth_decoder *d, const char **src, size
 }
 
 int64_t hearth_decoder_n_ctx(const hearth_decoder *d) { return d->n_ctx; }
+hearth_dev *hearth_decoder_device(const hearth_decoder *d) { return d->kv->dev; }
 int64_t hearth_decoder_n_ctx_train(const hearth_decoder *d) { return hearth_llama_hparams_get(d->llama)->n_ctx_train; }
 hearth_dtype hearth_decoder_weight_type(const hearth_decoder *d) { return hearth_llama_weight_type(d->llama); }
 hearth_dtype hearth_decoder_cache_type(const hearth_decoder *d) { return hearth_kv_type(d->kv); }

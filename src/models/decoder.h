@@ -73,6 +73,8 @@ const hearth_vocab *hearth_decoder_vocab(const hearth_decoder *d);
 int hearth_decoder_chat_template(const hearth_decoder *d, const char **src, size_t *len);
 /* Positions per sequence (opts.n_ctx resolved), and the training context. */
 int64_t hearth_decoder_n_ctx(const hearth_decoder *d);
+/* The device its weights and cache live on. */
+struct hearth_dev *hearth_decoder_device(const hearth_decoder *d);
 int64_t hearth_decoder_n_ctx_train(const hearth_decoder *d);
 /* The most common weight type among the matrices (for reports). */
 hearth_dtype hearth_decoder_weight_type(const hearth_decoder *d);

@@ -48,11 +48,37 @@ extern "C" {
 #define GRAPH_MAX 96        /* recorded passes per context: decode steps of 1..64 rows and a few more */
 #define MM_GROUP_MAX 4      /* weights one matmul call takes */
 
+/* Per ordinal: a sticky error was seen, the context is gone (dev.h's lost). */
+static volatile bool ctx_lost[HEARTH_GPU_MAX]; /* set once, read anywhere: a plain flag is enough */
+static __thread int cur_ordinal = -1;
+
+/* The errors after which a CUDA context cannot run anything again. */
+static bool sticky(cudaError_t e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout: return true;
+    default: return false;
+    }
+}
+
 int cu_fail(const char *what, cudaError_t e)
 {
     if (e == cudaSuccess)
         return 0;
-    hearth_log(HEARTH_LOG_ERROR, "cuda: %s failed: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    bool gone = sticky(e);
+    hearth_log(HEARTH_LOG_ERROR, "cuda: %s failed: %s (%s)%s", what, cudaGetErrorString(e), cudaGetErrorName(e),
+               gone ? "; the device's context is lost to this process" : "");
+    if (gone && cur_ordinal >= 0 && cur_ordinal < HEARTH_GPU_MAX)
+        ctx_lost[cur_ordinal] = true;
     return HEARTH_EDEVICE;
 }
 
@@ -105,7 +131,6 @@ static int ordinal_of(const hearth_dev *dev)
 
 /* cudaSetDevice when this thread's current device differs (the call is
  * cheap but not free, and every op makes it). */
-static __thread int cur_ordinal = -1;
 static int use_device(int ordinal)
 {
     if (cur_ordinal == ordinal)
@@ -517,6 +542,12 @@ static int cuda_mem_info(hearth_dev *dev, uint64_t *free_bytes, uint64_t *total_
     return rc;
 }
 
+static bool cuda_lost(const hearth_dev *dev)
+{
+    int o = ordinal_of(dev);
+    return o >= 0 && o < HEARTH_GPU_MAX && ctx_lost[o];
+}
+
 static bool cuda_supports(const hearth_dev *dev, hearth_op op, hearth_dtype t)
 {
     switch (op) {
@@ -693,6 +724,7 @@ extern const hearth_dev_ops hearth_cuda_ops = {
     .weight_chain = cuda_weight_chain,
     .copy_gbps = cuda_copy_gbps,
     .mem_info = cuda_mem_info,
+    .lost = cuda_lost,
     .supports = cuda_supports,
     .matmul = cuda_matmul,
     .embed = cuda_embed,
