@@ -2,7 +2,7 @@
  * attn_cached, a decoder's query rows over their slots' KV cache, and
  * attn_packed, bert's sequences packed without padding.
  *
- * How: one block per (query row, query head), ATT_WARPS (32) warps. The block
+ * Decode (and any row the prompt path below leaves): one block per (query row, query head), ATT_WARPS (32) warps. The block
  * splits the key length over its warps: warp w takes tiles of ATT_TILE
  * consecutive positions w, w + ATT_WARPS, ... (in tiles), so the warps of a
  * block read neighbouring K rows together. A lane owns dims lane + 32 k of
@@ -32,13 +32,47 @@
  * contiguous dims (one 8-byte f16 load each, not four 2-byte ones), and a
  * cross-block split with a workspace the context keeps.
  *
+ * The prompt path (b->n >= TL_MIN_ROWS = 16; unmeasured until the lead's
+ * H200 run). Above, a pp512 chunk of a 1B llama (32 heads, 8 kv heads,
+ * hd 64) was 16k blocks a layer, each reading its K/V rows alone and each of
+ * the 4 heads of a group re-reading them. tiled_kernel: one 256-thread block
+ * per (tile of tile_rows consecutive rows, kv head, chunk of the group's
+ * heads); its NQ queries (row, head) share every K/V tile, loaded once into
+ * shared memory as f32 (KC positions at a time). Scores (NQ, KC) and P V
+ * are register-blocked FMA on CUDA cores (a thread: MQ x MK scores, MQ x
+ * 4 MD outputs; at 512 tokens attention is ~1 GFLOP a layer, small beside
+ * the GEMMs), one warp per query row keeps the online softmax (max, sum,
+ * correction) in shared memory. Shapes by padded head DP (static shared
+ * memory, <= 48 KiB, so no cudaFuncSetAttribute, nothing to do before a
+ * capture): DP 64: NQ 64, KC 32, 40 KiB; 128: 32, 32, 41 KiB; 256: 16, 16,
+ * 37 KiB; <= 128 registers, 2 blocks an SM. pp512 at G = 4, hd 64: tiles
+ * of 16 rows, 32 x 8 = 256 blocks a layer, K/V read once per tile from L2;
+ * expected some tens of us a layer against the per-row kernel's ms (a
+ * guess: the causal tail makes the last tiles 32x longer than the first).
+ * Rows of a tile may lie in several slots (several prompts, decode rows
+ * ahead of a prompt's chunk): the block loops over the distinct slots,
+ * masking the other slots' queries. A tile spanning more than TL_SLOTS_MAX
+ * (4) slots - a batched decode step, one row per slot - would repeat that
+ * loop per row with G useful queries of NQ, so it is the per-row kernel's:
+ * both kernels are launched, both count the tile's slots on the device
+ * (tile_slots) and each returns from the other's tiles, so the grids depend
+ * on b->n alone (the capture rule). Cost of that: n * n_head per-row blocks
+ * that only check and return in a prompt pass (an estimate: tens of us a
+ * layer at pp512, 1024-thread blocks, two resident per SM); the next step if
+ * the profile shows it: an 8-warp per-row block when n >= 16 (measured the
+ * same as 32 at 32 rows, above). Rejected: tensor cores (mma) for the two
+ * products (not needed at these FLOPs; more code to verify blind);
+ * dynamic shared memory for larger tiles (an attribute per device, set
+ * before any capture).
+ *
  * attn_packed first adds the Q/K/V biases in place (a flat kernel over the
  * (n, 3h) rows), then runs the same head over the rows of the query's own
  * sequence, found by a binary search of seq_start on the device (the grid
  * is sized from b->n alone).
  *
- * Rejected: a block per (row, kv head) carrying the whole GQA group (q and
- * acc of G heads in registers: 128 per lane at G = 8, hd = 256). */
+ * Rejected for decode: a block per (row, kv head) carrying the whole GQA
+ * group (q and acc of G heads in registers: 128 per lane at G = 8,
+ * hd = 256). */
 #include "engine/cuda/cuda_int.h"
 
 #include <cuda_fp16.h>
