@@ -2,7 +2,7 @@
  * attn_cached, a decoder's query rows over their slots' KV cache, and
  * attn_packed, bert's sequences packed without padding.
  *
- * How: one block per (query row, query head), ATT_WARPS (32) warps. The block
+ * Decode (and any row the prompt path below leaves): one block per (query row, query head), ATT_WARPS (32) warps. The block
  * splits the key length over its warps: warp w takes tiles of ATT_TILE
  * consecutive positions w, w + ATT_WARPS, ... (in tiles), so the warps of a
  * block read neighbouring K rows together. A lane owns dims lane + 32 k of
@@ -32,13 +32,47 @@
  * contiguous dims (one 8-byte f16 load each, not four 2-byte ones), and a
  * cross-block split with a workspace the context keeps.
  *
+ * The prompt path (b->n >= TL_MIN_ROWS = 16; unmeasured until the lead's
+ * H200 run). Above, a pp512 chunk of a 1B llama (32 heads, 8 kv heads,
+ * hd 64) was 16k blocks a layer, each reading its K/V rows alone and each of
+ * the 4 heads of a group re-reading them. tiled_kernel: one 256-thread block
+ * per (tile of tile_rows consecutive rows, kv head, chunk of the group's
+ * heads); its NQ queries (row, head) share every K/V tile, loaded once into
+ * shared memory as f32 (KC positions at a time). Scores (NQ, KC) and P V
+ * are register-blocked FMA on CUDA cores (a thread: MQ x MK scores, MQ x
+ * 4 MD outputs; at 512 tokens attention is ~1 GFLOP a layer, small beside
+ * the GEMMs), one warp per query row keeps the online softmax (max, sum,
+ * correction) in shared memory. Shapes by padded head DP (static shared
+ * memory, <= 48 KiB, so no cudaFuncSetAttribute, nothing to do before a
+ * capture): DP 64: NQ 64, KC 32, 40 KiB; 128: 32, 32, 41 KiB; 256: 16, 16,
+ * 37 KiB; <= 128 registers, 2 blocks an SM. pp512 at G = 4, hd 64: tiles
+ * of 16 rows, 32 x 8 = 256 blocks a layer, K/V read once per tile from L2;
+ * expected some tens of us a layer against the per-row kernel's ms (a
+ * guess: the causal tail makes the last tiles 32x longer than the first).
+ * Rows of a tile may lie in several slots (several prompts, decode rows
+ * ahead of a prompt's chunk): the block loops over the distinct slots,
+ * masking the other slots' queries. A tile spanning more than TL_SLOTS_MAX
+ * (4) slots - a batched decode step, one row per slot - would repeat that
+ * loop per row with G useful queries of NQ, so it is the per-row kernel's:
+ * both kernels are launched, both count the tile's slots on the device
+ * (tile_slots) and each returns from the other's tiles, so the grids depend
+ * on b->n alone (the capture rule). Cost of that: n * n_head per-row blocks
+ * that only check and return in a prompt pass (an estimate: tens of us a
+ * layer at pp512, 1024-thread blocks, two resident per SM); the next step if
+ * the profile shows it: an 8-warp per-row block when n >= 16 (measured the
+ * same as 32 at 32 rows, above). Rejected: tensor cores (mma) for the two
+ * products (not needed at these FLOPs; more code to verify blind);
+ * dynamic shared memory for larger tiles (an attribute per device, set
+ * before any capture).
+ *
  * attn_packed first adds the Q/K/V biases in place (a flat kernel over the
  * (n, 3h) rows), then runs the same head over the rows of the query's own
  * sequence, found by a binary search of seq_start on the device (the grid
  * is sized from b->n alone).
  *
- * Rejected: a block per (row, kv head) carrying the whole GQA group (q and
- * acc of G heads in registers: 128 per lane at G = 8, hd = 256). */
+ * Rejected for decode: a block per (row, kv head) carrying the whole GQA
+ * group (q and acc of G heads in registers: 128 per lane at G = 8,
+ * hd = 256). */
 #include "engine/cuda/cuda_int.h"
 
 #include <cuda_fp16.h>
@@ -155,7 +189,252 @@ typedef struct cached_args {
     const int32_t *slot;
     int n_head, group, hd;
     float scale;
+    int64_t n;          /* rows of the step */
+    int tile_rows;      /* rows per tile of the tiled path; 0: the per-row kernel takes every row */
+    int tile_heads;     /* query heads of one GQA group per tiled block */
+    bool vec;           /* K/V rows load 4 elements at a time (hd % 4 == 0, aligned cache) */
 } cached_args;
+
+/* ---- the prompt path: tiles of rows sharing K/V ---- */
+
+/* TL_SLOTS_MAX: a tile whose rows span more slots goes to the per-row
+ * kernel (a decode step's rows, one per slot). TL_ROWS_MAX: the largest
+ * tile (the tiled blocks' query count at hd <= 64). */
+static constexpr int TL_THREADS = 256, TL_SLOTS_MAX = 4, TL_ROWS_MAX = 64, TL_MIN_ROWS = 16;
+
+/* Called by the whole block (at least TL_ROWS_MAX threads): the slots of
+ * the rows r0 .. r0 + rows - 1 into s_sl, whether each is its slot's first
+ * row in the tile into s_first; returns the distinct slots. Both kernels
+ * decide with it which of them takes a tile, so they agree. */
+__device__ static int tile_slots(const int32_t *slot, int64_t r0, int rows, int32_t *s_sl, int *s_first)
+{
+    int i = threadIdx.x;
+    if (i < rows)
+        s_sl[i] = slot[r0 + i];
+    __syncthreads();
+    int first = 0;
+    if (i < rows) {
+        first = 1;
+        for (int j = 0; j < i; j++)
+            if (s_sl[j] == s_sl[i]) {
+                first = 0;
+                break;
+            }
+        s_first[i] = first;
+    }
+    return __syncthreads_count(first);
+}
+
+/* Per padded head size DP: NQ queries ((row, head) pairs) per block and KC
+ * keys per tile, so that Q (NQ, DP), a K or V tile (KC, DP) and the scores
+ * (NQ, KC) fit the 48 KiB of static shared memory. */
+template <int DP> struct tl_shape;
+template <> struct tl_shape<64> {
+    static constexpr int NQ = 64, KC = 32;
+};
+template <> struct tl_shape<128> {
+    static constexpr int NQ = 32, KC = 32;
+};
+template <> struct tl_shape<256> {
+    static constexpr int NQ = 16, KC = 16;
+};
+
+__device__ static inline float warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+__device__ static inline float4 ld4(const float *p)
+{
+    return *(const float4 *)p;
+}
+__device__ static inline float4 ld4(const __half *p)
+{
+    uint2 u = *(const uint2 *)p;
+    float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+
+/* dst (KC, DP + 4) f32 = rows kb .. kb + KC - 1 of src (row j at src + j *
+ * stride, hd wide), zeros past hd and at rows >= end (never read: a row
+ * past every query's position may hold anything). */
+template <typename T, int DP, int KC>
+__device__ static void load_tile(float *dst, const T *src, int64_t stride, int64_t kb, int64_t end, int hd, bool vec)
+{
+    constexpr int QS = DP + 4;
+    if (vec) {
+        for (int e = threadIdx.x; e < KC * DP / 4; e += TL_THREADS) {
+            int j = e / (DP / 4), d = (e % (DP / 4)) * 4;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (kb + j < end && d < hd)
+                v = ld4(src + (kb + j) * stride + d);
+            *(float4 *)&dst[j * QS + d] = v;
+        }
+    } else {
+        for (int e = threadIdx.x; e < KC * DP; e += TL_THREADS) {
+            int j = e / DP, d = e % DP;
+            dst[j * QS + d] = kb + j < end && d < hd ? ldf(src + (kb + j) * stride, d) : 0.0f;
+        }
+    }
+}
+
+/* Block (tile t, kv head, head chunk z): the queries (row r0 + q / tile_heads,
+ * head kvh * group + z * tile_heads + q % tile_heads), q < NQ, over their
+ * rows' positions. Threads as a 16 x 16 grid (tq, tk): thread (tq, tk)
+ * scores queries tq + 16 i against keys tk + 16 j of a tile, and owns the
+ * output of queries tq + 16 i at dims 4 tk + 64 jj .. + 3. For each
+ * distinct slot of the tile's rows, over key tiles up to the largest count
+ * of its rows: K tile to shared, scores (masked: another slot's query, a
+ * key past the query's position), V tile to shared while one warp per
+ * query row runs the online softmax (max, sum, correction in shared), then
+ * acc = acc * corr + P V in registers. Numerics as attend's: f32 dots,
+ * expf, one division at the end. */
+template <typename T, int DP> __global__ static void __launch_bounds__(TL_THREADS, 2) tiled_kernel(cached_args a)
+{
+    constexpr int NQ = tl_shape<DP>::NQ, KC = tl_shape<DP>::KC, QS = DP + 4, SS = (KC + 31) / 32 * 32 + 16;
+    constexpr int MQ = NQ / 16, MK = KC / 16, MD = DP / 64;
+    static_assert(NQ % 16 == 0 && KC % 16 == 0 && KC <= 32 && NQ <= TL_ROWS_MAX && DP % 64 == 0, "tile shape");
+    __shared__ __align__(16) float s_q[NQ * QS];
+    __shared__ __align__(16) float s_kv[KC * QS];
+    __shared__ float s_s[NQ * SS], s_m[NQ], s_l[NQ], s_c[NQ];
+    __shared__ int64_t s_cnt[TL_ROWS_MAX];
+    __shared__ int32_t s_sl[TL_ROWS_MAX];
+    __shared__ int s_first[TL_ROWS_MAX];
+
+    int tid = threadIdx.x, tq = tid >> 4, tk = tid & 15, lane = tid & 31, warp = tid >> 5, hd = a.hd;
+    int kvh = (int)blockIdx.y;
+    int64_t r0 = (int64_t)blockIdx.x * a.tile_rows;
+    int rows = (int)(a.n - r0 < a.tile_rows ? a.n - r0 : a.tile_rows);
+    if (tile_slots(a.slot, r0, rows, s_sl, s_first) > TL_SLOTS_MAX)
+        return; /* the per-row kernel's */
+    if (tid < rows) {
+        int64_t c = a.pos[r0 + tid] + 1;
+        s_cnt[tid] = c < 0 ? 0 : c > a.n_ctx ? a.n_ctx : c;
+    }
+    int64_t qd = (int64_t)a.n_head * hd;
+    int h0 = kvh * a.group + (int)blockIdx.z * a.tile_heads; /* the chunk's first query head */
+    /* query q: row q / tile_heads (of the tile), head h0 + q % tile_heads;
+     * -1 when past the tile's rows or the group's heads */
+    for (int e = tid; e < NQ * DP; e += TL_THREADS) {
+        int q = e / DP, d = e % DP, ri = q / a.tile_heads, hg = (int)blockIdx.z * a.tile_heads + q % a.tile_heads;
+        float v = 0.0f;
+        if (ri < rows && hg < a.group && d < hd)
+            v = a.Q[(r0 + ri) * qd + (int64_t)(h0 + q % a.tile_heads) * hd + d];
+        s_q[q * QS + d] = v;
+    }
+    for (int q = tid; q < NQ; q += TL_THREADS) {
+        s_m[q] = -INFINITY;
+        s_l[q] = 0.0f;
+    }
+    int qrow[MQ];
+    for (int i = 0; i < MQ; i++) {
+        int q = tq + 16 * i, ri = q / a.tile_heads, hg = (int)blockIdx.z * a.tile_heads + q % a.tile_heads;
+        qrow[i] = ri < rows && hg < a.group ? ri : -1;
+    }
+    float acc[MQ][MD][4];
+    for (int i = 0; i < MQ; i++)
+        for (int jj = 0; jj < MD; jj++)
+            for (int c = 0; c < 4; c++)
+                acc[i][jj][c] = 0.0f;
+    __syncthreads();
+
+    for (int si = 0; si < rows; si++) {
+        if (!s_first[si])
+            continue; /* uniform: shared memory every thread reads alike */
+        int32_t sl = s_sl[si];
+        int64_t end = 0, qcnt[MQ];
+        for (int j = si; j < rows; j++)
+            if (s_sl[j] == sl && s_cnt[j] > end)
+                end = s_cnt[j];
+        for (int i = 0; i < MQ; i++)
+            qcnt[i] = qrow[i] >= 0 && s_sl[qrow[i]] == sl ? s_cnt[qrow[i]] : 0;
+        size_t blk = ((size_t)sl * (size_t)a.n_layer + (size_t)a.layer) * (size_t)a.n_ctx * (size_t)a.kv_dim +
+                     (size_t)kvh * hd;
+        const T *K = (const T *)a.kc + blk, *V = (const T *)a.vc + blk;
+        for (int64_t kb = 0; kb < end; kb += KC) {
+            load_tile<T, DP, KC>(s_kv, K, a.kv_dim, kb, end, hd, a.vec);
+            __syncthreads(); /* K tile in */
+            float sc[MQ][MK];
+            for (int i = 0; i < MQ; i++)
+                for (int j = 0; j < MK; j++)
+                    sc[i][j] = 0.0f;
+#pragma unroll 1
+            for (int d = 0; d < DP; d += 4) {
+                float4 qv[MQ], kv[MK];
+                for (int i = 0; i < MQ; i++)
+                    qv[i] = *(const float4 *)&s_q[(tq + 16 * i) * QS + d];
+                for (int j = 0; j < MK; j++)
+                    kv[j] = *(const float4 *)&s_kv[(tk + 16 * j) * QS + d];
+                for (int i = 0; i < MQ; i++)
+                    for (int j = 0; j < MK; j++) {
+                        sc[i][j] = fmaf(qv[i].x, kv[j].x, sc[i][j]);
+                        sc[i][j] = fmaf(qv[i].y, kv[j].y, sc[i][j]);
+                        sc[i][j] = fmaf(qv[i].z, kv[j].z, sc[i][j]);
+                        sc[i][j] = fmaf(qv[i].w, kv[j].w, sc[i][j]);
+                    }
+            }
+            for (int i = 0; i < MQ; i++)
+                for (int j = 0; j < MK; j++)
+                    s_s[(tq + 16 * i) * SS + tk + 16 * j] = kb + tk + 16 * j < qcnt[i] ? sc[i][j] * a.scale : -INFINITY;
+            __syncthreads(); /* scores in, K tile read */
+            load_tile<T, DP, KC>(s_kv, V, a.kv_dim, kb, end, hd, a.vec);
+            for (int q = warp; q < NQ; q += TL_THREADS / 32) {
+                float s = lane < KC ? s_s[q * SS + lane] : -INFINITY;
+                float mo = s_m[q], mn = fmaxf(mo, warp_max(s)), corr = 1.0f, p = 0.0f;
+                if (mn != -INFINITY) { /* else no key of this query yet: nothing changes */
+                    corr = expf(mo - mn);  /* 0 on its first keys (mo = -inf) */
+                    p = expf(s - mn);      /* 0 at a masked key */
+                }
+                float sum = warp_sum(p);
+                if (lane < KC)
+                    s_s[q * SS + lane] = p;
+                if (lane == 0) {
+                    s_m[q] = mn;
+                    s_l[q] = s_l[q] * corr + sum;
+                    s_c[q] = corr;
+                }
+            }
+            __syncthreads(); /* V tile, P and corrections in */
+            for (int i = 0; i < MQ; i++) {
+                float c = s_c[tq + 16 * i];
+                for (int jj = 0; jj < MD; jj++)
+                    for (int e = 0; e < 4; e++)
+                        acc[i][jj][e] *= c;
+            }
+#pragma unroll 2
+            for (int j = 0; j < KC; j++) {
+                float p[MQ];
+                for (int i = 0; i < MQ; i++)
+                    p[i] = s_s[(tq + 16 * i) * SS + j];
+                for (int jj = 0; jj < MD; jj++) {
+                    float4 v = *(const float4 *)&s_kv[j * QS + 4 * tk + 64 * jj];
+                    for (int i = 0; i < MQ; i++) {
+                        acc[i][jj][0] = fmaf(p[i], v.x, acc[i][jj][0]);
+                        acc[i][jj][1] = fmaf(p[i], v.y, acc[i][jj][1]);
+                        acc[i][jj][2] = fmaf(p[i], v.z, acc[i][jj][2]);
+                        acc[i][jj][3] = fmaf(p[i], v.w, acc[i][jj][3]);
+                    }
+                }
+            }
+            __syncthreads(); /* V tile and P read: the next K tile may land */
+        }
+    }
+    for (int i = 0; i < MQ; i++) {
+        if (qrow[i] < 0)
+            continue;
+        int q = tq + 16 * i;
+        float L = s_l[q];
+        float *o = a.out + (r0 + qrow[i]) * qd + (int64_t)(h0 + q % a.tile_heads) * hd;
+        for (int jj = 0; jj < MD; jj++)
+            for (int e = 0; e < 4; e++) {
+                int d = 4 * tk + 64 * jj + e;
+                if (d < hd)
+                    o[d] = L > 0.0f ? acc[i][jj][e] / L : 0.0f; /* no key (a bad position): zeros, not NaN */
+            }
+    }
+}
 
 /* Block (r, h): query head h of row r over positions 0 .. pos[r] of its
  * slot's block in layer; kv head h / group. */
@@ -163,6 +442,14 @@ template <typename T, int DPL> __global__ static void __launch_bounds__(ATT_WARP
 {
     int64_t r = blockIdx.x / a.n_head;
     int h = (int)(blockIdx.x % a.n_head), hd = a.hd;
+    if (a.tile_rows) {
+        __shared__ int32_t s_sl[TL_ROWS_MAX];
+        __shared__ int s_first[TL_ROWS_MAX];
+        int64_t r0 = r / a.tile_rows * a.tile_rows;
+        int rows = (int)(a.n - r0 < a.tile_rows ? a.n - r0 : a.tile_rows);
+        if (tile_slots(a.slot, r0, rows, s_sl, s_first) <= TL_SLOTS_MAX)
+            return; /* the tiled kernel's */
+    }
     int64_t count = a.pos[r] + 1;
     count = count < 0 ? 0 : count > a.n_ctx ? a.n_ctx : count;
     size_t blk = ((size_t)a.slot[r] * (size_t)a.n_layer + (size_t)a.layer) * (size_t)a.n_ctx * (size_t)a.kv_dim +
@@ -185,6 +472,31 @@ template <typename T> static void launch_cached(const cached_args &a, int64_t bl
         cached_kernel<T, 8><<<g, t, 0, s>>>(a);
 }
 
+/* The tiled kernel's padded head size and queries per block for hd. */
+static int tiled_dp(int hd)
+{
+    return hd <= 64 ? 64 : hd <= 128 ? 128 : 256;
+}
+static int tiled_nq(int hd)
+{
+    int dp = tiled_dp(hd);
+    return dp == 64 ? tl_shape<64>::NQ : dp == 128 ? tl_shape<128>::NQ : tl_shape<256>::NQ;
+}
+
+template <typename T> static void launch_tiled(const cached_args &a, int64_t n_head_kv, cudaStream_t s)
+{
+    dim3 g((unsigned)((a.n + a.tile_rows - 1) / a.tile_rows), (unsigned)n_head_kv,
+           (unsigned)((a.group + a.tile_heads - 1) / a.tile_heads)),
+        t(TL_THREADS);
+    int dp = tiled_dp(a.hd);
+    if (dp == 64)
+        tiled_kernel<T, 64><<<g, t, 0, s>>>(a);
+    else if (dp == 128)
+        tiled_kernel<T, 128><<<g, t, 0, s>>>(a);
+    else
+        tiled_kernel<T, 256><<<g, t, 0, s>>>(a);
+}
+
 int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *kv, int64_t layer,
                    const hearth_batch *b, int64_t n_head, int64_t n_head_kv, int64_t hd, float scale)
 {
@@ -196,7 +508,28 @@ int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *k
     if (b->n == 0)
         return 0;
     cached_args a = {out,    Q,      kv->k,   kv->v,      kv->n_ctx,          kv->n_layer, layer,
-                     kv->kv_dim, b->pos, b->slot, (int)n_head, (int)(n_head / n_head_kv), (int)hd, scale};
+                     kv->kv_dim, b->pos, b->slot, (int)n_head, (int)(n_head / n_head_kv), (int)hd, scale,
+                     b->n,   0,      0,       false};
+    /* A prompt's rows: tiles of consecutive rows spanning at most
+     * TL_SLOTS_MAX slots go to the tiled kernel, the others (a decode
+     * step's rows, one per slot) stay with the per-row kernel; which is
+     * which is device data, so both are launched and each returns from the
+     * other's tiles. Decode-shaped calls launch the per-row kernel alone. */
+    bool tiled = b->n >= TL_MIN_ROWS && n_head_kv <= 65535;
+    if (tiled) {
+        int nq = tiled_nq(a.hd);
+        a.tile_heads = a.group < nq ? a.group : nq;
+        a.tile_rows = nq / a.tile_heads;
+        size_t al = 4 * (kv->type == HEARTH_F16 ? sizeof(__half) : sizeof(float));
+        a.vec = hd % 4 == 0 && (uintptr_t)kv->k % al == 0 && (uintptr_t)kv->v % al == 0;
+        if (kv->type == HEARTH_F16)
+            launch_tiled<__half>(a, n_head_kv, c->s);
+        else
+            launch_tiled<float>(a, n_head_kv, c->s);
+        int rc = cu_launched("attn_cached tiled");
+        if (rc)
+            return rc;
+    }
     if (kv->type == HEARTH_F16)
         launch_cached<__half>(a, b->n * n_head, c->s);
     else
