@@ -458,11 +458,14 @@ static void op_qk_attn(void)
                 int n_slots = 3;
                 int64_t n_ctx = 150, n_layer = 2, layer = 1;
                 int rope_type = variant == 0 ? 0 : 2;
-                /* rows of 3 slots, positions in order per slot from a prefix */
+                /* rows of 3 slots, positions in order per slot from a prefix;
+                 * the 130 plain rows are one prompt (slot 1 from position 0),
+                 * the shape a prefill tile of consecutive rows sees */
+                bool one_prompt = ri == NROWS - 1 && variant == 0;
                 int32_t *slot = malloc((size_t)n * sizeof *slot);
                 int64_t *pos = malloc((size_t)n * sizeof *pos), next[3] = {5, 0, 11};
                 for (int64_t i = 0; i < n; i++) {
-                    slot[i] = (int32_t)(rnd() % (uint32_t)n_slots);
+                    slot[i] = one_prompt ? 1 : (int32_t)(rnd() % (uint32_t)n_slots);
                     pos[i] = next[slot[i]]++;
                 }
                 step s;
