@@ -30,11 +30,25 @@
  * (capture-safe). Without cuBLAS: the mat-vec over X in groups of 8 rows
  * (fp32, dequantizing in the kernel; the weight is read M/8 times).
  *
+ * Since the grouped kernels (mm_mma.cuh; UNMEASURED until the lead's H200
+ * run): cu_matmul launches once per group of weights of one type and width
+ * over their concatenated rows (Q,K,V: one launch; gate,up: one). Dispatch:
+ * M = 1: mvg_kernel (the mat-vec above, grouped; fp32). 2 <= M <= 64
+ * (HEARTH_CUDA_MM_MMA_MAX lowers it): mma_kernel on tensor cores for every
+ * type but F32 (which stays on the grouped fp32 mat-vec, 8 X rows a
+ * launch), each weight byte read once per call, dequantized in registers
+ * to f16 (bf16 for BF16), X rounded to f16/bf16 as staged in shared memory
+ * (caps.matmul_round 2^-9 covers both roundings); fragment mapping in
+ * mm_mma.cuh's header. M > 64: cuBLAS as below. HEARTH_CUDA_MM=legacy:
+ * the dispatch before these (one mat-vec launch per weight, cuBLAS past 8).
+ * Bytes of mma_kernel per call: N K b of weight from HBM once, plus M K 4
+ * of X from L2 per block of 32 WN rows (WN = 1, 2, 4, 8 for M <= 8, 16, 32,
+ * 64), plus 4 M N of Y. A row's result does not depend on the group.
+ *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED.
  *
- * Rejected: one launch over Q,K,V's concatenated rows (a gain for small
- * matrices only, and weights of one group may differ in type); keeping f16
+ * Rejected: keeping f16
  * copies of quantized weights for the GEMM (3.5x the memory of Q4).
  *
  * What test_dev_ops checks here (every type, rows 1, 3, 17, 130, widths up

@@ -93,8 +93,10 @@ __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M))
     bool staged = false;
     for (int64_t rg = (int64_t)blockIdx.x * MV_WARPS; rg < nr; rg += (int64_t)gridDim.x * MV_WARPS) {
         const bool live = rg + warp < nr;
-        const mseg sg = seg_at(gr, rg + warp);
-        const int64_t row = sg.local;
+        /* the view now, the output at the end (fewer registers held over the loop) */
+        const mseg sv = seg_at(gr, rg + warp);
+        const mview vw = sv.v;
+        const int64_t row = sv.local;
         float acc[M];
 #pragma unroll
         for (int m = 0; m < M; m++)
@@ -108,7 +110,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M))
 #pragma unroll
                 for (int j = 0; j < T::UNR; j++)
                     if (u + 32 * j < nu)
-                        r[j] = T::load(sg.v, row, ub + u + 32 * j);
+                        r[j] = T::load(vw, row, ub + u + 32 * j);
             }
             if (!(once && staged)) { /* block-uniform */
                 __syncthreads();
@@ -153,11 +155,12 @@ __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M))
 #pragma unroll
                 for (int j = 0; j < T::UNR; j++)
                     if (u + 32 * j < nu)
-                        r[j] = T::load(sg.v, row, ub + u + 32 * j);
+                        r[j] = T::load(vw, row, ub + u + 32 * j);
             }
         }
         if (!live)
             continue;
+        const mseg sg = seg_at(gr, rg + warp);
 #pragma unroll
         for (int m = 0; m < M; m++) {
             float s = acc[m];
