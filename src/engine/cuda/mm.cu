@@ -30,11 +30,25 @@
  * (capture-safe). Without cuBLAS: the mat-vec over X in groups of 8 rows
  * (fp32, dequantizing in the kernel; the weight is read M/8 times).
  *
+ * Since the grouped kernels (mm_mma.cuh; UNMEASURED until the lead's H200
+ * run): cu_matmul launches once per group of weights of one type and width
+ * over their concatenated rows (Q,K,V: one launch; gate,up: one). Dispatch:
+ * M = 1: mvg_kernel (the mat-vec above, grouped; fp32). 2 <= M <= 64
+ * (HEARTH_CUDA_MM_MMA_MAX lowers it): mma_kernel on tensor cores for every
+ * type but F32 (which stays on the grouped fp32 mat-vec, 8 X rows a
+ * launch), each weight byte read once per call, dequantized in registers
+ * to f16 (bf16 for BF16), X rounded to f16/bf16 as staged in shared memory
+ * (caps.matmul_round 2^-9 covers both roundings); fragment mapping in
+ * mm_mma.cuh's header. M > 64: cuBLAS as below. HEARTH_CUDA_MM=legacy:
+ * the dispatch before these (one mat-vec launch per weight, cuBLAS past 8).
+ * Bytes of mma_kernel per call: N K b of weight from HBM once, plus M K 4
+ * of X from L2 per block of 32 WN rows (WN = 1, 2, 4, 8 for M <= 8, 16, 32,
+ * 64), plus 4 M N of Y. A row's result does not depend on the group.
+ *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED.
  *
- * Rejected: one launch over Q,K,V's concatenated rows (a gain for small
- * matrices only, and weights of one group may differ in type); keeping f16
+ * Rejected: keeping f16
  * copies of quantized weights for the GEMM (3.5x the memory of Q4).
  *
  * What test_dev_ops checks here (every type, rows 1, 3, 17, 130, widths up
@@ -44,6 +58,7 @@
  * embed rows of every type; ldx/ldy wider than the rows. */
 #include "engine/cuda/cuda_int.h"
 #include "engine/cuda/mm_kernels.cuh"
+#include "engine/cuda/mm_mma.cuh"
 
 extern "C" {
 #include "base/log.h"
@@ -59,6 +74,7 @@ extern "C" {
 #define MM_TILE_MAX ((size_t)64 << 20)   /* a dequantized f16 tile of W */
 #define MM_BLAS_WS ((size_t)32 << 20)    /* cuBLAS's own workspace (its Hopper advice) */
 #define MM_PLACE_STAGE ((size_t)64 << 20) /* host bytes re-laid out per copy */
+#define MMA_MAX_M 64                      /* the largest M on the tensor-core kernel */
 
 /* ---- layout ---- */
 
@@ -536,11 +552,10 @@ static int gemm(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int
     return rc;
 }
 
-int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M, float *const *Y,
-              const int64_t *ldy)
+/* today's dispatch before the grouped kernels (HEARTH_CUDA_MM=legacy) */
+static int matmul_legacy(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M,
+                         float *const *Y, const int64_t *ldy)
 {
-    if (M <= 0 || n <= 0)
-        return M == 0 ? 0 : HEARTH_EINVAL;
     if (M > MV_MAX_M) {
         pthread_once(&blas_once, blas_open);
         if (blas.ok)
@@ -550,4 +565,156 @@ int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64
     for (int i = 0; i < n && rc == 0; i++)
         rc = matvec(c, w[i], X, ldx, M, Y[i], ldy[i]);
     return rc;
+}
+
+/* ---- grouped launches ---- */
+
+template <class T, int M>
+static int mvg_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K)
+{
+    const int kc = chunk_of(M);
+    int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
+    if (g.v[0].kp <= kc && blocks > 4 * (int64_t)sm_count(c->ordinal))
+        blocks = 4 * (int64_t)sm_count(c->ordinal);
+    mvg_kernel<T, M><<<(unsigned)blocks, MV_WARPS * 32, (size_t)M * kc * 4, c->s>>>(g, X, ldx, nr, K, kc);
+    return cu_launched("mvg_kernel");
+}
+
+/* The mat-vec over the group's nr rows, X's rows 8 at a time. */
+template <class T>
+static int mvg_rows(cu_ctx *c, const mgroup &g0, const float *X, int64_t ldx, int64_t M, int64_t nr, int64_t K)
+{
+    int rc = 0;
+    for (int64_t m0 = 0; m0 < M && rc == 0; m0 += MV_MAX_M) {
+        mgroup g = g0;
+        for (int i = 0; i < g.cnt; i++)
+            g.y[i] += m0 * g.ldy[i];
+        const float *x = X + m0 * ldx;
+        switch (M - m0 < MV_MAX_M ? (int)(M - m0) : MV_MAX_M) {
+        case 1: rc = mvg_launch<T, 1>(c, g, x, ldx, nr, K); break;
+        case 2: rc = mvg_launch<T, 2>(c, g, x, ldx, nr, K); break;
+        case 3: rc = mvg_launch<T, 3>(c, g, x, ldx, nr, K); break;
+        case 4: rc = mvg_launch<T, 4>(c, g, x, ldx, nr, K); break;
+        case 5: rc = mvg_launch<T, 5>(c, g, x, ldx, nr, K); break;
+        case 6: rc = mvg_launch<T, 6>(c, g, x, ldx, nr, K); break;
+        case 7: rc = mvg_launch<T, 7>(c, g, x, ldx, nr, K); break;
+        default: rc = mvg_launch<T, 8>(c, g, x, ldx, nr, K); break;
+        }
+    }
+    return rc;
+}
+
+template <class T, int NT, bool BF>
+static int mma_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t K, int64_t tiles)
+{
+    typedef mma_cfg<T, NT> C;
+    static_assert(C::SMEM <= 48 * 1024, "mma_kernel: shared memory past the default limit");
+    const int64_t per = (int64_t)C::WN * MMA_TB;
+    const int64_t blocks = (tiles + per - 1) / per;
+    mma_kernel<T, NT, BF><<<(unsigned)blocks, MMA_WARPS * 32, C::SMEM, c->s>>>(g, X, ldx, (int)M, K, tiles);
+    return cu_launched("mma_kernel");
+}
+
+template <class T, bool BF>
+static int mma_rows(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t tiles, int64_t K)
+{
+    if (M <= 8)
+        return mma_launch<T, 1, BF>(c, g, X, ldx, M, K, tiles);
+    if (M <= 16)
+        return mma_launch<T, 2, BF>(c, g, X, ldx, M, K, tiles);
+    if (M <= 32)
+        return mma_launch<T, 4, BF>(c, g, X, ldx, M, K, tiles);
+    return mma_launch<T, 8, BF>(c, g, X, ldx, M, K, tiles);
+}
+
+/* One group: the mat-vec (fp32) or, when mma, the tensor-core kernel (M <= MMA_MAX_M). */
+static int group_launch(cu_ctx *c, const mgroup &g, hearth_dtype t, bool mma, const float *X, int64_t ldx,
+                        int64_t M, int64_t nr, int64_t K)
+{
+    if (mma && t != HEARTH_F32) {
+        switch (t) {
+        case HEARTH_F16: return mma_rows<tr_half<false>, false>(c, g, X, ldx, M, nr, K);
+        case HEARTH_BF16: return mma_rows<tr_half<true>, true>(c, g, X, ldx, M, nr, K);
+        case HEARTH_Q8_0: return mma_rows<tr_q8_0, false>(c, g, X, ldx, M, nr, K);
+        case HEARTH_Q4_0: return mma_rows<tr_q4_0, false>(c, g, X, ldx, M, nr, K);
+        case HEARTH_Q4_K: return mma_rows<tr_q4_k, false>(c, g, X, ldx, M, nr, K);
+        case HEARTH_Q6_K: return mma_rows<tr_q6_k, false>(c, g, X, ldx, M, nr, K);
+        default: return HEARTH_EUNSUPPORTED;
+        }
+    }
+#define MVG_CALL(T) mvg_rows<T>(c, g, X, ldx, M, nr, K)
+    MM_DISPATCH(t, MVG_CALL)
+#undef MVG_CALL
+}
+
+/* The weights in groups of one type (and width), one launch each, in the
+ * order of their first weight. nr counts rows (mat-vec) or 16-row tiles
+ * (mma: each weight starts on a tile). */
+static int grouped(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M,
+                   float *const *Y, const int64_t *ldy, bool mma)
+{
+    if (n > MM_GROUP)
+        return HEARTH_EINVAL;
+    bool done[MM_GROUP] = {false, false, false, false};
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (done[i])
+            continue;
+        mgroup g;
+        memset(&g, 0, sizeof g);
+        int64_t nr = 0;
+        for (int j = i; j < n; j++) {
+            if (done[j] || w[j]->type != w[i]->type || w[j]->n_in != w[i]->n_in)
+                continue;
+            g.v[g.cnt] = view_of(w[j]);
+            g.y[g.cnt] = Y[j];
+            g.ldy[g.cnt] = ldy[j];
+            g.n[g.cnt] = w[j]->n_out;
+            g.at[g.cnt] = nr;
+            nr += mma ? (w[j]->n_out + 15) / 16 : w[j]->n_out;
+            g.cnt++;
+            done[j] = true;
+        }
+        rc = group_launch(c, g, w[i]->type, mma, X, ldx, M, nr, w[i]->n_in);
+    }
+    return rc;
+}
+
+/* HEARTH_CUDA_MM: "legacy" selects matmul_legacy; HEARTH_CUDA_MM_MMA_MAX
+ * (0 .. 64, default 64) is the largest M on the tensor-core kernel (0: none).
+ * Read once (a plain read: the same answer if two threads race). */
+static int mm_env(int *mma_max)
+{
+    static int legacy = -1, mx = MMA_MAX_M;
+    if (legacy < 0) {
+        const char *e = getenv("HEARTH_CUDA_MM");
+        const char *x = getenv("HEARTH_CUDA_MM_MMA_MAX");
+        if (x) {
+            long v = strtol(x, NULL, 10);
+            mx = v < 0 ? 0 : v > MMA_MAX_M ? MMA_MAX_M : (int)v;
+        }
+        legacy = e && strcmp(e, "legacy") == 0;
+        if (legacy)
+            hearth_log(HEARTH_LOG_INFO, "cuda: matmul: HEARTH_CUDA_MM=legacy: one launch per weight, no mma kernel");
+    }
+    *mma_max = mx;
+    return legacy;
+}
+
+int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M, float *const *Y,
+              const int64_t *ldy)
+{
+    if (M <= 0 || n <= 0)
+        return M == 0 ? 0 : HEARTH_EINVAL;
+    int mma_max;
+    if (mm_env(&mma_max))
+        return matmul_legacy(c, w, n, X, ldx, M, Y, ldy);
+    if (M >= 2 && M <= mma_max)
+        return grouped(c, w, n, X, ldx, M, Y, ldy, true);
+    if (M > MV_MAX_M) {
+        pthread_once(&blas_once, blas_open);
+        if (blas.ok)
+            return gemm(c, w, n, X, ldx, M, Y, ldy);
+    }
+    return grouped(c, w, n, X, ldx, M, Y, ldy, false);
 }

@@ -1,0 +1,412 @@
+/* mm_mma.cuh: mm.cu's grouped kernels: one launch over the concatenated
+ * rows of up to four weights of one type that share X (Q,K,V; gate,up).
+ *
+ *   mvg_kernel  the decode mat-vec of mm_kernels.cuh (same arithmetic, same
+ *               order per row), each warp's row looked up in the group
+ *   mma_kernel  2 <= M <= 64: tensor cores (mma.sync m16n8k16, f32
+ *               accumulate) with the weight dequantized in registers, read
+ *               once per call; X rounded to f16 (bf16 for BF16 weights) as
+ *               it is staged in shared memory
+ *
+ * mma_kernel, the fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16
+ * with floating point type"; lane = 4 gq + tq, gq = lane / 4, tq = lane % 4;
+ * each 32-bit register holds two 16-bit values, the lower index in the low
+ * half):
+ *   A (16 x 16, row):  a[0] = A[gq][2tq, 2tq+1]      a[1] = A[gq+8][2tq, 2tq+1]
+ *                      a[2] = A[gq][2tq+8, 2tq+9]    a[3] = A[gq+8][2tq+8, 2tq+9]
+ *   B (16 x 8, col):   b[0] = B[2tq, 2tq+1][gq]      b[1] = B[2tq+8, 2tq+9][gq]
+ *   C/D (16 x 8, f32): c[0] = D[gq][2tq]  c[1] = D[gq][2tq+1]
+ *                      c[2] = D[gq+8][2tq] c[3] = D[gq+8][2tq+1]
+ * Here A = 16 weight rows (output features), B = X^T (columns = 8 rows of
+ * X), D = Y^T. The sum over k does not care which physical k each mma k
+ * stands for, as long as A and B agree, so lane tq holds four contiguous
+ * physical elements: in the mma of step s (0..3) over a 16-element group
+ * starting at e_tq (each of the four lanes tq of a quad has its own group;
+ * all eight lanes with the same tq share it),
+ *   mma k 2tq, 2tq+1, 2tq+8, 2tq+9  ->  physical k e_tq + 4s + 0, 1, 2, 3.
+ * So a[0] = W[row gq][e+4s, e+4s+1], a[2] = W[row gq][e+4s+2, e+4s+3] (rows
+ * gq+8 for a[1], a[3]) and b = the 8 bytes X[gq][e+4s .. e+4s+3] in one
+ * 64-bit shared-memory load; four steps cover the 16 elements of each lane's
+ * group, so a quad's four mmas sum its four groups. The 16 elements are one
+ * trait group (mm_kernels.cuh): a lane loads a unit of rows gq and gq+8 and
+ * decodes group by group, w = a q - b in f32, rounded to f16/bf16.
+ *
+ * Block: 8 warps, WN along rows x WK along K (WN = NT, the 8-row tiles of
+ * X: 1, 2, 4, 8), each warp two 16-row tiles (the B fragments serve both).
+ * K runs in chunks of R = WK S elements (S = 128, or 256 for Q6_K's 64-wide
+ * units): the block stages X's chunk (8 NT rows, zero past M and K) as
+ * f16, each warp multiplies its S-wide slice; the WK partial sums are added
+ * in shared memory in a fixed order at the end. Nothing depends on N, so a
+ * row's result is the same alone or in a group (bit for bit). Weight tiles
+ * of a group start on 16-row boundaries (rows past a weight's N compute
+ * zeros and are not stored). Included by mm.cu alone, after mm_kernels.cuh. */
+#ifndef HEARTH_ENGINE_CUDA_MM_MMA_CUH
+#define HEARTH_ENGINE_CUDA_MM_MMA_CUH
+
+#include "engine/cuda/mm_kernels.cuh"
+
+#define MM_GROUP 4 /* weights one launch takes (dev_cuda.cu's MM_GROUP_MAX) */
+
+/* Weights of one type and width sharing X: weight i covers the
+ * concatenated index range [at[i], at[i+1]) (rows for mvg_kernel, 16-row
+ * tiles for mma_kernel). */
+struct mgroup {
+    mview v[MM_GROUP];
+    float *y[MM_GROUP];
+    int64_t ldy[MM_GROUP], n[MM_GROUP], at[MM_GROUP];
+    int cnt;
+};
+
+/* The weight holding concatenated index x (constant indices only: no
+ * dynamic indexing of the kernel parameters). */
+struct mseg {
+    mview v;
+    float *y;
+    int64_t ldy, n, local;
+};
+__device__ __forceinline__ mseg seg_at(const mgroup &g, int64_t x)
+{
+    mseg s = {g.v[0], g.y[0], g.ldy[0], g.n[0], x - g.at[0]};
+#pragma unroll
+    for (int j = 1; j < MM_GROUP; j++)
+        if (j < g.cnt && x >= g.at[j]) {
+            s.v = g.v[j];
+            s.y = g.y[j];
+            s.ldy = g.ldy[j];
+            s.n = g.n[j];
+            s.local = x - g.at[j];
+        }
+    return s;
+}
+
+/* ---- the grouped mat-vec: mv_kernel (mm_kernels.cuh) over nr concatenated rows ---- */
+
+template <class T, int M>
+__global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M))
+    mvg_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int64_t nr, int64_t K, int kc)
+{
+    extern __shared__ float4 xs[]; /* (M, kc/4), swizzled */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kc4 = kc / 4;
+    const int64_t kp = gr.v[0].kp; /* one width for the group */
+    const bool once = kp <= kc;
+    const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
+    bool staged = false;
+    for (int64_t rg = (int64_t)blockIdx.x * MV_WARPS; rg < nr; rg += (int64_t)gridDim.x * MV_WARPS) {
+        const bool live = rg + warp < nr;
+        /* the view now, the output at the end (fewer registers held over the loop) */
+        const mseg sv = seg_at(gr, rg + warp);
+        const mview vw = sv.v;
+        const int64_t row = sv.local;
+        float acc[M];
+#pragma unroll
+        for (int m = 0; m < M; m++)
+            acc[m] = 0.0f;
+        for (int64_t c0 = 0; c0 < kp; c0 += kc) {
+            const int ce = (int)min((int64_t)kc, kp - c0), nu = ce / T::EPU;
+            const int64_t ub = c0 / T::EPU;
+            typename T::R r[T::UNR];
+            int u = lane;
+            if (live) {
+#pragma unroll
+                for (int j = 0; j < T::UNR; j++)
+                    if (u + 32 * j < nu)
+                        r[j] = T::load(vw, row, ub + u + 32 * j);
+            }
+            if (!(once && staged)) { /* block-uniform */
+                __syncthreads();
+                stage_x<M>(xs, X, ldx, K, c0, ce, kc4, vec);
+                __syncthreads();
+                staged = true;
+            }
+            if (!live)
+                continue;
+            for (;;) {
+#pragma unroll
+                for (int j = 0; j < T::UNR; j++) {
+                    if (u + 32 * j >= nu)
+                        break;
+#pragma unroll
+                    for (int g = 0; g < T::G; g++) {
+                        float q[16], a, b;
+                        T::group(r[j], g, q, a, b);
+                        const int f0 = (int)(T::eo(u + 32 * j, g) >> 2);
+#pragma unroll
+                        for (int m = 0; m < M; m++) {
+                            float s = 0.0f, sx = 0.0f;
+#pragma unroll
+                            for (int jj = 0; jj < 4; jj++) {
+                                const float4 x = xs[m * kc4 + swz(f0 + jj)];
+                                s = fmaf(q[4 * jj], x.x, s);
+                                s = fmaf(q[4 * jj + 1], x.y, s);
+                                s = fmaf(q[4 * jj + 2], x.z, s);
+                                s = fmaf(q[4 * jj + 3], x.w, s);
+                                if (T::MIN)
+                                    sx += (x.x + x.y) + (x.z + x.w);
+                            }
+                            acc[m] = fmaf(a, s, acc[m]);
+                            if (T::MIN)
+                                acc[m] = fmaf(-b, sx, acc[m]);
+                        }
+                    }
+                }
+                u += 32 * T::UNR;
+                if (u >= nu)
+                    break;
+#pragma unroll
+                for (int j = 0; j < T::UNR; j++)
+                    if (u + 32 * j < nu)
+                        r[j] = T::load(vw, row, ub + u + 32 * j);
+            }
+        }
+        if (!live)
+            continue;
+        const mseg sg = seg_at(gr, rg + warp);
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+            float s = acc[m];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1)
+                s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane == 0)
+                sg.y[m * sg.ldy + row] = s;
+        }
+    }
+}
+
+/* ---- the tensor-core kernel ---- */
+
+#define MMA_WARPS 8
+#define MMA_TB 2 /* 16-row tiles per warp */
+
+/* The block's shape for trait T and NT tiles of 8 rows of X (host and device). */
+template <class T, int NT>
+struct mma_cfg {
+    static constexpr int WN = NT, WK = MMA_WARPS / NT;
+    static constexpr int S = 4 * T::EPU > 128 ? 4 * T::EPU : 128; /* a warp's slice of a chunk */
+    static constexpr int UN = S / (4 * T::EPU);                    /* units per lane per slice */
+    static constexpr int R = WK * S;                               /* the chunk */
+    static constexpr int P = R + 8; /* smem pitch in 16-bit elements: rows 16 bytes apart in bank terms */
+    static constexpr int MP = 8 * NT;
+    static constexpr int ACC = MMA_TB * NT * 4;
+    static constexpr size_t XBYTES = (size_t)MP * P * 2;
+    static constexpr size_t RBYTES = (size_t)(WK - 1) * WN * 32 * ACC * 4;
+    static constexpr size_t SMEM = XBYTES > RBYTES ? XBYTES : RBYTES;
+    static constexpr int ROWS = 16 * MMA_TB * WN; /* rows (in tiles' terms) per block */
+};
+
+template <bool BF>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi)
+{
+    uint32_t u;
+    if (BF) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); /* .x = lo, the low half */
+        u = *(const uint32_t *)&h;
+    } else {
+        __half2 h = __floats2half2_rn(lo, hi);
+        u = *(const uint32_t *)&h;
+    }
+    return u;
+}
+
+template <bool BF>
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1)
+{
+    if (BF)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* X's columns c0 .. c0+R of rows 0 .. MP into xs (pitch P), rounded to
+ * f16/bf16; zero at rows >= M and columns >= K. All threads of the block. */
+template <bool BF, int MP, int R, int P>
+__device__ __forceinline__ void stage_xh(uint16_t *xs, const float *__restrict__ X, int64_t ldx, int M, int64_t K,
+                                         int64_t c0, bool vec)
+{
+    constexpr int F = R / 4;
+    for (int i = threadIdx.x; i < MP * F; i += blockDim.x) {
+        const int m = i / F, f = i - m * F;
+        const int64_t gk = c0 + 4 * f;
+        float x0 = 0.0f, x1 = 0.0f, x2 = 0.0f, x3 = 0.0f;
+        if (m < M) {
+            const float *p = X + m * ldx + gk;
+            if (vec && gk + 4 <= K) {
+                const float4 x = __ldg((const float4 *)p);
+                x0 = x.x;
+                x1 = x.y;
+                x2 = x.z;
+                x3 = x.w;
+            } else {
+                x0 = gk < K ? p[0] : 0.0f;
+                x1 = gk + 1 < K ? p[1] : 0.0f;
+                x2 = gk + 2 < K ? p[2] : 0.0f;
+                x3 = gk + 3 < K ? p[3] : 0.0f;
+            }
+        }
+        *(uint2 *)(xs + m * P + 4 * f) = make_uint2(pack2<BF>(x0, x1), pack2<BF>(x2, x3));
+    }
+}
+
+/* Y_i (M, N_i) = X (M, K) W_i^T over the group's `tiles` concatenated
+ * 16-row tiles; M <= 8 NT. Block b, warp (wn, wk): tiles (b WN + wn) TB +
+ * 0 .. TB-1, K slices wk S + j R. */
+template <class T, int NT, bool BF>
+__global__ void __launch_bounds__(MMA_WARPS * 32, 1)
+    mma_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t K, int64_t tiles)
+{
+    typedef mma_cfg<T, NT> C;
+    extern __shared__ uint4 smem4[];
+    uint16_t *xs = (uint16_t *)smem4;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wk = warp % C::WK, wn = warp / C::WK;
+    const int gq = lane >> 2, tq = lane & 3;
+    const int64_t kp = gr.v[0].kp, upr = kp / T::EPU;
+    const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
+
+    /* this warp's tiles and the two rows of each this lane reads */
+    mview v[MMA_TB];
+    float *y[MMA_TB];
+    int64_t ldy[MMA_TB], row[MMA_TB][2];
+    bool ok[MMA_TB][2];
+#pragma unroll
+    for (int tb = 0; tb < MMA_TB; tb++) {
+        const int64_t tile = ((int64_t)blockIdx.x * C::WN + wn) * MMA_TB + tb;
+        const mseg sg = seg_at(gr, tile < tiles ? tile : 0);
+        v[tb] = sg.v;
+        y[tb] = sg.y;
+        ldy[tb] = sg.ldy;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            row[tb][h] = 16 * sg.local + gq + 8 * h;
+            ok[tb][h] = tile < tiles && row[tb][h] < sg.n;
+        }
+    }
+
+    float acc[MMA_TB][NT][4];
+#pragma unroll
+    for (int tb = 0; tb < MMA_TB; tb++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[tb][j][i] = 0.0f;
+
+    for (int64_t c0 = 0; c0 < kp; c0 += C::R) {
+        const int64_t e0 = c0 + (int64_t)wk * C::S; /* this warp's slice */
+        const bool work = e0 < kp;                  /* warp-uniform */
+        /* the weight loads go out before X is staged: both latencies overlap */
+        typename T::R r[C::UN][MMA_TB][2];
+        bool uok[C::UN];
+#pragma unroll
+        for (int i = 0; i < C::UN; i++) {
+            const int64_t u = e0 / T::EPU + 4 * i + tq;
+            uok[i] = work && u < upr;
+#pragma unroll
+            for (int tb = 0; tb < MMA_TB; tb++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    r[i][tb][h] = typename T::R{};
+                    if (uok[i] && ok[tb][h])
+                        r[i][tb][h] = T::load(v[tb], row[tb][h], u);
+                }
+        }
+        __syncthreads(); /* the previous chunk is read */
+        stage_xh<BF, C::MP, C::R, C::P>(xs, X, ldx, M, K, c0, vec);
+        __syncthreads();
+        if (!work)
+            continue;
+#pragma unroll
+        for (int i = 0; i < C::UN; i++) {
+            const int64_t u = e0 / T::EPU + 4 * i + tq;
+#pragma unroll
+            for (int g = 0; g < T::G; g++) {
+                /* chunk-local start of this lane's 16 elements (inside the
+                 * warp's slice even for a unit past the row: X is zero there) */
+                const int e = (int)(T::eo(u, g) - c0);
+                uint32_t A[MMA_TB][4][4]; /* [tile][step s][register] */
+#pragma unroll
+                for (int tb = 0; tb < MMA_TB; tb++) {
+                    float w[2][16];
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        float q[16], a, b;
+                        T::group(r[i][tb][h], g, q, a, b);
+                        if (!(uok[i] && ok[tb][h])) { /* zeros: past the row's end or the weight's rows */
+                            a = 0.0f;
+                            b = 0.0f;
+                        }
+#pragma unroll
+                        for (int k = 0; k < 16; k++)
+                            w[h][k] = fmaf(a, q[k], -b);
+                    }
+#pragma unroll
+                    for (int s = 0; s < 4; s++) {
+                        A[tb][s][0] = pack2<BF>(w[0][4 * s], w[0][4 * s + 1]);
+                        A[tb][s][1] = pack2<BF>(w[1][4 * s], w[1][4 * s + 1]);
+                        A[tb][s][2] = pack2<BF>(w[0][4 * s + 2], w[0][4 * s + 3]);
+                        A[tb][s][3] = pack2<BF>(w[1][4 * s + 2], w[1][4 * s + 3]);
+                    }
+                }
+#pragma unroll
+                for (int s = 0; s < 4; s++)
+#pragma unroll
+                    for (int j = 0; j < NT; j++) {
+                        const uint2 bx = *(const uint2 *)(xs + (8 * j + gq) * C::P + e + 4 * s);
+#pragma unroll
+                        for (int tb = 0; tb < MMA_TB; tb++)
+                            mma16816<BF>(acc[tb][j], A[tb][s], bx.x, bx.y);
+                    }
+            }
+        }
+    }
+
+    /* split-K: warps wk > 0 leave their sums in shared memory, wk = 0 adds
+     * them in order and stores */
+    if (C::WK > 1) {
+        float *red = (float *)smem4;
+        __syncthreads(); /* X is read */
+        if (wk > 0) {
+            float *o = red + (size_t)((wn * (C::WK - 1) + wk - 1) * C::ACC) * 32 + lane;
+#pragma unroll
+            for (int tb = 0; tb < MMA_TB; tb++)
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        o[((tb * NT + j) * 4 + i) * 32] = acc[tb][j][i];
+        }
+        __syncthreads();
+        if (wk > 0)
+            return;
+        for (int w = 1; w < C::WK; w++) {
+            const float *o = red + (size_t)((wn * (C::WK - 1) + w - 1) * C::ACC) * 32 + lane;
+#pragma unroll
+            for (int tb = 0; tb < MMA_TB; tb++)
+#pragma unroll
+                for (int j = 0; j < NT; j++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        acc[tb][j][i] += o[((tb * NT + j) * 4 + i) * 32];
+        }
+    }
+    /* c[0] = D[gq][2tq], c[1] = D[gq][2tq+1], c[2], c[3] the same for row gq+8;
+     * D's row is the weight row, its column the row of X */
+#pragma unroll
+    for (int tb = 0; tb < MMA_TB; tb++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int h = i / 2, m = 8 * j + 2 * tq + (i & 1);
+                if (ok[tb][h] && m < M)
+                    y[tb][m * ldy[tb] + row[tb][h]] = acc[tb][j][i];
+            }
+}
+
+#endif
