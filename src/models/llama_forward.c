@@ -30,7 +30,11 @@
  * stream's staging memory and uploaded as one block per chunk; the walk
  * reads nothing an op computed, and logits reach the caller's buffer by one
  * download at the end of a chunk (on the CPU, whose memory is the host's, the
- * matmul writes them in place). The angles are computed here, once per token
+ * matmul writes them in place). So the device work between the upload and
+ * the download (pass_ops) is the same launches at the same addresses for
+ * every step of the same shape: a device that records work (the CUDA
+ * backend's graphs, dev.h's graph_begin/graph_end) replays a decode step
+ * with one call, keyed by the model, the cache and the row counts. The angles are computed here, once per token
  * for all layers, in double (large positions keep their precision), with the
  * model's linear frequency scale and rope_freqs factors folded in, so every
  * device rotates by the same table.
