@@ -43,6 +43,33 @@ for t in ${TYPES:-f16 q8_0 q4_k}; do
         env "${e[@]}" timeout 120 $H run --bench -m $M/$t.gguf --device cuda -p 512 -n 128 -r ${REPS:-3} 2>"$OUT/bench-$t-$mm.err" | row "$t $mm"
     done
 done
+# what the recorded graphs are worth: a decode step replayed, or launched op by op
+HEARTH_CUDA_GRAPHS=0 timeout 120 $H run --bench -m $M/q4_k.gguf --device cuda -p 0 -n 128 -r ${REPS:-3} 2>/dev/null |
+    grep tg128 | awk '{print "q4_k graphs-off "$0}'
+# served: hearth serve --device cuda, one completion and one streamed chat over HTTP
+$H serve -m $M/q4_k.gguf --device cuda --port 18431 --log-level warn >"$OUT/serve.log" 2>&1 &
+SP=$!
+python3 - <<'PY'
+import json, time, urllib.request
+base = "http://127.0.0.1:18431"
+for _ in range(600):
+    try:
+        if urllib.request.urlopen(base + "/health", timeout=1).status == 200:
+            break
+    except Exception:
+        time.sleep(0.1)
+def post(path, body):
+    r = urllib.request.Request(base + path, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    return urllib.request.urlopen(r, timeout=60)
+t = time.time()
+c = json.load(post("/completion", {"prompt": "Once upon a time", "n_predict": 32, "temperature": 0}))
+print("serve /completion: %d tokens predicted, %.1f tok/s (timings), %.0f ms" % (c["tokens_predicted"], c["timings"]["predicted_per_second"], (time.time() - t) * 1e3))
+r = post("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16, "stream": True})
+events = [l for l in r.read().decode().splitlines() if l.startswith("data: ")]
+print("serve chat stream: %d events, last %s" % (len(events), events[-1] if events else "none"))
+PY
+kill $SP; wait $SP 2>/dev/null
+grep -iE "error|cuda" "$OUT/serve.log" | head -5
 for p in ${PAR:-16 64}; do
     for mm in new legacy; do
         e=(); [ $mm = legacy ] && e=(HEARTH_CUDA_MM=legacy)

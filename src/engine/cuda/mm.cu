@@ -33,10 +33,10 @@
  * Since the grouped kernels (mm_mma.cuh; UNMEASURED until the lead's H200
  * run): cu_matmul launches once per group of weights of one type and width
  * over their concatenated rows (Q,K,V: one launch; gate,up: one). Dispatch:
- * M = 1: mvg_kernel (the mat-vec above, grouped; fp32). 2 <= M <= 64
- * (HEARTH_CUDA_MM_MMA_MAX lowers it): mma_kernel on tensor cores for every
- * type but F32 (which stays on the grouped fp32 mat-vec, 8 X rows a
- * launch), each weight byte read once per call, dequantized in registers
+ * M = 1: mvg_kernel (the mat-vec above, grouped; fp32). 2 <= M <= 32
+ * (HEARTH_CUDA_MM_MMA_MAX, up to 64): mma_kernel on tensor cores for every
+ * type but F32 (F32 weights take the per-weight path of before: the grouped
+ * F32 mat-vec wrote wrong rows on the H200 and is not used), each weight byte read once per call, dequantized in registers
  * to f16 (bf16 for BF16), X rounded to f16/bf16 as staged in shared memory
  * (caps.matmul_round 2^-9 covers both roundings); fragment mapping in
  * mm_mma.cuh's header. M > 64: cuBLAS as below. HEARTH_CUDA_MM=legacy:
@@ -74,7 +74,12 @@ extern "C" {
 #define MM_TILE_MAX ((size_t)64 << 20)   /* a dequantized f16 tile of W */
 #define MM_BLAS_WS ((size_t)32 << 20)    /* cuBLAS's own workspace (its Hopper advice) */
 #define MM_PLACE_STAGE ((size_t)64 << 20) /* host bytes re-laid out per copy */
-#define MMA_MAX_M 64                      /* the largest M on the tensor-core kernel */
+#define MMA_MAX_M 64                      /* the largest M the tensor-core kernel takes */
+/* The largest M it runs by default: on the H200 (1.04B, Q4_K, batched
+ * decode) it beat cuBLAS over a dequantized copy at 16 rows (3,804 against
+ * 2,369 tok/s) and lost at 64 (3,684 against 5,562): few blocks per weight
+ * at large M. */
+#define MMA_DEFAULT_M 32
 
 /* ---- layout ---- */
 
@@ -681,11 +686,12 @@ static int grouped(cu_ctx *c, const cu_weight *const *w, int n, const float *X, 
 }
 
 /* HEARTH_CUDA_MM: "legacy" selects matmul_legacy; HEARTH_CUDA_MM_MMA_MAX
- * (0 .. 64, default 64) is the largest M on the tensor-core kernel (0: none).
+ * (0 .. 64, default MMA_DEFAULT_M) is the largest M on the tensor-core
+ * kernel (0: none).
  * Read once (a plain read: the same answer if two threads race). */
 static int mm_env(int *mma_max)
 {
-    static int legacy = -1, mx = MMA_MAX_M;
+    static int legacy = -1, mx = MMA_DEFAULT_M;
     if (legacy < 0) {
         const char *e = getenv("HEARTH_CUDA_MM");
         const char *x = getenv("HEARTH_CUDA_MM_MMA_MAX");
@@ -707,7 +713,12 @@ int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64
     if (M <= 0 || n <= 0)
         return M == 0 ? 0 : HEARTH_EINVAL;
     int mma_max;
-    if (mm_env(&mma_max))
+    /* F32 weights (rare: tiny models, tests) keep the verified per-weight
+     * path: the grouped kernels gave wrong rows for them on the H200 */
+    bool f32 = false;
+    for (int i = 0; i < n; i++)
+        f32 = f32 || w[i]->type == HEARTH_F32;
+    if (mm_env(&mma_max) || f32)
         return matmul_legacy(c, w, n, X, ldx, M, Y, ldy);
     if (M >= 2 && M <= mma_max)
         return grouped(c, w, n, X, ldx, M, Y, ldy, true);
