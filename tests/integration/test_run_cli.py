@@ -317,13 +317,30 @@ def test_help():
     assert "run" in out and "quantize" in out
 
 
+def test_device_flag():
+    """--device: cpu is the default and gives the same text; a name that is
+    no device, and cuda in a build without CUDA (or on a machine without a
+    GPU), stop at once naming why; serve refuses CUDA with fork workers."""
+    base = ["-m", MODEL, "-p", "Once upon a time", "-n", "12", "--temp", "0"]
+    assert text_of(hearth("run", *base, "--device", "cpu")) == text_of(hearth("run", *base))
+    r = hearth("run", *base, "--device", "tpu")
+    assert r.returncode == 2 and b"want cpu, cuda or cuda:N" in r.stderr, r.stderr
+    r = hearth("run", *base, "--device", "cuda:7")
+    err = r.stderr.decode()
+    if os.environ.get("HEARTH_REQUIRE_GPU") != "1":
+        assert r.returncode == 2, err
+        assert "built without CUDA" in err or "not usable" in err, err
+    r = hearth("serve", "-m", MODEL, "--device", "cuda", "--workers", "2", "--port", "0")
+    assert r.returncode == 2 and b"needs --spawn" in r.stderr, r.stderr
+
+
 if __name__ == "__main__":
     try:
         hearth_test.run([test_greedy_matches_golden, test_stop_string_and_context_limit,
                          test_seeded_sampling_is_repeatable, test_dump_logits, test_bench_rows,
                          test_quantize_stories_q8_0_greedy, test_quantize_every_type, test_f16_repacked_and_in_place_agree,
                          test_quantize_errors,
-                         test_run_errors, test_help])
+                         test_run_errors, test_help, test_device_flag])
     finally:
         for f in os.listdir(TMP):
             os.unlink(os.path.join(TMP, f))
