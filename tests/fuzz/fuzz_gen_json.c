@@ -143,7 +143,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     g_api.cfg.cache_slots = 2; /* prefix reuse across inputs is exercised too */
     g_api.cfg.max_queue = 4;
     g_api.cfg.compute_threads = 1;
-    g_api.cfg.embed_engines = 1;
+    g_api.cfg.embed_lanes = 1;
 
     hearth_server_config cfg;
     hearth_server_config_default(&cfg);
