@@ -117,7 +117,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     const char *seed = NULL;
     int ubatch = 0, gpu_layers = 0, threads_batch = -1;
     bool jinja = false, context_shift = false, metrics = false, slots = false, cont_batching = true, webui = false,
-         verbose = false;
+         verbose = false, cors = true;
     const opt opts[] = {
         {"model", 'm', OPT_STR_LIST, &models, "[NAME=]PATH", "a model to serve: a sentence-transformers folder or a GGUF file; repeat for more (none: demo models)"},
         {"alias", 'a', OPT_STR, &api.cfg.alias, "NAME", "the name the one --model is served under (llama-server's; default: its file name)"},
@@ -184,7 +184,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"drain-timeout", 0, OPT_U64, &cfg.drain_timeout_ms, "MS", "on SIGTERM, longest wait for in-flight requests and for models still loading (10000)"},
         {"max-connections", 0, OPT_INT, &cfg.max_connections, "N", "open connections per process, all I/O threads together; past it new ones are closed at once (65536)"},
         {"api-key", 0, OPT_STR, &cfg.api_key, "KEY", "require \"Authorization: Bearer KEY\" (not on /health, /metrics and the model lists /models, /v1/models, as llama-server)"},
-        {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "allow browsers on ORIGIN (or *) to call the APIs (off)"},
+        {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "the one origin browsers may call the APIs from (*: any, the default, as llama-server's; '': none, as --no-cors)"},
+        {"cors", 0, OPT_BOOL, &cors, NULL, "answer CORS for browser clients: preflights and Access-Control-Allow-Origin (on, as llama-server; --no-cors turns it off)"},
         {"debug-routes", 0, OPT_BOOL, &debug_routes, NULL, "add /debug/* test endpoints (echo, delayed and streamed replies)"},
     };
     int rc = opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, "hearth serve [options]",
@@ -264,6 +265,11 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         return 2;
     }
     (void)metrics;
+    /* llama-server answers every origin; hearth's library default stays off */
+    if (!cors)
+        cfg.cors_origin = NULL;
+    else if (!cfg.cors_origin)
+        cfg.cors_origin = "*";
     api.cfg.max_batch_tokens = (size_t)max_batch_tokens;
     api.cfg.models = models.items;
     api.cfg.n_models = models.n;
