@@ -45,6 +45,8 @@ typedef struct hearth_api_config {
     int n_predict;               /* --n-predict: the most tokens an answer may have (-1: no limit) */
     hearth_sampler_params sampling; /* --temp, --top-k, ..., --seed: for requests that give none */
     bool embedding_only;         /* --embedding: serve embedding models only, as llama-server's */
+    bool slots;                  /* --slots: GET /slots lists the slots (off, as llama-server's at c392e50) */
+    const char *slot_save_path;  /* --slot-save-path DIR: POST /slots/{id}?action=save|restore|erase files (NULL: 501) */
     int max_queue;               /* --max-queue waiting generation requests (64) */
     int batch_size;              /* --batch-size tokens per forward pass (512) */
     const char *chat_template;   /* --chat-template override */

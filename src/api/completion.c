@@ -2,9 +2,8 @@
  * its newer name; one JSON answer, or server-sent events with "stream":
  * true), the llama form of POST /tokenize
  * ({"content": ...}; embed.c dispatches to it), POST /detokenize,
- * GET /props and GET /slots (a 501, as llama-server's without --slots);
- * and hearth_api_register_generation, which registers these and OpenAI's
- * generation routes (openai_gen.c).
+ * GET /props; and hearth_api_register_generation, which registers these,
+ * the slot routes (slots.c) and OpenAI's generation routes (openai_gen.c).
  *
  * Field names and shapes follow llama-server's tools/server README, so its
  * clients work unchanged: the answer's content, tokens (the generated ids
@@ -466,15 +465,6 @@ static void props(hearth_request *req, void *ctx)
     hearth_buf_deinit(&out);
 }
 
-/* GET /slots: what llama-server answers when started without --slots (which
- * hearth refuses): 501, so a client that probes for it learns it is off. */
-static void slots(hearth_request *req, void *ctx)
-{
-    hearth_respond_error(req, 501, "not_supported_error",
-                         "this server does not support the slots endpoint: hearth has none yet (/metrics shows the "
-                         "generation queues)");
-}
-
 int hearth_api_register_generation(hearth_api *api, hearth_server *s)
 {
     int rc = hearth_server_route(s, "POST", "/completion", completion, api);
@@ -485,7 +475,7 @@ int hearth_api_register_generation(hearth_api *api, hearth_server *s)
     if (!rc)
         rc = hearth_server_route(s, "GET", "/props", props, api);
     if (!rc)
-        rc = hearth_server_route(s, "GET", "/slots", slots, api);
+        rc = hearth_api_register_slots(api, s);
     if (!rc)
         rc = hearth_api_register_openai_gen(api, s);
     return rc;

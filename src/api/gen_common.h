@@ -158,6 +158,8 @@ int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g);
 /* "stop" for an end token or a stop string, "length" otherwise (OpenAI's finish_reason). */
 const char *hearth_gen_finish_reason(const hearth_gen_stats *st);
 
+/* Registers llama-server's GET /slots and POST /slots/{id} (slots.c). */
+int hearth_api_register_slots(hearth_api *api, hearth_server *s);
 /* Registers OpenAI's /v1/completions, /v1/chat/completions and
  * /chat/completions (openai_gen.c). */
 int hearth_api_register_openai_gen(hearth_api *api, hearth_server *s);

@@ -195,3 +195,51 @@ int hearth_mkdirs(const char *path, hearth_err *err)
     }
     return HEARTH_OK;
 }
+
+int hearth_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n_parts, hearth_err *err)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+        return hearth_err_set(err, HEARTH_EINVAL, "%s: path too long", path);
+    int fd;
+    do
+        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return hearth_err_sys(err, errno, "%s: cannot create", tmp);
+    const char *what = NULL;
+    int sys = 0;
+    for (int i = 0; i < n_parts && !what; i++) {
+        const char *p = parts[i];
+        size_t left = lens[i];
+        while (left) {
+            ssize_t w = write(fd, p, left);
+            if (w < 0 && errno == EINTR)
+                continue;
+            if (w <= 0) {
+                what = "write";
+                sys = w < 0 ? errno : ENOSPC;
+                break;
+            }
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    if (!what && fsync(fd) != 0) {
+        what = "fsync";
+        sys = errno;
+    }
+    if (close(fd) != 0 && !what) {
+        what = "close";
+        sys = errno;
+    }
+    if (!what && rename(tmp, path) != 0) {
+        what = "rename";
+        sys = errno;
+    }
+    if (what) {
+        unlink(tmp);
+        return hearth_err_sys(err, sys, "%s: %s failed", path, what);
+    }
+    return HEARTH_OK;
+}

@@ -39,4 +39,11 @@ int hearth_mkdirs(const char *path, hearth_err *err);
  * call fails, HEARTH_ENOMEM. */
 int hearth_file_read(const char *path, size_t max, char **out, size_t *out_len, hearth_err *err);
 
+/* Writes the n_parts byte ranges parts[i] (lens[i] bytes each), in order, as
+ * the whole of path, atomically: into "<path>.tmp.<pid>" beside it, fsync'd,
+ * then renamed over path, so a reader sees the old file or the new one,
+ * never half of one (the temporary is removed on failure). HEARTH_EIO
+ * naming the path and the call that failed. */
+int hearth_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n_parts, hearth_err *err);
+
 #endif

@@ -5,17 +5,21 @@
  * its command lines work unchanged: -m, -c (the context of all slots
  * together), -np, -t (compute threads; hearth's I/O threads are
  * --io-threads), -tb, -b, -ub, -n, -s/--seed and the sampling defaults,
- * -a/--alias, --api-key, --embedding, --chat-template. Those hearth has no use for are
+ * -a/--alias, --api-key, --embedding, --chat-template, --slots (off by
+ * default, as llama-server's at c392e50), --slot-save-path. Those hearth has no use for are
  * accepted where hearth already behaves so (--metrics, --no-context-shift,
- * --no-slots, --cont-batching, --no-webui, -v, --jinja with a note, -ngl
- * with a note); those it cannot honour (--context-shift, --slots,
+ * --cont-batching, --no-webui, -v, --jinja with a note, -ngl
+ * with a note); those it cannot honour (--context-shift,
  * --no-cont-batching, --webui, a Jinja --chat-template) are refused with a
- * message, as is any flag it does not know: never dropped unseen. */
+ * message, as is any flag it does not know: never dropped unseen. CORS
+ * answers any origin unless --cors-origin or --no-cors says otherwise, as
+ * llama-server's does. */
 #include "cli.h"
 #include "opts.h"
 
 #include "api/api.h"
 #include "api/debug.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "models/decoder.h" /* hearth_decoder_cache_type_from_name */
 #include "net/server.h"
@@ -43,16 +47,11 @@ static void on_process_exit(hearth_server *s, void *ctx) { hearth_api_unload_mod
 /* The flags llama-server's command lines bring: each honoured, noted or
  * refused here with a message (an unknown flag is refused by opts_parse). */
 static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch, int gpu_layers, bool jinja,
-                              bool context_shift, bool slots)
+                              bool context_shift)
 {
     if (context_shift) {
         fprintf(stderr, "hearth serve: --context-shift: hearth cannot shift the context; a prompt past it is refused "
                         "with a 400 and an answer ends at it (drop the flag, or give --no-context-shift)\n");
-        return 2;
-    }
-    if (slots) {
-        fprintf(stderr, "hearth serve: --slots: hearth has no /slots endpoint yet (/metrics shows the generation "
-                        "queues); drop the flag\n");
         return 2;
     }
     if (c->parallel >= 1 && c->ctx_size > 0 && c->ctx_size < c->parallel) {
@@ -116,8 +115,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     /* llama-server's flags with no hearth counterpart: checked below, never dropped unseen */
     const char *seed = NULL;
     int ubatch = 0, gpu_layers = 0, threads_batch = -1;
-    bool jinja = false, context_shift = false, metrics = false, slots = false, cont_batching = true, webui = false,
-         verbose = false;
+    bool jinja = false, context_shift = false, metrics = false, cont_batching = true, webui = false,
+         verbose = false, cors = true;
     const opt opts[] = {
         {"model", 'm', OPT_STR_LIST, &models, "[NAME=]PATH", "a model to serve: a sentence-transformers folder or a GGUF file; repeat for more (none: demo models)"},
         {"alias", 'a', OPT_STR, &api.cfg.alias, "NAME", "the name the one --model is served under (llama-server's; default: its file name)"},
@@ -155,7 +154,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"embedding", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "serve embedding models only, as llama-server's (a generation model is refused)"},
         {"embeddings", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "the same as --embedding"},
         {"metrics", 0, OPT_BOOL, &metrics, NULL, "accepted for llama-server's command lines: /metrics is always served"},
-        {"slots", 0, OPT_BOOL, &slots, NULL, "refused: hearth has no /slots endpoint yet (--no-slots is accepted)"},
+        {"slots", 0, OPT_BOOL, &api.cfg.slots, NULL, "GET /slots lists the generation slots, as llama-server's (off; --no-slots)"},
+        {"slot-save-path", 0, OPT_STR, &api.cfg.slot_save_path, "DIR", "POST /slots/{id}?action=save|restore|erase keeps slot files in DIR, made if missing (none: 501)"},
         {"cont-batching", 0, OPT_BOOL, &cont_batching, NULL, "accepted for llama-server's command lines: generation is always batched continuously (--no-cont-batching is refused)", .dash_name = "cb"},
         {"webui", 0, OPT_BOOL, &webui, NULL, "refused: hearth has no web UI (--no-webui is accepted)"},
         {"verbose", 0, OPT_BOOL, &verbose, NULL, "the same as --log-level debug (llama-server's -v)", .dash_name = "v"},
@@ -184,7 +184,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"drain-timeout", 0, OPT_U64, &cfg.drain_timeout_ms, "MS", "on SIGTERM, longest wait for in-flight requests and for models still loading (10000)"},
         {"max-connections", 0, OPT_INT, &cfg.max_connections, "N", "open connections per process, all I/O threads together; past it new ones are closed at once (65536)"},
         {"api-key", 0, OPT_STR, &cfg.api_key, "KEY", "require \"Authorization: Bearer KEY\" (not on /health, /metrics and the model lists /models, /v1/models, as llama-server)"},
-        {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "allow browsers on ORIGIN (or *) to call the APIs (off)"},
+        {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "the one origin browsers may call the APIs from (*: any, the default, as llama-server's; '': none, as --no-cors)"},
+        {"cors", 0, OPT_BOOL, &cors, NULL, "answer CORS for browser clients: preflights and Access-Control-Allow-Origin (on, as llama-server; --no-cors turns it off)"},
         {"debug-routes", 0, OPT_BOOL, &debug_routes, NULL, "add /debug/* test endpoints (echo, delayed and streamed replies)"},
     };
     int rc = opts_parse(opts, (int)(sizeof opts / sizeof opts[0]), argc, argv, "hearth serve [options]",
@@ -250,7 +251,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
                         "GPU worker must start as a fresh process (fork+exec)\n", api.cfg.device);
         return 2;
     }
-    if (llama_server_flags(&api.cfg, seed, ubatch, gpu_layers, jinja, context_shift, slots) != 0)
+    if (llama_server_flags(&api.cfg, seed, ubatch, gpu_layers, jinja, context_shift) != 0)
         return 2;
     if (threads_batch >= 0 && api.cfg.compute_threads == 0) {
         api.cfg.compute_threads = threads_batch;
@@ -264,6 +265,18 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         return 2;
     }
     (void)metrics;
+    if (api.cfg.slot_save_path && *api.cfg.slot_save_path) {
+        hearth_err derr = {0};
+        if (hearth_mkdirs(api.cfg.slot_save_path, &derr) != 0) {
+            fprintf(stderr, "hearth serve: --slot-save-path: %s\n", derr.msg);
+            return 2;
+        }
+    }
+    /* llama-server answers every origin; hearth's library default stays off */
+    if (!cors)
+        cfg.cors_origin = NULL;
+    else if (!cfg.cors_origin)
+        cfg.cors_origin = "*";
     api.cfg.max_batch_tokens = (size_t)max_batch_tokens;
     api.cfg.models = models.items;
     api.cfg.n_models = models.n;

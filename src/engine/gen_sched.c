@@ -6,8 +6,9 @@
  * from the others in admission order, within n_batch tokens), run it, and
  * sample, detokenize and stop-check every row that produced logits.
  *
- * The lock guards only the waiting queue and the metrics; slots belong to
- * the thread. Callbacks run without the lock. A cancelled request is noticed
+ * The lock guards the waiting queue, the slot jobs, the metrics and each
+ * slot's "shown" fields (what GET /slots copies); everything else of a slot
+ * belongs to the thread. Callbacks run without the lock. A cancelled request is noticed
  * at the top of the next step (submitters poke the thread so that is at
  * once), its slot freed and its cache kept for reuse.
  *
@@ -21,6 +22,7 @@
 #include "base/log.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +45,10 @@ typedef struct seq {
     void *detok;
     int64_t n_gen;
     uint64_t t_admit, t_first, t_last;
+    /* shown: written by the thread under the lock, read by hearth_gen_sched_slots */
+    const hearth_gen_req *shown_req;
+    hearth_gen_slot_info shown;   /* used, sampling, n_predict, n_probs, cache_prompt: the last request's */
+    int64_t shown_n_gen, shown_n_tokens;
 } seq;
 
 struct hearth_gen_sched {
@@ -53,6 +59,7 @@ struct hearth_gen_sched {
     pthread_cond_t wake;
     hearth_gen_req *q_head, *q_tail;
     int queued;
+    hearth_gen_slot_job *j_head, *j_tail;
     bool stopping;
     bool poked;
     bool inited, started;
@@ -128,6 +135,8 @@ static void finish(hearth_gen_sched *s, seq *q, int status, enum hearth_gen_fini
     q->last_used = now;
     s->live--;
     pthread_mutex_lock(&s->lock);
+    q->shown_req = NULL;
+    q->shown_n_tokens = q->n_tokens;
     if (status == 0)
         s->metrics.requests_done++;
     else if (status == HEARTH_ENOTFOUND)
@@ -203,6 +212,14 @@ static bool admit(hearth_gen_sched *s, seq *q, hearth_gen_req *req, int64_t keep
     HLOG_INFO("slot %d: kept %lld of %lld positions (%lld to compute)", q->slot, (long long)keep, (long long)req->n_prompt,
               (long long)(req->n_prompt - keep));
     pthread_mutex_lock(&s->lock);
+    q->shown_req = req;
+    q->shown.used = true;
+    q->shown.sampling = req->sampling;
+    q->shown.n_predict = req->n_predict;
+    q->shown.n_probs = req->n_probs;
+    q->shown.cache_prompt = req->cache_prompt;
+    q->shown_n_gen = 0;
+    q->shown_n_tokens = keep;
     s->metrics.prompt_tokens_cached += (uint64_t)keep;
     s->metrics.prefix_hits += keep > 0;
     s->metrics.live = s->live;
@@ -232,6 +249,7 @@ static void sample_row(hearth_gen_sched *s, seq *q, const float *logits)
     hearth_sampler_accept(q->sampler, tok);
     uint64_t now = hearth_now_ns();
     pthread_mutex_lock(&s->lock);
+    q->shown_n_gen = q->n_gen + 1;
     s->metrics.gen_tokens++;
     if (!q->t_first) {
         double ttft = (double)(now - req->submitted_ns) / 1e9;
@@ -349,6 +367,8 @@ static bool step(hearth_gen_sched *s)
     }
     pthread_mutex_lock(&s->lock);
     s->metrics.prompt_tokens += prompt_evaluated;
+    for (int i = 0; i < s->m.n_slots; i++)
+        s->seqs[i].shown_n_tokens = s->seqs[i].n_tokens;
     pthread_mutex_unlock(&s->lock);
     for (int r = 0; r < rows; r++) {
         seq *q = s->b_seq[r];
@@ -358,19 +378,42 @@ static bool step(hearth_gen_sched *s)
     return true;
 }
 
+static void run_job(hearth_gen_sched *s, hearth_gen_slot_job *job)
+{
+    seq *q = &s->seqs[job->slot];
+    char msg[512] = "";
+    if (q->req) {
+        snprintf(msg, sizeof msg, "slot %d is processing a request; retry when it is idle", job->slot);
+        job->on_done(job, HEARTH_ELIMIT, msg);
+        return;
+    }
+    int64_t n = q->n_tokens;
+    int rc = job->run(job, q->tokens, &n, q->cap, msg, sizeof msg);
+    if (n < 0 || n > q->cap) /* the job's bug: claim nothing rather than rows never computed */
+        n = s->m.truncate(s->m.ctx, q->slot, 0);
+    q->n_tokens = n;
+    q->last_used = hearth_now_ns();
+    pthread_mutex_lock(&s->lock);
+    q->shown_n_tokens = n;
+    pthread_mutex_unlock(&s->lock);
+    job->on_done(job, rc, msg);
+}
+
 static void *run(void *arg)
 {
     hearth_gen_sched *s = arg;
     for (;;) {
         hearth_gen_req *dropped = NULL;
         pthread_mutex_lock(&s->lock);
-        while (!s->stopping && !s->poked && (!s->q_head || s->live >= s->cfg.n_parallel) && s->live == 0)
+        while (!s->stopping && !s->poked && !s->j_head && (!s->q_head || s->live >= s->cfg.n_parallel) && s->live == 0)
             pthread_cond_wait(&s->wake, &s->lock);
         s->poked = false;
         if (s->stopping) {
             pthread_mutex_unlock(&s->lock);
             break;
         }
+        hearth_gen_slot_job *jobs = s->j_head;
+        s->j_head = s->j_tail = NULL;
         /* admit what fits */
         hearth_gen_req *admitted[256];
         int n_admitted = 0;
@@ -389,6 +432,12 @@ static void *run(void *arg)
         }
         s->metrics.queued = s->queued;
         pthread_mutex_unlock(&s->lock);
+        /* slot jobs before admission, so a restored cache serves the requests queued behind it */
+        while (jobs) {
+            hearth_gen_slot_job *next = jobs->link;
+            run_job(s, jobs);
+            jobs = next;
+        }
         while (dropped) {
             hearth_gen_req *next = dropped->link;
             pthread_mutex_lock(&s->lock);
@@ -488,6 +537,12 @@ void hearth_gen_sched_free(hearth_gen_sched *s)
         req->on_done(req, HEARTH_ENOTFOUND, "the server is shutting down", NULL);
         req = next;
     }
+    hearth_gen_slot_job *job = s->j_head;
+    while (job) {
+        hearth_gen_slot_job *next = job->link;
+        job->on_done(job, HEARTH_ENOTFOUND, "the server is shutting down");
+        job = next;
+    }
     hearth_buf_deinit(&s->text);
     hearth_buf_deinit(&s->out);
     free(s->seqs);
@@ -566,10 +621,71 @@ void hearth_gen_sched_get_metrics(hearth_gen_sched *s, hearth_gen_sched_metrics 
 {
     pthread_mutex_lock(&s->lock);
     *out = s->metrics;
-    pthread_mutex_unlock(&s->lock);
-    /* read without the lock: slots belong to the thread, and a torn sum is harmless here */
     int64_t used = 0;
     for (int i = 0; i < s->m.n_slots; i++)
-        used += s->seqs[i].n_tokens;
+        used += s->seqs[i].shown_n_tokens;
     out->kv_positions_used = used;
+    pthread_mutex_unlock(&s->lock);
+}
+
+int hearth_gen_sched_n_slots(const hearth_gen_sched *s) { return s->m.n_slots; }
+
+int hearth_gen_sched_slots(hearth_gen_sched *s, hearth_gen_slot_info *out, int max)
+{
+    int n = max < s->m.n_slots ? max : s->m.n_slots;
+    int rc = 0;
+    memset(out, 0, (size_t)(n > 0 ? n : 0) * sizeof *out);
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < n && !rc; i++) {
+        const seq *q = &s->seqs[i];
+        hearth_gen_slot_info *o = &out[i];
+        o->id = i;
+        o->n_ctx = s->m.n_ctx;
+        o->n_cached = q->shown_n_tokens;
+        o->used = q->shown.used;
+        o->sampling = q->shown.sampling;
+        o->n_predict = q->shown.n_predict;
+        o->n_probs = q->shown.n_probs;
+        o->cache_prompt = q->shown.cache_prompt;
+        o->n_decoded = q->shown_n_gen;
+        const hearth_gen_req *r = q->shown_req;
+        if (!r)
+            continue;
+        /* the request and its prompt live until its on_done, which runs after
+         * finish has cleared shown_req under this lock */
+        o->processing = true;
+        o->n_prompt = r->n_prompt;
+        o->prompt = malloc((size_t)r->n_prompt * sizeof *o->prompt);
+        if (o->prompt)
+            memcpy(o->prompt, r->prompt, (size_t)r->n_prompt * sizeof *o->prompt);
+        else
+            rc = HEARTH_ENOMEM;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (rc) {
+        for (int i = 0; i < n; i++)
+            free(out[i].prompt);
+        return rc;
+    }
+    return n;
+}
+
+int hearth_gen_sched_slot_job(hearth_gen_sched *s, hearth_gen_slot_job *job, hearth_err *err)
+{
+    if (job->slot < 0 || job->slot >= s->m.n_slots)
+        return hearth_err_set(err, HEARTH_EINVAL, "slot %d: this model has slots 0..%d", job->slot, s->m.n_slots - 1);
+    pthread_mutex_lock(&s->lock);
+    if (s->stopping) {
+        pthread_mutex_unlock(&s->lock);
+        return hearth_err_set(err, HEARTH_ELIMIT, "the server is shutting down");
+    }
+    job->link = NULL;
+    if (s->j_tail)
+        s->j_tail->link = job;
+    else
+        s->j_head = job;
+    s->j_tail = job;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->lock);
+    return HEARTH_OK;
 }

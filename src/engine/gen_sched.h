@@ -16,6 +16,11 @@
  * (--parallel) and, with the idle ones, the cached prefixes kept (the KV
  * memory budget). The log says "kept X of Y positions" per request.
  *
+ * GET /slots reads a snapshot of every slot (hearth_gen_sched_slots), copied
+ * under the scheduler's lock from fields the thread updates under it; the
+ * slot actions (save, restore, erase) run as jobs on the scheduler thread
+ * (hearth_gen_sched_slot_job), between steps, on an idle slot only.
+ *
  * The engine knows nothing of models or HTTP: the model comes in through
  * hearth_gen_batch_model (function pointers), the client through the
  * request's callbacks, which run on the scheduler thread and must not block. */
@@ -151,5 +156,51 @@ int hearth_gen_sched_submit_all(hearth_gen_sched *s, hearth_gen_req *const *reqs
 /* Wakes the scheduler so it notices a cancellation at once (any thread). */
 void hearth_gen_sched_poke(hearth_gen_sched *s);
 void hearth_gen_sched_get_metrics(hearth_gen_sched *s, hearth_gen_sched_metrics *out);
+
+/* One slot as llama-server's GET /slots shows it, copied at one instant. */
+typedef struct hearth_gen_slot_info {
+    int id;
+    bool processing;              /* a request holds it */
+    bool used;                    /* a request has held it: the fields below are that request's */
+    int64_t n_ctx;                /* positions it may hold */
+    int64_t n_cached;             /* positions its cache holds now (kept for reuse when idle) */
+    /* the live request's, or the last one's when idle (zero when never used): */
+    hearth_sampler_params sampling;
+    int32_t n_predict;
+    int n_probs;
+    bool cache_prompt;
+    int64_t n_decoded;            /* tokens sampled */
+    int32_t *prompt;              /* processing: an owned copy of its prompt ids (free()); else NULL */
+    int64_t n_prompt;
+} hearth_gen_slot_info;
+
+/* Any thread: fills out[0..n) with the first n = min(max, n_slots) slots, in
+ * id order, and returns n; HEARTH_ENOMEM when a prompt copy fails (nothing
+ * to free then). Free each entry's prompt. */
+int hearth_gen_sched_slots(hearth_gen_sched *s, hearth_gen_slot_info *out, int max);
+/* Slots of the KV cache (live and idle ones: ids 0..n-1). */
+int hearth_gen_sched_n_slots(const hearth_gen_sched *s);
+
+/* Work on one slot's cache run by the scheduler thread between steps, while
+ * no request holds the slot (llama-server's slot save, restore, erase). */
+typedef struct hearth_gen_slot_job hearth_gen_slot_job;
+struct hearth_gen_slot_job {
+    int slot;
+    /* Scheduler thread. tokens[0..*n) are the ids the slot's cache holds
+     * (room for cap); the job may rewrite them and set *n to what the cache
+     * holds after it (it has truncated or filled the cache to match).
+     * Returns 0, or a negative status with msg (msg_size bytes) saying why. */
+    int (*run)(hearth_gen_slot_job *job, int32_t *tokens, int64_t *n, int64_t cap, char *msg, size_t msg_size);
+    /* Called exactly once, on the scheduler thread: run's status and msg;
+     * HEARTH_ELIMIT when a request held the slot (run was not called);
+     * HEARTH_ENOTFOUND when the scheduler stopped first. */
+    void (*on_done)(hearth_gen_slot_job *job, int status, const char *msg);
+    void *user;
+    hearth_gen_slot_job *link;    /* private to the scheduler */
+};
+
+/* Any thread: queues job (valid until on_done). HEARTH_EINVAL for a slot
+ * out of range (err says so), HEARTH_ELIMIT when the scheduler stops. */
+int hearth_gen_sched_slot_job(hearth_gen_sched *s, hearth_gen_slot_job *job, hearth_err *err);
 
 #endif

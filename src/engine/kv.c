@@ -167,3 +167,47 @@ void hearth_kv_copy_prefix(hearth_kv *kv, int src, int dst, int64_t n)
     /* a failed copy leaves dst empty rather than claiming rows it lacks */
     kv->len[dst] = rc ? 0 : n;
 }
+
+size_t hearth_kv_slot_bytes(const hearth_kv *kv, int64_t n)
+{
+    return 2 * (size_t)kv->n_layer * (size_t)n * (size_t)kv->kv_dim * kv->elt;
+}
+
+/* One slot's rows between the cache and host memory, one copy per layer and
+ * K/V block: the rows [0, n) of a block are contiguous (kv_block). */
+static int slot_copy(hearth_kv *kv, int slot, int64_t n, char *host, bool up, hearth_err *err)
+{
+    if (slot < 0 || slot >= kv->n_slots || n < 0 || n > (up ? kv->n_ctx : kv->len[slot]))
+        return hearth_err_set(err, HEARTH_EINVAL, "kv cache: slot %d, %lld positions: out of range", slot, (long long)n);
+    size_t bytes = (size_t)n * (size_t)kv->kv_dim * kv->elt;
+    const hearth_dev_ops *D = kv->dev->ops;
+    hearth_stream st;
+    int rc = hearth_stream_init(&st, kv->dev, NULL, err);
+    for (int64_t il = 0; il < kv->n_layer && !rc; il++) {
+        for (int w = 0; w < 2 && !rc; w++) {
+            char *block = kv_block(kv, w ? kv->v : kv->k, slot, il);
+            char *h = host + (size_t)(2 * il + w) * bytes;
+            rc = up ? D->upload(&st, block, h, bytes) : D->download(&st, h, block, bytes);
+        }
+    }
+    if (!rc)
+        rc = D->sync(&st);
+    hearth_stream_deinit(&st);
+    if (rc && err && !err->code)
+        hearth_err_set(err, rc, "kv cache: slot %d: %s of %lld positions failed on %s", slot, up ? "upload" : "download",
+                       (long long)n, kv->dev->caps.name);
+    return rc;
+}
+
+int hearth_kv_slot_read(const hearth_kv *kv, int slot, int64_t n, void *dst, hearth_err *err)
+{
+    return slot_copy((hearth_kv *)kv, slot, n, dst, false, err);
+}
+
+int hearth_kv_slot_write(hearth_kv *kv, int slot, int64_t n, const void *src, hearth_err *err)
+{
+    int rc = slot_copy(kv, slot, n, (char *)src, true, err);
+    if (slot >= 0 && slot < kv->n_slots)
+        kv->len[slot] = rc ? 0 : n;
+    return rc;
+}

@@ -52,6 +52,17 @@ int64_t hearth_kv_len(const hearth_kv *kv, int slot);
 int64_t hearth_kv_truncate(hearth_kv *kv, int slot, int64_t n);
 /* Copies the first n positions of slot src into dst (dst's old content is dropped). */
 void hearth_kv_copy_prefix(hearth_kv *kv, int src, int dst, int64_t n);
+/* Bytes of the K and V rows of n positions of one slot, every layer:
+ * 2 * n_layer * n * kv_dim * elt (hearth_kv_slot_read's layout). */
+size_t hearth_kv_slot_bytes(const hearth_kv *kv, int64_t n);
+/* Copies the first n positions of slot (n <= its length) to host memory
+ * dst of hearth_kv_slot_bytes(kv, n) bytes, layer by layer, K rows then V
+ * rows, through the device's download (the cache is device memory). 0, or
+ * HEARTH_EINVAL for a slot or n out of range, the device's status. */
+int hearth_kv_slot_read(const hearth_kv *kv, int slot, int64_t n, void *dst, hearth_err *err);
+/* The reverse (upload): positions [0, n) of slot from src, in the same
+ * layout; the slot's length becomes n, or 0 when the upload fails. */
+int hearth_kv_slot_write(hearth_kv *kv, int slot, int64_t n, const void *src, hearth_err *err);
 /* Bytes of cache memory (for budgets and metrics). */
 uint64_t hearth_kv_bytes(const hearth_kv *kv);
 /* A cache type by name, as --cache-type takes it: "f16" (also NULL: the

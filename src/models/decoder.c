@@ -12,13 +12,23 @@
  * architecture before there is a second implementation to shape it; and
  * keeping the assembly in api/gen_models.c, which made each new
  * architecture an edit of the API layer and left it the only one knowing
- * the teardown order. */
+ * the teardown order.
+ *
+ * Slot files (hearth_decoder_slot_save/restore): a 72-byte little-endian
+ * header written field by field ("HRTHSLOT", version, cache type, arch,
+ * n_layer, kv_dim, n_vocab, n_tokens), the ids as int32, then the slot's
+ * rows as kv.h's hearth_kv_slot_read lays them out. The header names the
+ * shape, not the weights: a file from another model of the same shape
+ * restores and merely gives that model's continuation (llama.cpp's state
+ * files check no more). */
 #include "decoder.h"
 
+#include "base/file.h"
 #include "models/gguf.h"
 #include "models/llama.h"
 #include "text/tokenizer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,3 +169,150 @@ hearth_dtype hearth_decoder_cache_type(const hearth_decoder *d) { return hearth_
 uint64_t hearth_decoder_cache_bytes(const hearth_decoder *d) { return hearth_kv_bytes(d->kv); }
 int hearth_decoder_cache_type_from_name(const char *name) { return hearth_kv_type_from_name(name); }
 const hearth_gen_batch_model *hearth_decoder_batch_model(const hearth_decoder *d) { return &d->table; }
+
+/* ---- slot files ---- */
+
+#define SLOT_MAGIC "HRTHSLOT"
+#define SLOT_VERSION 1u
+#define SLOT_HEADER 72
+
+typedef struct slot_header {
+    uint32_t version, type;
+    char arch[16];
+    uint64_t n_layer, kv_dim, n_vocab, n_tokens;
+} slot_header;
+
+static void put_le(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static slot_header slot_header_of(const hearth_decoder *d, int64_t n)
+{
+    slot_header h = {.version = SLOT_VERSION, .type = (uint32_t)hearth_kv_type(d->kv)};
+    snprintf(h.arch, sizeof h.arch, "%s", hearth_decoder_arch(d));
+    h.n_layer = (uint64_t)d->kv->n_layer;
+    h.kv_dim = (uint64_t)d->kv->kv_dim;
+    h.n_vocab = (uint64_t)hearth_decoder_vocab(d)->n_tokens;
+    h.n_tokens = (uint64_t)n;
+    return h;
+}
+
+static void slot_header_put(uint8_t *p, const slot_header *h)
+{
+    memcpy(p, SLOT_MAGIC, 8);
+    put_le(p + 8, h->version, 4);
+    put_le(p + 12, h->type, 4);
+    memcpy(p + 16, h->arch, 16);
+    put_le(p + 32, h->n_layer, 8);
+    put_le(p + 40, h->kv_dim, 8);
+    put_le(p + 48, h->n_vocab, 8);
+    put_le(p + 56, h->n_tokens, 8);
+    put_le(p + 64, 0, 8); /* reserved */
+}
+
+int hearth_decoder_slot_save(hearth_decoder *d, int slot, const int32_t *tokens, int64_t n, const char *path,
+                             size_t *bytes, hearth_err *err)
+{
+    size_t rows = hearth_kv_slot_bytes(d->kv, n);
+    uint8_t head[SLOT_HEADER];
+    slot_header h = slot_header_of(d, n);
+    slot_header_put(head, &h);
+    uint8_t *ids = malloc((size_t)n * 4 + 1);
+    void *kv = malloc(rows + 1);
+    int rc = ids && kv ? HEARTH_OK : hearth_err_set(err, HEARTH_ENOMEM, "slot %d: out of memory for %zu bytes", slot, rows);
+    for (int64_t i = 0; i < n && !rc; i++)
+        put_le(ids + 4 * i, (uint32_t)tokens[i], 4);
+    if (!rc)
+        rc = hearth_kv_slot_read(d->kv, slot, n, kv, err);
+    if (!rc) {
+        const void *parts[3] = {head, ids, kv};
+        size_t lens[3] = {SLOT_HEADER, (size_t)n * 4, rows};
+        rc = hearth_file_write_atomic(path, parts, lens, 3, err);
+    }
+    if (!rc && bytes)
+        *bytes = SLOT_HEADER + (size_t)n * 4 + rows;
+    free(ids);
+    free(kv);
+    return rc;
+}
+
+int hearth_decoder_slot_restore(hearth_decoder *d, int slot, const char *path, int32_t *tokens, int64_t cap, int64_t *n,
+                                size_t *bytes, hearth_err *err)
+{
+    *n = 0;
+    hearth_kv_truncate(d->kv, slot, 0);
+    int64_t most = cap < d->n_ctx ? cap : d->n_ctx;
+    size_t max = SLOT_HEADER + (size_t)most * 4 + hearth_kv_slot_bytes(d->kv, most);
+    char *data = NULL;
+    size_t len = 0;
+    int rc = hearth_file_read(path, max, &data, &len, err);
+    if (rc == HEARTH_ELIMIT)
+        rc = hearth_err_set(err, HEARTH_EINVAL, "%s: larger than any slot file of this model (%zu bytes)", path, max);
+    if (rc)
+        return rc;
+    const uint8_t *p = (const uint8_t *)data;
+    slot_header want = slot_header_of(d, 0);
+    slot_header got = {0};
+    if (len >= SLOT_HEADER) {
+        got.version = (uint32_t)get_le(p + 8, 4);
+        got.type = (uint32_t)get_le(p + 12, 4);
+        memcpy(got.arch, p + 16, 16);
+        got.arch[15] = 0;
+        got.n_layer = get_le(p + 32, 8);
+        got.kv_dim = get_le(p + 40, 8);
+        got.n_vocab = get_le(p + 48, 8);
+        got.n_tokens = get_le(p + 56, 8);
+    }
+    const hearth_dtype_info *gt = hearth_dtype_get(got.type), *wt = hearth_dtype_get(want.type);
+    if (len < SLOT_HEADER || memcmp(p, SLOT_MAGIC, 8) != 0)
+        rc = hearth_err_set(err, HEARTH_EINVAL, "%s: not a hearth slot file", path);
+    else if (got.version != SLOT_VERSION)
+        rc = hearth_err_set(err, HEARTH_EINVAL, "%s: slot file version %u; this hearth reads version %u", path,
+                            (unsigned)got.version, SLOT_VERSION);
+    else if (strcmp(got.arch, want.arch) != 0 || got.n_layer != want.n_layer || got.kv_dim != want.kv_dim ||
+             got.n_vocab != want.n_vocab)
+        rc = hearth_err_set(err, HEARTH_EINVAL,
+                            "%s: saved from another model: %s, %llu layers, K/V width %llu, %llu tokens in the vocabulary; "
+                            "this one is %s, %llu, %llu, %llu",
+                            path, got.arch, (unsigned long long)got.n_layer, (unsigned long long)got.kv_dim,
+                            (unsigned long long)got.n_vocab, want.arch, (unsigned long long)want.n_layer,
+                            (unsigned long long)want.kv_dim, (unsigned long long)want.n_vocab);
+    else if (got.type != want.type)
+        rc = hearth_err_set(err, HEARTH_EINVAL, "%s: saved from a %s cache; this server's is %s (--cache-type)", path,
+                            gt && gt->name ? gt->name : "unknown", wt && wt->name ? wt->name : "unknown");
+    else if (got.n_tokens > (uint64_t)most)
+        rc = hearth_err_set(err, HEARTH_EINVAL, "%s: %llu positions; a slot of this server holds %lld", path,
+                            (unsigned long long)got.n_tokens, (long long)most);
+    else if (len != SLOT_HEADER + got.n_tokens * 4 + hearth_kv_slot_bytes(d->kv, (int64_t)got.n_tokens))
+        rc = hearth_err_set(err, HEARTH_EINVAL, "%s: %zu bytes; %llu positions take %zu", path, len,
+                            (unsigned long long)got.n_tokens,
+                            SLOT_HEADER + (size_t)got.n_tokens * 4 + hearth_kv_slot_bytes(d->kv, (int64_t)got.n_tokens));
+    int64_t k = (int64_t)got.n_tokens;
+    for (int64_t i = 0; i < k && !rc; i++) {
+        uint32_t id = (uint32_t)get_le(p + SLOT_HEADER + 4 * i, 4);
+        if (id >= got.n_vocab)
+            rc = hearth_err_set(err, HEARTH_EINVAL, "%s: token %lld is %u, not an id of the vocabulary", path, (long long)i,
+                                (unsigned)id);
+        else
+            tokens[i] = (int32_t)id;
+    }
+    if (!rc)
+        rc = hearth_kv_slot_write(d->kv, slot, k, p + SLOT_HEADER + 4 * (size_t)k, err);
+    if (!rc) {
+        *n = k;
+        if (bytes)
+            *bytes = len;
+    }
+    free(data);
+    return rc;
+}

@@ -92,6 +92,24 @@ int hearth_decoder_cache_type_from_name(const char *name);
  * the decoder. Owned by it, valid until close; gen_sched copies it. */
 const hearth_gen_batch_model *hearth_decoder_batch_model(const hearth_decoder *d);
 
+/* Slot files (llama-server's slot save and restore): a slot's cached ids and
+ * its K and V rows, with a header that names the model's shape, checked on
+ * restore. Scheduler thread only (they touch the cache, as the table does),
+ * on a slot no request holds.
+ *
+ * save writes tokens[0..n) (what the slot's cache holds, n its length) and
+ * the rows to path atomically; *bytes gets the file's size. restore reads
+ * path into slot: its ids to tokens (room for cap), *n their count, the rows
+ * into the cache (its length becomes *n). HEARTH_EINVAL with err saying why
+ * for a file that is not a slot file or is for another model shape (arch,
+ * layers, K/V width, cache type, vocabulary), longer than the context, or
+ * cut short; HEARTH_EIO naming the path; the device's status. A failed
+ * restore leaves the slot empty (*n 0). */
+int hearth_decoder_slot_save(hearth_decoder *d, int slot, const int32_t *tokens, int64_t n, const char *path,
+                             size_t *bytes, hearth_err *err);
+int hearth_decoder_slot_restore(hearth_decoder *d, int slot, const char *path, int32_t *tokens, int64_t cap, int64_t *n,
+                                size_t *bytes, hearth_err *err);
+
 /* The demo generation model, a tiny random-weight llama with a byte-level
  * SentencePiece vocabulary and a ChatML template, at <dir>/demo-llama-tiny.gguf
  * (its vocabulary beside it): written there first when missing (through a

@@ -4,9 +4,11 @@
  * "Authorization: Bearer <key>" and answers 401 otherwise; the key is
  * compared in constant time so response timing does not leak it. /health and
  * /metrics register as public so probes and scrapers need no secret. CORS is
- * off unless --cors-origin names the origin browsers may call from: then
- * responses carry Access-Control-Allow-Origin and OPTIONS preflights on known
- * paths get 204 with the allowed methods and headers.
+ * on when the config names an origin (cors_origin; `hearth serve` gives "*"
+ * unless --cors-origin names one or --no-cors turns it off, as llama-server
+ * answers every origin by default): responses carry
+ * Access-Control-Allow-Origin and OPTIONS preflights on known paths get 204
+ * with the allowed methods and headers.
  *
  * For an allowed origin a preflight's Access-Control-Request-Headers are
  * allowed as asked (once checked to be a list of header names), because

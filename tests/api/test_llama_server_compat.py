@@ -436,7 +436,6 @@ def serve_fails(*args):
 def test_flags_hearth_cannot_honour_are_refused():
     """A llama-server flag hearth cannot honour stops the start with a message naming it."""
     assert "--context-shift" in serve_fails("-m", STORIES, "--context-shift")
-    assert "--slots" in serve_fails("-m", STORIES, "--slots")
     assert "--pooling" in serve_fails("-m", STORIES, "--pooling", "mean")
     assert "Jinja" in serve_fails("-m", STORIES, "--chat-template", "{% for m in messages %}{{ m.content }}{% endfor %}")
     assert "BERT" in serve_fails("-m", STORIES, "--embedding")

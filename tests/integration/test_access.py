@@ -1,6 +1,7 @@
 """--api-key (Bearer; /health, /metrics and the model list stay public, as
-llama-server's /health, /models and /v1/models) and --cors-origin
-(off by default; preflights and the allow-origin header when on)."""
+llama-server's /health, /models and /v1/models) and CORS
+(on for any origin by default, as llama-server's; --cors-origin names one,
+--no-cors turns it off; preflights and the allow-origin header when on)."""
 import json
 import os
 import sys
@@ -29,11 +30,30 @@ def test_api_key():
         assert request(srv.port, "GET", "/nope")[0] == 401
 
 
-def test_cors_off_by_default_and_on_when_asked():
+def test_cors_on_by_default_off_when_asked():
+    # llama-server answers CORS for every origin by default (its web UI and browser clients)
     with Server() as srv:
         st, h, _ = request(srv.port, "GET", "/health", headers={"Origin": "http://example.test"})
-        assert "access-control-allow-origin" not in h
-        assert request(srv.port, "OPTIONS", "/v1/models")[0] == 405
+        assert st == 200 and h["access-control-allow-origin"] == "*", h
+        st, h, _ = request(srv.port, "OPTIONS", "/v1/chat/completions", headers={
+            "Origin": "http://example.test", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type"})
+        assert st == 204 and h["access-control-allow-origin"] == "*", (st, h)
+        assert "POST" in h["access-control-allow-methods"] and "content-type" in h["access-control-allow-headers"], h
+    for off in (["--no-cors"], ["--cors-origin", ""]):
+        with Server(*off) as srv:
+            st, h, _ = request(srv.port, "GET", "/health", headers={"Origin": "http://example.test"})
+            assert "access-control-allow-origin" not in h, (off, h)
+            assert request(srv.port, "OPTIONS", "/v1/models")[0] == 405, off
+    # a preflight is never a 401, with the default CORS and a key
+    with Server("--api-key", "s3cret") as srv:
+        st, h, _ = request(srv.port, "OPTIONS", "/v1/chat/completions", headers={
+            "Origin": "http://example.test", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type"})
+        assert st == 204 and h["access-control-allow-origin"] == "*", (st, h)
+        assert "authorization" in h["access-control-allow-headers"], h
+        st, h, _ = request(srv.port, "POST", "/v1/chat/completions", body=b"{}", headers={"Origin": "http://x.test"})
+        assert st == 401 and h["access-control-allow-origin"] == "*", (st, h)
     with Server("--cors-origin", "http://app.test") as srv:
         st, h, _ = request(srv.port, "GET", "/v1/models", headers={"Origin": "http://app.test"})
         assert st == 200 and h["access-control-allow-origin"] == "http://app.test", h
@@ -44,4 +64,4 @@ def test_cors_off_by_default_and_on_when_asked():
 
 
 if __name__ == "__main__":
-    run([test_api_key, test_cors_off_by_default_and_on_when_asked])
+    run([test_api_key, test_cors_on_by_default_off_when_asked])

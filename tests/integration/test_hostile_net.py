@@ -339,7 +339,7 @@ def test_cors_preflight_of_the_openai_client():
                                    headers={"Origin": "http://app.test"})
                 assert st == 401
     # with a key but CORS off: still no 401 for a preflight
-    with Server("--api-key", "s3cret") as srv:
+    with Server("--api-key", "s3cret", "--no-cors") as srv:
         st, h, _ = preflight(srv.port, "/v1/models")
         assert st == 204 and "access-control-allow-origin" not in h, (st, h)
 

@@ -2,7 +2,8 @@
  * whose next token depends on everything in its slot's cache, so a row fed
  * to the wrong slot, out of order or twice changes the text. Checks: batched
  * == alone, prefix reuse (longest match over all idle slots), n_predict, end
- * ids, stop strings, cancellation, the queue bound, context limits. */
+ * ids, stop strings, cancellation, the queue bound, context limits, the
+ * slot snapshot (GET /slots) and slot jobs (save/restore/erase). */
 #include "harness.h"
 
 #include "engine/gen_sched.h"
@@ -411,6 +412,128 @@ static void submit_all_starts_together(void)
         CHECK(!atomic_load(&extra[i].done)); /* refused whole: none was queued */
 }
 
+/* A slot job: records what it saw; "restore" rewrites the slot to its ids
+ * (the fake's cache too), "erase" empties it. */
+typedef struct tjob {
+    hearth_gen_slot_job job;
+    fake *f;
+    int32_t set[CTX];
+    int64_t n_set;           /* -1: leave the slot as it is */
+    int64_t saw;
+    _Atomic int done;
+    int status;
+} tjob;
+
+static int tjob_run(hearth_gen_slot_job *job, int32_t *tokens, int64_t *n, int64_t cap, char *msg, size_t msg_size)
+{
+    tjob *j = (tjob *)job;
+    j->saw = *n;
+    if (j->n_set >= 0) {
+        memcpy(tokens, j->set, (size_t)j->n_set * sizeof *tokens);
+        memcpy(j->f->cache[job->slot], j->set, (size_t)j->n_set * sizeof *tokens);
+        j->f->len[job->slot] = j->n_set;
+        *n = j->n_set;
+    }
+    return 0;
+}
+
+static void tjob_done(hearth_gen_slot_job *job, int status, const char *msg)
+{
+    tjob *j = (tjob *)job;
+    j->status = status;
+    atomic_store(&j->done, 1);
+}
+
+static void run_tjob(hearth_gen_sched *s, tjob *j, fake *f, int slot, const int32_t *set, int64_t n_set)
+{
+    memset(j, 0, sizeof *j);
+    if (n_set > 0)
+        memcpy(j->set, set, (size_t)n_set * sizeof *set);
+    j->job.slot = slot;
+    j->job.run = tjob_run;
+    j->job.on_done = tjob_done;
+    j->f = f;
+    j->n_set = n_set;
+    CHECK_EQ_INT(hearth_gen_sched_slot_job(s, &j->job, NULL), 0);
+    for (int i = 0; i < 5000 && !atomic_load(&j->done); i++)
+        usleep(1000);
+    CHECK(atomic_load(&j->done));
+}
+
+static void slot_snapshot_and_jobs(void)
+{
+    fake f = {0};
+    hearth_gen_sched *s = new_sched(&f, 1, 16, 64);
+    CHECK_EQ_INT(hearth_gen_sched_n_slots(s), SLOTS);
+    hearth_gen_slot_info info[SLOTS];
+    CHECK_EQ_INT(hearth_gen_sched_slots(s, info, SLOTS), SLOTS);
+    for (int i = 0; i < SLOTS; i++) {
+        CHECK_EQ_INT(info[i].id, i);
+        CHECK(!info[i].processing && !info[i].used && !info[i].prompt);
+        CHECK_EQ_INT(info[i].n_ctx, CTX);
+    }
+    /* a slow request: the snapshot shows it live, with its prompt */
+    int32_t p[8] = {2, 3, 4, 5, 6, 7, 8, 9};
+    treq t;
+    make(&t, p, 8, 20);
+    t.req.sampling.top_k = 7;
+    atomic_store(&f.slow_us, 2000);
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, NULL), 0);
+    int live = -1;
+    for (int k = 0; k < 2000 && live < 0 && !atomic_load(&t.done); k++) {
+        CHECK_EQ_INT(hearth_gen_sched_slots(s, info, SLOTS), SLOTS);
+        for (int i = 0; i < SLOTS; i++) {
+            if (info[i].processing && live < 0) {
+                live = i;
+                CHECK_EQ_INT(info[i].n_prompt, 8);
+                CHECK(info[i].prompt && memcmp(info[i].prompt, p, sizeof p) == 0);
+                CHECK_EQ_INT(info[i].sampling.top_k, 7);
+                CHECK_EQ_INT(info[i].n_predict, 20);
+            }
+            free(info[i].prompt);
+        }
+        usleep(200);
+    }
+    CHECK(live >= 0);
+    /* a job on the live slot is refused, not run */
+    tjob j;
+    if (live >= 0 && !atomic_load(&t.done)) {
+        run_tjob(s, &j, &f, live, NULL, -1);
+        CHECK(j.status == HEARTH_ELIMIT || j.status == 0); /* 0 only if the request ended first */
+    }
+    wait_done(&t);
+    atomic_store(&f.slow_us, 0);
+    CHECK_EQ_INT(hearth_gen_sched_slots(s, info, SLOTS), SLOTS);
+    CHECK(!info[t.stats.slot].processing && info[t.stats.slot].used);
+    CHECK_EQ_INT(info[t.stats.slot].n_decoded, 20);
+    CHECK_EQ_INT(info[t.stats.slot].n_cached, 8 + 19); /* the last sampled token was never fed */
+    /* a job sees what the slot holds; one that rewrites it ("restore") makes
+     * the next request reuse the new prefix */
+    run_tjob(s, &j, &f, t.stats.slot, NULL, -1);
+    CHECK_EQ_INT(j.status, 0);
+    CHECK_EQ_INT(j.saw, 8 + 19);
+    int32_t q[10] = {9, 9, 8, 8, 7, 7, 6, 6, 5, 5};
+    run_tjob(s, &j, &f, 3, NULL, 0); /* erase slot 3 */
+    CHECK_EQ_INT(j.status, 0);
+    run_tjob(s, &j, &f, 3, q, 10); /* "restore" q into it */
+    CHECK_EQ_INT(j.status, 0);
+    CHECK_EQ_INT(hearth_gen_sched_slots(s, info, SLOTS), SLOTS);
+    CHECK_EQ_INT(info[3].n_cached, 10);
+    treq u;
+    make(&u, q, 10, 3);
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &u.req, NULL), 0);
+    wait_done(&u);
+    CHECK_EQ_INT(u.stats.slot, 3);
+    CHECK_EQ_INT(u.stats.n_cached, 9);
+    char want[16];
+    expected_text(q, 10, 3, want);
+    CHECK_EQ_STR(u.text, want);
+    /* a slot out of range is refused at once */
+    tjob bad = {.job = {.slot = SLOTS, .run = tjob_run, .on_done = tjob_done}};
+    CHECK_EQ_INT(hearth_gen_sched_slot_job(s, &bad.job, NULL), HEARTH_EINVAL);
+    hearth_gen_sched_free(s);
+}
+
 int main(void)
 {
     RUN(batched_equals_alone);
@@ -420,5 +543,6 @@ int main(void)
     RUN(cancel_and_queue_bound);
     RUN(free_with_live_requests);
     RUN(submit_all_starts_together);
+    RUN(slot_snapshot_and_jobs);
     TEST_EXIT();
 }
