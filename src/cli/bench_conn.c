@@ -44,6 +44,7 @@ typedef struct bconn {
     bthread *t;
     int fd;
     enum cstate state;
+    unsigned interest;         /* HEARTH_EV_* registered, so unchanged interest costs no syscall */
     bool busy;                 /* a request is in flight (from begin to finish) */
     bool counted;              /* it falls in the counted window */
     bool bad_json;
@@ -75,6 +76,16 @@ static void conn_io(hearth_loop *loop, int fd, unsigned events, void *arg);
 static void conn_next(bconn *c);
 
 static uint64_t now_ns(void) { return hearth_now_ns(); }
+
+/* An idle keep-alive connection stays registered for reading, so a server
+ * that closes it is noticed, and the next request needs no epoll_ctl. */
+static void set_interest(bconn *c, unsigned ev)
+{
+    if (c->interest != ev) {
+        hearth_loop_mod_fd(c->t->loop, c->fd, ev);
+        c->interest = ev;
+    }
+}
 
 /* A uniform double in (0, 1] from xorshift64*: Poisson gaps need -log(u). */
 static double rand_unit(bthread *t)
@@ -159,6 +170,7 @@ static int conn_connect(bconn *c)
         return -1;
     }
     c->fd = fd;
+    c->interest = HEARTH_EV_WRITE;
     c->state = C_CONNECTING;
     return 0;
 }
@@ -182,7 +194,7 @@ static void conn_send(bconn *c)
             continue;
         if (n < 0 && errno == EAGAIN) {
             c->state = C_SENDING;
-            hearth_loop_mod_fd(c->t->loop, c->fd, HEARTH_EV_WRITE | HEARTH_EV_READ);
+            set_interest(c, HEARTH_EV_WRITE | HEARTH_EV_READ);
             return;
         }
         if (n <= 0) {
@@ -194,7 +206,7 @@ static void conn_send(bconn *c)
         c->req_off += (size_t)n;
     }
     c->state = C_READING;
-    hearth_loop_mod_fd(c->t->loop, c->fd, HEARTH_EV_READ);
+    set_interest(c, HEARTH_EV_READ);
 }
 
 /* Starts a request scheduled at sched on c (idle or closed). */
@@ -305,28 +317,27 @@ static void conn_done(bconn *c, uint64_t now)
             t->st->t_last_ns = now;
         }
     } else if (c->counted) {
-            bench_stats *st = t->st;
-            uint64_t lat = now - c->t_sched;
-            st->requests++;
-            bench_hist_record(&st->lat, lat);
-            if (cfg->deadline_ms > 0 && (double)lat > cfg->deadline_ms * 1e6)
-                st->misses++;
-            st->bytes += r->head_bytes + r->body.len;
-            if (cfg->stream && c->n_tok) {
-                bench_hist_record(&st->ttft, c->t_first - c->t_sched);
-                st->tokens += c->usage_tok ? c->usage_tok : c->n_tok;
-                st->streams++;
-                if (c->n_tok > 1 && c->t_prev > c->t_first)
-                    st->stream_rate_sum += (double)(c->n_tok - 1) * 1e9 / (double)(c->t_prev - c->t_first);
-            }
-            t->finished++;
-            st->t_last_ns = now;
+        bench_stats *st = t->st;
+        uint64_t lat = now - c->t_sched;
+        st->requests++;
+        bench_hist_record(&st->lat, lat);
+        if (cfg->deadline_ms > 0 && (double)lat > cfg->deadline_ms * 1e6)
+            st->misses++;
+        st->bytes += r->head_bytes + r->body.len;
+        if (cfg->stream && c->n_tok) {
+            bench_hist_record(&st->ttft, c->t_first - c->t_sched);
+            st->tokens += c->usage_tok ? c->usage_tok : c->n_tok;
+            st->streams++;
+            if (c->n_tok > 1 && c->t_prev > c->t_first)
+                st->stream_rate_sum += (double)(c->n_tok - 1) * 1e9 / (double)(c->t_prev - c->t_first);
+        }
+        t->finished++;
+        st->t_last_ns = now;
     }
     c->busy = false;
     if (r->keep_alive) {
         /* an error answer that arrived whole leaves the connection usable */
         c->state = C_IDLE;
-        hearth_loop_mod_fd(t->loop, c->fd, 0);
     } else {
         conn_close(c);
     }
@@ -405,7 +416,7 @@ static void conn_io(hearth_loop *loop, int fd, unsigned events, void *arg)
         if (c->busy) {
             conn_send(c);
         } else {
-            hearth_loop_mod_fd(loop, fd, 0);
+            set_interest(c, HEARTH_EV_READ);
             conn_next(c);
         }
         return;
