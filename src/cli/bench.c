@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -233,6 +234,29 @@ static int build_requests(bench_cfg *cfg, const char *path, const char *host, co
     return rc;
 }
 
+/* A line on stderr, redrawn each second while the threads run: for a
+ * person at a terminal only (a log or a pipe gets none). */
+static void progress(bench_thread_arg *targs, int n, uint64_t start, uint64_t count_from)
+{
+    for (;;) {
+        int live = 0;
+        uint64_t ok = 0, bad = 0;
+        for (int i = 0; i < n; i++) {
+            live += !atomic_load(&targs[i].finished) && (targs[i].n || !targs[i].cfg->n);
+            ok += atomic_load_explicit(&targs[i].done_ok, memory_order_relaxed);
+            bad += atomic_load_explicit(&targs[i].done_err, memory_order_relaxed);
+        }
+        if (!live)
+            break;
+        uint64_t now = hearth_now_ns();
+        double t = now > start ? (double)(now - start) * 1e-9 : 0, c = now > count_from ? (double)(now - count_from) * 1e-9 : 0;
+        fprintf(stderr, "\r  %6.1f s%s  %llu answers, %.0f/s, %llu errors   ", t, now < count_from ? " (warm-up)" : "",
+                (unsigned long long)ok, c > 0 ? (double)ok / c : 0.0, (unsigned long long)bad);
+        usleep(200000);
+    }
+    fprintf(stderr, "\r%72s\r", "");
+}
+
 int hearth_cmd_bench(int argc, char **argv)
 {
     const char *api_name = "health", *arrivals = "fixed", *json_path = NULL, *model = NULL, *input = NULL;
@@ -374,8 +398,10 @@ int hearth_cmd_bench(int argc, char **argv)
         }
         started = i + 1;
     }
-    bench_stats_init(&total);
     status = started == threads ? 0 : 1;
+    if (isatty(2))
+        progress(targs, started, start, count_from);
+    bench_stats_init(&total);
     for (int i = 0; i < started; i++) {
         if (cfg.n && !targs[i].n)
             continue;

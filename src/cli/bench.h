@@ -29,6 +29,7 @@ enum bench_err_kind {
 extern const char *const bench_err_names[BENCH_ERR_N];
 
 #define BENCH_MAX_STATUS 16 /* distinct non-2xx statuses kept; later ones count as "other" */
+#define BENCH_TIMELINE_S 3600 /* seconds of latency over time kept for --svg */
 
 /* Everything a run's threads read; filled by bench.c, read-only after. */
 typedef struct bench_cfg {
@@ -64,6 +65,9 @@ typedef struct bench_stats {
     double stream_rate_sum; /* sum over streams of their own decode tokens/s */
     uint64_t backlog_max;   /* open loop: the most requests that waited for a free connection */
     uint64_t t_first_ns, t_last_ns; /* the counted window as this thread saw it */
+    /* latency over time, by the second of the scheduled send, for --svg */
+    uint32_t tl_count[BENCH_TIMELINE_S];
+    float tl_sum_ms[BENCH_TIMELINE_S], tl_max_ms[BENCH_TIMELINE_S];
 } bench_stats;
 
 void bench_stats_init(bench_stats *s);
@@ -114,6 +118,9 @@ typedef struct bench_thread_arg {
     bench_stats *stats;
     char err[256];
     int rc;
+    /* read by the main thread for the progress line while the run goes on */
+    _Atomic uint64_t done_ok, done_err;
+    _Atomic int finished;
 } bench_thread_arg;
 void *bench_thread_main(void *arg);
 

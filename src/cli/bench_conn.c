@@ -24,6 +24,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -120,6 +121,14 @@ static void conn_close(bconn *c)
     c->in.len = 0;
 }
 
+/* A counted request ended; ok: with a counted answer. */
+static void count_end(bthread *t, bool ok, uint64_t now)
+{
+    t->finished++;
+    t->st->t_last_ns = now;
+    atomic_fetch_add_explicit(ok ? &t->a->done_ok : &t->a->done_err, 1, memory_order_relaxed);
+}
+
 static void maybe_stop(bthread *t)
 {
     if (t->a->n && t->finished >= t->a->n)
@@ -132,8 +141,7 @@ static void conn_fail(bconn *c, enum bench_err_kind kind, int status)
     bthread *t = c->t;
     if (c->busy && c->counted) {
         bench_stats_error(t->st, kind, status);
-        t->finished++;
-        t->st->t_last_ns = now_ns();
+        count_end(t, false, now_ns());
     }
     c->busy = false;
     hearth_loop_timer_stop(t->loop, &c->timer);
@@ -313,8 +321,7 @@ static void conn_done(bconn *c, uint64_t now)
     if (!ok2xx || c->bad_json) {
         if (c->counted) {
             bench_stats_error(t->st, ok2xx ? BENCH_ERR_BAD_JSON : BENCH_ERR_STATUS, r->status);
-            t->finished++;
-            t->st->t_last_ns = now;
+            count_end(t, false, now);
         }
     } else if (c->counted) {
         bench_stats *st = t->st;
@@ -331,8 +338,15 @@ static void conn_done(bconn *c, uint64_t now)
             if (c->n_tok > 1 && c->t_prev > c->t_first)
                 st->stream_rate_sum += (double)(c->n_tok - 1) * 1e9 / (double)(c->t_prev - c->t_first);
         }
-        t->finished++;
-        st->t_last_ns = now;
+        uint64_t sec = (c->t_sched - t->a->count_from_ns) / 1000000000u;
+        if (sec < BENCH_TIMELINE_S) {
+            float ms = (float)((double)lat * 1e-6);
+            st->tl_count[sec]++;
+            st->tl_sum_ms[sec] += ms;
+            if (ms > st->tl_max_ms[sec])
+                st->tl_max_ms[sec] = ms;
+        }
+        count_end(t, true, now);
     }
     c->busy = false;
     if (r->keep_alive) {
@@ -519,5 +533,6 @@ done:
     free(t.conns);
     free(t.queue);
     hearth_loop_free(t.loop);
+    atomic_store(&a->finished, 1);
     return NULL;
 }

