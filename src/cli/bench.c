@@ -259,7 +259,7 @@ static void progress(bench_thread_arg *targs, int n, uint64_t start, uint64_t co
 
 int hearth_cmd_bench(int argc, char **argv)
 {
-    const char *api_name = "health", *arrivals = "fixed", *json_path = NULL, *model = NULL, *input = NULL;
+    const char *api_name = "health", *arrivals = "fixed", *json_path = NULL, *svg_path = NULL, *model = NULL, *input = NULL;
     const char *prompt = "Write a short story about a lighthouse keeper.";
     int concurrency = 0, threads = 1, max_tokens = 64, timeout_ms = 30000;
     float rate = 0, duration = 0, warmup = 0, deadline_ms = 0;
@@ -286,6 +286,7 @@ int hearth_cmd_bench(int argc, char **argv)
         {"stream", 0, OPT_BOOL, &stream, NULL, "completion/chat: ask for SSE and measure TTFT, ITL, tokens/s (on)",
          true},
         {"json", 0, OPT_STR, &json_path, "FILE", "also write every figure and the histograms as JSON", true},
+        {"svg", 0, OPT_STR, &svg_path, "FILE", "also draw latency by percentile and over the run as SVG", true},
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     char **flags = calloc((size_t)argc + 1, sizeof *flags), **pos = calloc((size_t)argc + 1, sizeof *pos);
@@ -421,6 +422,10 @@ int hearth_cmd_bench(int argc, char **argv)
     bench_report_summary(stdout, &info, &total);
     if (json_path && bench_report_json(json_path, &info, &total)) {
         fprintf(stderr, "hearth bench: --json %s: %s\n", json_path, strerror(errno));
+        status = 1;
+    }
+    if (svg_path && bench_report_svg(svg_path, &info, &total)) {
+        fprintf(stderr, "hearth bench: --svg %s: %s\n", svg_path, strerror(errno));
         status = 1;
     }
     if (total.errors)

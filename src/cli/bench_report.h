@@ -20,5 +20,8 @@ typedef struct bench_run_info {
 void bench_report_summary(FILE *f, const bench_run_info *info, const bench_stats *s);
 /* The --json document; 0, or -1 when the file cannot be written. */
 int bench_report_json(const char *path, const bench_run_info *info, const bench_stats *s);
+/* The --svg picture: latency by percentile and over the run (bench_svg.c);
+ * 0, or -1 when the file cannot be written. */
+int bench_report_svg(const char *path, const bench_run_info *info, const bench_stats *s);
 
 #endif

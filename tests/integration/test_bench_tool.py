@@ -144,10 +144,15 @@ def stalling_server(stall_after=1.5, stall_s=1.0, answer_s=0.005):
 
 
 def test_open_loop_shows_a_stall_the_closed_loop_hides():
+    svg = tempfile.NamedTemporaryFile(suffix=".svg", delete=False).name
     with stalling_server() as srv:
         rc, op, out_o = bench(srv.port, "--api", "health", "--rate", "50", "--duration", "5", "--concurrency", "16",
-                              "--deadline-ms", "100")
+                              "--deadline-ms", "100", "--svg", svg)
     assert rc == 0 and op["errors"] == 0, out_o
+    import xml.dom.minidom
+    doc = xml.dom.minidom.parse(svg)  # well-formed, with the percentile curve, the mean and the max lines
+    os.unlink(svg)
+    assert len(doc.getElementsByTagName("polyline")) == 3, doc.toxml()[:500]
     with stalling_server() as srv:
         rc, cl, out_c = bench(srv.port, "--api", "health", "--concurrency", "1", "--duration", "5")
     assert rc == 0 and cl["errors"] == 0, out_c
