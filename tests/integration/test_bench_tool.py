@@ -237,11 +237,19 @@ def test_bad_servers_are_counted():
     def not_json(sock, method, path, body):
         reply(sock, 200, b"<html>hello</html>", "text/html")
 
-    for answer, kind in ((cut, "closed"), (storm, "status"), (not_json, "bad_json")):
+    def garbage(sock, method, path, body):
+        sock.sendall(b"HELLO THERE\r\n\r\n")
+
+    def silent(sock, method, path, body):
+        time.sleep(2)
+        return False
+
+    for answer, kind, n in ((cut, "closed", 50), (storm, "status", 50), (not_json, "bad_json", 50),
+                            (garbage, "protocol", 50), (silent, "timeout", 4)):
         with TestServer(answer) as srv:
-            rc, j, out = bench(srv.port, "--api", "health", "--n", "50", "--concurrency", "2", "--timeout-ms", "5000")
+            rc, j, out = bench(srv.port, "--api", "health", "--n", str(n), "--concurrency", "2", "--timeout-ms", "300")
         assert rc == 1, (kind, out)
-        assert j["errors"] == 50 and j["errors_by_kind"][kind] == 50 and j["requests"] == 0, (kind, out)
+        assert j["errors"] == n and j["errors_by_kind"][kind] == n and j["requests"] == 0, (kind, out)
         if kind == "status":
             assert j["errors_by_status"] == {"500": 50}, out
             assert "status 500: 50" in out, out
