@@ -6,9 +6,11 @@
  * This file reads the flags, resolves the URL, asks /v1/models for the model
  * name when none is given, builds the requests of the workload (every
  * request is written out once, whole, before the run, so the hot path only
- * copies bytes to a socket), starts the threads (bench_conn.c), merges their
- * figures and prints them (bench_report_print.c). Exit status: 0, 1 when the
- * run had errors or could not run, 2 on a bad command line.
+ * copies bytes to a socket), runs the threads (bench_run.c, bench_conn.c)
+ * and prints their figures (bench_report_print.c, bench_svg.c), or with
+ * --compare URL2 runs both servers in interleaved rounds (bench_compare.c).
+ * Exit status: 0, 1 when the run had errors or could not run, 2 on a bad
+ * command line.
  * Rejected: a URL per request or HTTPS (a bench of one server over
  * loopback or a LAN; TLS would measure the TLS library); reading the
  * workload while running (it would compete with the sockets for the thread). */
@@ -22,8 +24,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <netdb.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +33,8 @@
 static const char *const api_names[] = {"health", "completion", "chat", "embeddings", "tei", "raw"};
 static const char *const api_paths[] = {"/health", "/v1/completions", "/v1/chat/completions", "/v1/embeddings",
                                         "/embed", "/"};
+
+const char *bench_api_name(enum bench_api api) { return api_names[api]; }
 
 typedef struct url_parts {
     char host[256], port[8], path[1024];
@@ -234,34 +236,48 @@ static int build_requests(bench_cfg *cfg, const char *path, const char *host, co
     return rc;
 }
 
-/* A line on stderr, redrawn each second while the threads run: for a
- * person at a terminal only (a log or a pipe gets none). */
-static void progress(bench_thread_arg *targs, int n, uint64_t start, uint64_t count_from)
+/* Resolves url into cfg->addr and builds cfg's requests for it; the model
+ * is asked of the server when none is given (*found_model then owns it). */
+static int setup_target(bench_cfg *cfg, const char *url, const char *model, const char *prompt, const char *input,
+                        int max_tokens, char **found_model)
 {
-    for (;;) {
-        int live = 0;
-        uint64_t ok = 0, bad = 0;
-        for (int i = 0; i < n; i++) {
-            live += !atomic_load(&targs[i].finished) && (targs[i].n || !targs[i].cfg->n);
-            ok += atomic_load_explicit(&targs[i].done_ok, memory_order_relaxed);
-            bad += atomic_load_explicit(&targs[i].done_err, memory_order_relaxed);
-        }
-        if (!live)
-            break;
-        uint64_t now = hearth_now_ns();
-        double t = now > start ? (double)(now - start) * 1e-9 : 0, c = now > count_from ? (double)(now - count_from) * 1e-9 : 0;
-        fprintf(stderr, "\r  %6.1f s%s  %llu answers, %.0f/s, %llu errors   ", t, now < count_from ? " (warm-up)" : "",
-                (unsigned long long)ok, c > 0 ? (double)ok / c : 0.0, (unsigned long long)bad);
-        usleep(200000);
+    url_parts u;
+    if (parse_url(url, &u)) {
+        fprintf(stderr, "hearth bench: %s: need http://HOST[:PORT][/PATH]\n", url);
+        return -1;
     }
-    fprintf(stderr, "\r%72s\r", "");
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int gai = getaddrinfo(u.host, u.port, &hints, &ai);
+    if (gai || !ai) {
+        fprintf(stderr, "hearth bench: %s: %s\n", u.host, gai ? gai_strerror(gai) : "no address");
+        return -1;
+    }
+    memcpy(&cfg->addr, ai->ai_addr, ai->ai_addrlen);
+    cfg->addr_len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+
+    char host[300];
+    snprintf(host, sizeof host, "%s:%s", u.host, u.port);
+    const char *path = cfg->api == BENCH_RAW || strcmp(u.path, "/") ? u.path : api_paths[cfg->api];
+    bool wants_model = cfg->api == BENCH_COMPLETION || cfg->api == BENCH_CHAT || cfg->api == BENCH_EMBEDDINGS;
+    if (wants_model && !model) {
+        model = *found_model = served_model(cfg, host);
+        if (!model)
+            fprintf(stderr, "hearth bench: GET /v1/models named no model; sending requests without \"model\"\n");
+    }
+    if (build_requests(cfg, path, host, model, prompt, input, max_tokens)) {
+        fprintf(stderr, "hearth bench: could not build the requests\n");
+        return -1;
+    }
+    return 0;
 }
 
 int hearth_cmd_bench(int argc, char **argv)
 {
-    const char *api_name = "health", *arrivals = "fixed", *json_path = NULL, *svg_path = NULL, *model = NULL, *input = NULL;
+    const char *api_name = "health", *arrivals = "fixed", *json_path = NULL, *svg_path = NULL, *model_given = NULL;
+    const char *input = NULL, *compare_url = NULL;
     const char *prompt = "Write a short story about a lighthouse keeper.";
-    int concurrency = 0, threads = 1, max_tokens = 64, timeout_ms = 30000;
+    int concurrency = 0, threads = 1, max_tokens = 64, timeout_ms = 30000, rounds = 3;
     float rate = 0, duration = 0, warmup = 0, deadline_ms = 0;
     uint64_t n = 0;
     bool stream = true;
@@ -279,7 +295,7 @@ int hearth_cmd_bench(int argc, char **argv)
         {"timeout-ms", 0, OPT_INT, &timeout_ms, "MS", "a request without a whole answer by then is an error (30000)",
          true},
         {"threads", 't', OPT_INT, &threads, "N", "client threads, each with its own event loop (1)", true},
-        {"model", 'm', OPT_STR, &model, "NAME", "model name sent (default: the first of GET /v1/models)", true},
+        {"model", 'm', OPT_STR, &model_given, "NAME", "model name sent (default: the first of GET /v1/models)", true},
         {"prompt", 'p', OPT_STR, &prompt, "TEXT", "the prompt or input text of every request", true},
         {"input", 'i', OPT_STR, &input, "FILE", "one text or one JSON request body per line, sent in turn", true},
         {"max-tokens", 0, OPT_INT, &max_tokens, "N", "completion/chat: tokens to generate (64)", true},
@@ -287,16 +303,16 @@ int hearth_cmd_bench(int argc, char **argv)
          true},
         {"json", 0, OPT_STR, &json_path, "FILE", "also write every figure and the histograms as JSON", true},
         {"svg", 0, OPT_STR, &svg_path, "FILE", "also draw latency by percentile and over the run as SVG", true},
+        {"compare", 0, OPT_STR, &compare_url, "URL2", "run URL and URL2 in turn over --rounds, print both and ratios",
+         true},
+        {"rounds", 0, OPT_INT, &rounds, "N", "with --compare: rounds, the order alternating each round (3)", true},
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]);
     char **flags = calloc((size_t)argc + 1, sizeof *flags), **pos = calloc((size_t)argc + 1, sizeof *pos);
     int n_flags, n_pos, status = 2;
-    bench_cfg cfg = {0};
-    bench_stats total;
-    bench_thread_arg *targs = NULL;
-    bench_stats *tstats = NULL;
-    pthread_t *tids = NULL;
-    char *found_model = NULL;
+    bench_cfg cfg = {0}, cfg_b = {0};
+    bench_stats *total = NULL;
+    char *found_model = NULL, *found_model_b = NULL;
     if (!flags || !pos)
         goto done;
     hearth_cli_split_args(opts, n_opts, argc, argv, flags, &n_flags, pos, &n_pos);
@@ -317,7 +333,7 @@ int hearth_cmd_bench(int argc, char **argv)
         goto done;
     }
     if (api < 0 || (strcmp(arrivals, "fixed") && strcmp(arrivals, "poisson")) || threads < 1 || threads > 256 ||
-        concurrency < 0 || rate < 0 || duration < 0 || warmup < 0 || timeout_ms < 1 || max_tokens < 1) {
+        concurrency < 0 || rate < 0 || duration < 0 || warmup < 0 || timeout_ms < 1 || max_tokens < 1 || rounds < 1) {
         fprintf(stderr, "hearth bench: need --api health|completion|chat|embeddings|tei|raw, --arrivals "
                         "fixed|poisson, --threads 1..256 and no negative figures; see --help\n");
         goto done;
@@ -341,104 +357,53 @@ int hearth_cmd_bench(int argc, char **argv)
     cfg.stream = stream && (cfg.api == BENCH_COMPLETION || cfg.api == BENCH_CHAT);
     cfg.expect_json = cfg.api != BENCH_RAW;
 
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int gai = getaddrinfo(u.host, u.port, &hints, &ai);
-    if (gai || !ai) {
-        fprintf(stderr, "hearth bench: %s: %s\n", u.host, gai ? gai_strerror(gai) : "no address");
-        status = 1;
-        goto done;
-    }
-    memcpy(&cfg.addr, ai->ai_addr, ai->ai_addrlen);
-    cfg.addr_len = ai->ai_addrlen;
-    freeaddrinfo(ai);
-
-    char host[300];
-    snprintf(host, sizeof host, "%s:%s", u.host, u.port);
-    const char *path = cfg.api == BENCH_RAW || strcmp(u.path, "/") ? u.path : api_paths[cfg.api];
-    bool wants_model = cfg.api == BENCH_COMPLETION || cfg.api == BENCH_CHAT || cfg.api == BENCH_EMBEDDINGS;
-    if (wants_model && !model) {
-        model = found_model = served_model(&cfg, host);
-        if (!model)
-            fprintf(stderr, "hearth bench: GET /v1/models named no model; sending requests without \"model\"\n");
-    }
-    if (build_requests(&cfg, path, host, model, prompt, input, max_tokens)) {
-        fprintf(stderr, "hearth bench: could not build the requests\n");
+    if (setup_target(&cfg, pos[0], model_given, prompt, input, max_tokens, &found_model)) {
         status = 1;
         goto done;
     }
 
-    targs = calloc((size_t)threads, sizeof *targs);
-    tstats = calloc((size_t)threads, sizeof *tstats);
-    tids = calloc((size_t)threads, sizeof *tids);
-    if (!targs || !tstats || !tids) {
-        status = 1;
-        goto done;
-    }
-    /* a moment for the threads to start, so the schedule's first request is not late */
-    uint64_t start = hearth_now_ns() + 5000000;
-    uint64_t count_from = start + (uint64_t)(cfg.warmup_s * 1e9);
-    uint64_t end = count_from + (uint64_t)(cfg.duration_s * 1e9);
-    int started = 0;
-    for (int i = 0; i < threads; i++) {
-        bench_thread_arg *a = &targs[i];
-        bench_stats_init(&tstats[i]);
-        a->cfg = &cfg;
-        a->index = i;
-        a->conns = cfg.concurrency / threads + (i < cfg.concurrency % threads);
-        a->rate = cfg.rate / threads;
-        a->n = cfg.n ? cfg.n / threads + (i < cfg.n % threads) : 0;
-        a->start_ns = start;
-        a->count_from_ns = count_from;
-        a->end_ns = end;
-        a->stats = &tstats[i];
-        if (cfg.n && !a->n)
-            continue;
-        if (pthread_create(&tids[i], NULL, bench_thread_main, a)) {
-            fprintf(stderr, "hearth bench: could not start thread %d\n", i);
-            break;
-        }
-        started = i + 1;
-    }
-    status = started == threads ? 0 : 1;
-    if (isatty(2))
-        progress(targs, started, start, count_from);
-    bench_stats_init(&total);
-    for (int i = 0; i < started; i++) {
-        if (cfg.n && !targs[i].n)
-            continue;
-        pthread_join(tids[i], NULL);
-        if (targs[i].rc) {
-            fprintf(stderr, "hearth bench: thread %d: %s\n", i, targs[i].err);
+    if (compare_url) {
+        cfg_b = cfg;
+        cfg_b.reqs = NULL, cfg_b.req_lens = NULL, cfg_b.n_reqs = 0;
+        if (setup_target(&cfg_b, compare_url, model_given, prompt, input, max_tokens, &found_model_b)) {
             status = 1;
+            goto done;
         }
-        bench_stats_merge(&total, &tstats[i]);
+        status = bench_compare(&cfg, &cfg_b, pos[0], compare_url, rounds, json_path);
+        goto done;
     }
-    double seconds = cfg.n ? (total.t_last_ns > total.t_first_ns ? (double)(total.t_last_ns - total.t_first_ns) * 1e-9
-                                                                   : 0)
-                           : cfg.duration_s;
-    bench_run_info info = {.url = pos[0], .api = api_names[cfg.api], .mode = cfg.rate > 0 ? "open" : "closed",
-                           .seconds = seconds, .concurrency = cfg.concurrency, .threads = threads, .rate = cfg.rate,
-                           .poisson = cfg.poisson, .stream = cfg.stream, .deadline_ms = cfg.deadline_ms};
-    bench_report_summary(stdout, &info, &total);
-    if (json_path && bench_report_json(json_path, &info, &total)) {
+    total = malloc(sizeof *total);
+    double seconds = 0;
+    if (!total) {
+        status = 1;
+        goto done;
+    }
+    status = bench_run(&cfg, total, &seconds) ? 1 : 0;
+    bench_run_info info;
+    bench_run_info_fill(&info, &cfg, pos[0], seconds);
+    bench_report_summary(stdout, &info, total);
+    if (json_path && bench_report_json(json_path, &info, total)) {
         fprintf(stderr, "hearth bench: --json %s: %s\n", json_path, strerror(errno));
         status = 1;
     }
-    if (svg_path && bench_report_svg(svg_path, &info, &total)) {
+    if (svg_path && bench_report_svg(svg_path, &info, total)) {
         fprintf(stderr, "hearth bench: --svg %s: %s\n", svg_path, strerror(errno));
         status = 1;
     }
-    if (total.errors)
+    if (total->errors)
         status = 1;
 done:
     for (size_t i = 0; i < cfg.n_reqs; i++)
         free(cfg.reqs[i]);
     free(cfg.reqs);
     free(cfg.req_lens);
+    for (size_t i = 0; i < cfg_b.n_reqs; i++)
+        free(cfg_b.reqs[i]);
+    free(cfg_b.reqs);
+    free(cfg_b.req_lens);
     free(found_model);
-    free(targs);
-    free(tstats);
-    free(tids);
+    free(found_model_b);
+    free(total);
     free(flags);
     free(pos);
     return status;

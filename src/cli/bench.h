@@ -124,4 +124,16 @@ typedef struct bench_thread_arg {
 } bench_thread_arg;
 void *bench_thread_main(void *arg);
 
+/* "health", "chat", ... (bench.c). */
+const char *bench_api_name(enum bench_api api);
+/* One whole run with cfg's threads (bench_run.c): their figures merged into
+ * total, the counted window's length in *seconds. 0, or -1 when a thread
+ * could not start or run (said on stderr). */
+int bench_run(const bench_cfg *cfg, bench_stats *total, double *seconds);
+/* --compare: rounds of a then b (the order alternating), medians and ratios
+ * printed, and written to json_path when given (bench_compare.c). Returns
+ * the exit status: 1 when a run had errors or failed. */
+int bench_compare(const bench_cfg *a, const bench_cfg *b, const char *url_a, const char *url_b, int rounds,
+                  const char *json_path);
+
 #endif

@@ -16,6 +16,7 @@ typedef struct bench_run_info {
     double deadline_ms;
 } bench_run_info;
 
+void bench_run_info_fill(bench_run_info *info, const bench_cfg *cfg, const char *url, double seconds);
 /* The one-screen summary. */
 void bench_report_summary(FILE *f, const bench_run_info *info, const bench_stats *s);
 /* The --json document; 0, or -1 when the file cannot be written. */

@@ -162,7 +162,8 @@ def test_open_loop_shows_a_stall_the_closed_loop_hides():
     assert 230 <= op["requests"] <= 260, out_o
     assert o["max"] >= 950 and o["p99"] >= 700 and o["p90"] >= 200, (o, out_o)
     slow_open = slow_samples(o, 100)
-    assert slow_open >= 35 and op["misses"] == slow_open, (slow_open, op["misses"], out_o)
+    # misses are exact (> 100 ms); the histogram's bucket holding 100 ms may count one more
+    assert slow_open >= 35 and 0 <= slow_open - op["misses"] <= 1, (slow_open, op["misses"], out_o)
     # closed: the one connection waits with the server, so the stall is a
     # single sample and the percentiles below max never see it
     slow_closed = slow_samples(c, 100)
@@ -219,6 +220,22 @@ def test_sse_ttft_and_itl():
                                                    sum(1 for n, _ in took if n == "itl")), 0.05), out
 
 
+def test_compare_two_servers():
+    def fixed(ms):
+        def answer(sock, method, path, body):
+            time.sleep(ms / 1e3)
+            reply(sock)
+        return answer
+    with TestServer(fixed(10)) as a, TestServer(fixed(20)) as b:
+        rc, j, out = bench(a.port, "--api", "health", "--compare", "http://127.0.0.1:%d" % b.port, "--rounds", "2",
+                           "--duration", "1", "--concurrency", "2")
+    assert rc == 0 and j["errors"] == {"a": 0, "b": 0}, out
+    assert len(j["per_round"]) == 4 and [r["arm"] for r in j["per_round"]] == ["a", "b", "a", "b"], j
+    r = j["ratio_b_over_a"]
+    assert 1.7 <= r["p50_ms"] <= 2.1 and 0.45 <= r["rps"] <= 0.6, (r, out)
+    assert "B / A" in out and "round 2 B" in out, out
+
+
 def test_unreachable_port_is_an_error():
     port = free_port()  # nothing listens there
     rc, j, out = bench(port, "--api", "health", "--n", "20", "--concurrency", "2")
@@ -273,5 +290,5 @@ def test_bad_command_lines():
 
 if __name__ == "__main__":
     run([test_fixed_time_percentiles, test_open_loop_shows_a_stall_the_closed_loop_hides, test_sse_ttft_and_itl,
-         test_unreachable_port_is_an_error, test_bad_servers_are_counted, test_against_hearth_serve,
+         test_compare_two_servers, test_unreachable_port_is_an_error, test_bad_servers_are_counted, test_against_hearth_serve,
          test_bad_command_lines])
