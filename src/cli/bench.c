@@ -114,13 +114,23 @@ done:
     return out;
 }
 
-/* The first model /v1/models lists, or NULL. */
-static char *served_model(const bench_cfg *cfg, const char *host)
+/* The model to name in requests: the first /v1/models lists whose
+ * meta.family is family (hearth lists its embedding and generation models
+ * together, each with a family), else the first listed; NULL when the
+ * server lists none. */
+static char *served_model(const bench_cfg *cfg, const char *host, const char *family)
 {
     char *body = get_once(cfg, host, "/v1/models"), *name = NULL;
     cJSON *j = body ? cJSON_Parse(body) : NULL;
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data");
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(data, 0), "id");
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data"), *m, *pick = cJSON_GetArrayItem(data, 0);
+    for (int i = 0; (m = cJSON_GetArrayItem(data, i)); i++) {
+        const cJSON *fam = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "meta"), "family");
+        if (cJSON_IsString(fam) && !strcmp(fam->valuestring, family)) {
+            pick = m;
+            break;
+        }
+    }
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(pick, "id");
     if (cJSON_IsString(id))
         name = strdup(id->valuestring);
     cJSON_Delete(j);
@@ -261,7 +271,7 @@ static int setup_target(bench_cfg *cfg, const char *url, const char *model, cons
     const char *path = cfg->api == BENCH_RAW || strcmp(u.path, "/") ? u.path : api_paths[cfg->api];
     bool wants_model = cfg->api == BENCH_COMPLETION || cfg->api == BENCH_CHAT || cfg->api == BENCH_EMBEDDINGS;
     if (wants_model && !model) {
-        model = *found_model = served_model(cfg, host);
+        model = *found_model = served_model(cfg, host, cfg->api == BENCH_EMBEDDINGS ? "embedding" : "generation");
         if (!model)
             fprintf(stderr, "hearth bench: GET /v1/models named no model; sending requests without \"model\"\n");
     }

@@ -24,6 +24,7 @@ enum bench_err_kind {
     BENCH_ERR_BAD_JSON,  /* an answer (or an SSE event) that should be JSON and is not */
     BENCH_ERR_TIMEOUT,   /* no whole answer within --timeout-ms */
     BENCH_ERR_PROTOCOL,  /* an answer that is not HTTP/1.x, or too big */
+    BENCH_ERR_STREAM,    /* a 200 stream that carried an {"error": ...} event */
     BENCH_ERR_N
 };
 extern const char *const bench_err_names[BENCH_ERR_N];

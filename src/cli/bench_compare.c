@@ -103,9 +103,11 @@ int bench_compare(const bench_cfg *a, const bench_cfg *b, const char *url_a, con
             perror(json_path);
             status = 1;
         } else {
-            fprintf(f, "{\"compare\": {\"a\": \"%s\", \"b\": \"%s\"}, \"rounds\": %d, \"errors\": {\"a\": %llu, "
-                       "\"b\": %llu},\n \"median\": {",
-                    url_a, url_b, rounds, (unsigned long long)errors[0], (unsigned long long)errors[1]);
+            fprintf(f, "{\"compare\": {\"a\": ");
+            bench_json_string(f, url_a);
+            fprintf(f, ", \"b\": ");
+            bench_json_string(f, url_b);
+            fprintf(f, "}, \"rounds\": %d, \"errors\": {\"a\": %llu, \"b\": %llu},\n \"median\": {", rounds, (unsigned long long)errors[0], (unsigned long long)errors[1]);
             for (int arm = 0; arm < 2; arm++) {
                 fprintf(f, "%s\"%c\": {", arm ? ", " : "", "ab"[arm]);
                 for (int i = 0; i < n_figs; i++)

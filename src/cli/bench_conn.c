@@ -49,6 +49,7 @@ typedef struct bconn {
     bool busy;                 /* a request is in flight (from begin to finish) */
     bool counted;              /* it falls in the counted window */
     bool bad_json;
+    bool stream_error;         /* an SSE event said {"error": ...} */
     const char *req;
     size_t req_len, req_off;
     uint64_t t_sched, t_first, t_prev, n_tok, usage_tok;
@@ -235,7 +236,7 @@ static void conn_begin(bconn *c, uint64_t sched)
             t->st->t_first_ns = sched;
     }
     c->busy = true;
-    c->bad_json = false;
+    c->bad_json = c->stream_error = false;
     c->t_first = c->t_prev = c->n_tok = c->usage_tok = 0;
     bench_resp_reset(&c->resp);
     c->in.len = 0;
@@ -290,6 +291,8 @@ static void on_event(bconn *c, const char *data, size_t len, uint64_t now)
     } else {
         text = cJSON_GetObjectItemCaseSensitive(j, "content"); /* llama-server's /completion */
     }
+    if (cJSON_GetObjectItemCaseSensitive(j, "error"))
+        c->stream_error = true; /* the server gave up after its 200 */
     const cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
     const cJSON *ct = usage ? cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens") : NULL;
     if (cJSON_IsNumber(ct) && ct->valuedouble > 0)
@@ -318,9 +321,10 @@ static void conn_done(bconn *c, uint64_t now)
         c->bad_json = !j;
         cJSON_Delete(j);
     }
-    if (!ok2xx || c->bad_json) {
+    if (!ok2xx || c->bad_json || c->stream_error) {
         if (c->counted) {
-            bench_stats_error(t->st, ok2xx ? BENCH_ERR_BAD_JSON : BENCH_ERR_STATUS, r->status);
+            enum bench_err_kind kind = !ok2xx ? BENCH_ERR_STATUS : c->bad_json ? BENCH_ERR_BAD_JSON : BENCH_ERR_STREAM;
+            bench_stats_error(t->st, kind, r->status);
             count_end(t, false, now);
         }
     } else if (c->counted) {

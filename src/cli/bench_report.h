@@ -17,6 +17,8 @@ typedef struct bench_run_info {
 } bench_run_info;
 
 void bench_run_info_fill(bench_run_info *info, const bench_cfg *cfg, const char *url, double seconds);
+/* Writes s as a JSON string, quoted and escaped (URLs come from the user). */
+void bench_json_string(FILE *f, const char *s);
 /* The one-screen summary. */
 void bench_report_summary(FILE *f, const bench_run_info *info, const bench_stats *s);
 /* The --json document; 0, or -1 when the file cannot be written. */

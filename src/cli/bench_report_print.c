@@ -10,6 +10,21 @@
 #include <errno.h>
 #include <string.h>
 
+void bench_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
 static void hist_line(FILE *f, const char *name, const bench_hist *h)
 {
     double ms = 1e-6;
@@ -62,9 +77,11 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_st
     if (!f)
         return -1;
     double secs = in->seconds > 0 ? in->seconds : 1;
-    fprintf(f, "{\"url\": \"%s\", \"api\": \"%s\", \"mode\": \"%s\", \"concurrency\": %d, \"threads\": %d, "
+    fprintf(f, "{\"url\": ");
+    bench_json_string(f, in->url);
+    fprintf(f, ", \"api\": \"%s\", \"mode\": \"%s\", \"concurrency\": %d, \"threads\": %d, "
                "\"rate\": %.3f, \"arrivals\": \"%s\", \"seconds\": %.4f,\n",
-            in->url, in->api, in->mode, in->concurrency, in->threads, in->rate, in->poisson ? "poisson" : "fixed",
+            in->api, in->mode, in->concurrency, in->threads, in->rate, in->poisson ? "poisson" : "fixed",
             in->seconds);
     fprintf(f, " \"requests\": %llu, \"errors\": %llu, \"rps\": %.3f, \"misses\": %llu, \"deadline_ms\": %.3f, "
                "\"bytes\": %llu,\n",

@@ -220,6 +220,17 @@ def test_sse_ttft_and_itl():
                                                    sum(1 for n, _ in took if n == "itl")), 0.05), out
 
 
+def test_stream_errors_are_counted():
+    def answer(sock, method, path, body):
+        ev = b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n' \
+             b'data: {"error":{"message":"out of memory","type":"server_error"}}\n\n'
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(ev), ev))
+    with TestServer(answer) as srv:
+        rc, j, out = bench(srv.port, "--api", "completion", "--model", "m", "--n", "10")
+    assert rc == 1 and j["errors_by_kind"]["stream"] == 10 and j["requests"] == 0, out
+
+
 def test_compare_two_servers():
     def fixed(ms):
         def answer(sock, method, path, body):
@@ -290,5 +301,5 @@ def test_bad_command_lines():
 
 if __name__ == "__main__":
     run([test_fixed_time_percentiles, test_open_loop_shows_a_stall_the_closed_loop_hides, test_sse_ttft_and_itl,
-         test_compare_two_servers, test_unreachable_port_is_an_error, test_bad_servers_are_counted, test_against_hearth_serve,
+         test_stream_errors_are_counted, test_compare_two_servers, test_unreachable_port_is_an_error, test_bad_servers_are_counted, test_against_hearth_serve,
          test_bad_command_lines])
