@@ -10,8 +10,8 @@
  * time, not from when a connection got round to sending it, so a stalled
  * server shows in the tail instead of silently slowing the schedule (the
  * coordinated omission that wrk2 corrects). The loop's timers have 1 ms
- * resolution, so a send leaves up to about 1 ms after its scheduled time and
- * that delay is part of the open-loop figure.
+ * resolution, and a send up to 1 ms late would be part of every open-loop
+ * figure, so on Linux the releases come from a timerfd instead (tick_fd_open).
  * Rejected: one schedule per connection as wrk2 keeps (a connection stuck on
  * a slow answer holds its own schedule's next requests back while other
  * connections sit idle); blocking sockets with a thread per connection
@@ -31,7 +31,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#include <sys/timerfd.h>
+#endif
 
 #define BACKOFF_MS 10          /* after a failed connect, before the next try */
 #define READ_CHUNK (64 * 1024)
@@ -72,6 +77,7 @@ struct bthread {
     size_t req_next;
     uint64_t rng;
     hearth_timer tick, end;
+    int tick_fd;               /* a timerfd for the open loop's releases, or -1: the loop's 1 ms timer */
 };
 
 static void conn_io(hearth_loop *loop, int fd, unsigned events, void *arg);
@@ -469,10 +475,49 @@ static void on_tick(hearth_loop *loop, void *arg)
         if (!c->busy && (c->state == C_IDLE || c->state == C_CLOSED))
             conn_next(c);
     }
-    if (want_more(t, t->next_sched)) {
-        uint64_t n2 = now_ns(), d = t->next_sched > n2 ? (t->next_sched - n2 + 999999) / 1000000 : 0;
-        hearth_loop_timer_start(loop, &t->tick, d);
+    if (!want_more(t, t->next_sched))
+        return;
+#ifdef __linux__
+    if (t->tick_fd >= 0) {
+        struct itimerspec its = {.it_value = {.tv_sec = (time_t)(t->next_sched / 1000000000u),
+                                              .tv_nsec = (long)(t->next_sched % 1000000000u)}};
+        if (timerfd_settime(t->tick_fd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+            return;
     }
+#endif
+    uint64_t n2 = now_ns(), d = t->next_sched > n2 ? (t->next_sched - n2 + 999999) / 1000000 : 0;
+    hearth_loop_timer_start(loop, &t->tick, d);
+}
+
+#ifdef __linux__
+static void on_tick_fd(hearth_loop *loop, int fd, unsigned events, void *arg)
+{
+    uint64_t expirations;
+    if (read(fd, &expirations, sizeof expirations) < 0 && errno != EAGAIN)
+        return;
+    on_tick(loop, arg);
+}
+#endif
+
+/* The open loop's release timer: a timerfd on the same clock as
+ * hearth_now_ns (CLOCK_MONOTONIC), with the thread's timer slack cut to
+ * 1 us, so a request leaves within microseconds of its scheduled time
+ * instead of within the loop timer's millisecond. -1 where there is none. */
+static int tick_fd_open(bthread *t)
+{
+#ifdef __linux__
+    int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (hearth_loop_add_fd(t->loop, fd, HEARTH_EV_READ, on_tick_fd, t)) {
+        close(fd);
+        return -1;
+    }
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    return fd;
+#else
+    return -1;
+#endif
 }
 
 static void on_end(hearth_loop *loop, void *arg) { hearth_loop_stop(loop); }
@@ -480,7 +525,7 @@ static void on_end(hearth_loop *loop, void *arg) { hearth_loop_stop(loop); }
 void *bench_thread_main(void *arg)
 {
     bench_thread_arg *a = arg;
-    bthread t = {.a = a, .cfg = a->cfg, .st = a->stats, .n_conns = a->conns};
+    bthread t = {.a = a, .cfg = a->cfg, .st = a->stats, .n_conns = a->conns, .tick_fd = -1};
     hearth_err err = {0};
     t.rng = 0x9e3779b97f4a7c15ull * (uint64_t)(a->index + 1);
     t.req_next = (size_t)a->index;
@@ -512,6 +557,7 @@ void *bench_thread_main(void *arg)
         /* threads share the rate with their starts spread over one gap, so
          * that together they keep the fixed spacing */
         t.next_sched = a->start_ns + (uint64_t)(1e9 / a->rate * a->index / a->cfg->threads);
+        t.tick_fd = tick_fd_open(&t);
         on_tick(t.loop, &t);
     }
     for (int i = 0; i < a->conns; i++)
@@ -533,6 +579,10 @@ done:
             hearth_loop_timer_stop(t.loop, &c->timer);
         hearth_buf_deinit(&c->in);
         bench_resp_deinit(&c->resp);
+    }
+    if (t.tick_fd >= 0) {
+        hearth_loop_del_fd(t.loop, t.tick_fd);
+        close(t.tick_fd);
     }
     free(t.conns);
     free(t.queue);
