@@ -22,5 +22,7 @@ int hearth_cli_split_args(const struct opt *opts, int n_opts, int argc, char **a
 int hearth_cmd_run(int argc, char **argv);
 /* `hearth quantize IN OUT TYPE`: re-quantize a GGUF model's weight matrices. */
 int hearth_cmd_quantize(int argc, char **argv);
+/* `hearth bench URL`: an HTTP load generator, closed or open loop (bench.c). */
+int hearth_cmd_bench(int argc, char **argv);
 
 #endif

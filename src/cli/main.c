@@ -14,6 +14,7 @@ static void usage(FILE *f)
                "  convert  write a sentence-transformers BERT folder as a bert GGUF file\n"
                "  run      generate text from a GGUF model (--bench: prompt and decode speed)\n"
                "  quantize write a GGUF model's weight matrices in another type\n"
+               "  bench    send HTTP load to a server: requests/s, latency percentiles, TTFT and ITL\n"
                "\nRun `hearth <command> --help` for a command's options.\n");
 }
 
@@ -44,6 +45,8 @@ int main(int argc, char **argv)
         return hearth_cmd_run(argc - 1, argv + 1);
     if (strcmp(cmd, "quantize") == 0)
         return hearth_cmd_quantize(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0)
+        return hearth_cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "hearth: unknown command '%s'\n", cmd);
     usage(stderr);
     return 2;

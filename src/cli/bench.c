@@ -1,0 +1,420 @@
+/* bench.c: `hearth bench URL --api ...`: hearth's own HTTP load generator.
+ *
+ *   hearth bench http://127.0.0.1:8080 --api health --concurrency 8 --duration 10
+ *   hearth bench http://127.0.0.1:8080 --api chat --rate 2 --n 100 --max-tokens 64
+ *
+ * This file reads the flags, resolves the URL, asks /v1/models for the model
+ * name when none is given, builds the requests of the workload (every
+ * request is written out once, whole, before the run, so the hot path only
+ * copies bytes to a socket), runs the threads (bench_run.c, bench_conn.c)
+ * and prints their figures (bench_report_print.c, bench_svg.c), or with
+ * --compare URL2 runs both servers in interleaved rounds (bench_compare.c).
+ * Exit status: 0, 1 when the run had errors or could not run, 2 on a bad
+ * command line.
+ * Rejected: a URL per request or HTTPS (a bench of one server over
+ * loopback or a LAN; TLS would measure the TLS library); reading the
+ * workload while running (it would compete with the sockets for the thread). */
+#include "bench.h"
+#include "bench_report.h"
+#include "cli.h"
+#include "opts.h"
+
+#include "base/clock.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+static const char *const api_names[] = {"health", "completion", "chat", "embeddings", "tei", "raw"};
+static const char *const api_paths[] = {"/health", "/v1/completions", "/v1/chat/completions", "/v1/embeddings",
+                                        "/embed", "/"};
+
+const char *bench_api_name(enum bench_api api) { return api_names[api]; }
+
+typedef struct url_parts {
+    char host[256], port[8], path[1024];
+} url_parts;
+
+static int parse_url(const char *url, url_parts *u)
+{
+    if (strncmp(url, "http://", 7))
+        return -1;
+    const char *h = url + 7, *slash = strchr(h, '/');
+    size_t hl = slash ? (size_t)(slash - h) : strlen(h);
+    snprintf(u->path, sizeof u->path, "%s", slash ? slash : "/");
+    const char *colon = memchr(h, ':', hl);
+    size_t name_len = colon ? (size_t)(colon - h) : hl;
+    if (!name_len || name_len >= sizeof u->host)
+        return -1;
+    memcpy(u->host, h, name_len);
+    u->host[name_len] = 0;
+    if (colon) {
+        size_t pl = hl - name_len - 1;
+        if (!pl || pl >= sizeof u->port)
+            return -1;
+        memcpy(u->port, colon + 1, pl);
+        u->port[pl] = 0;
+    } else {
+        strcpy(u->port, "80");
+    }
+    return 0;
+}
+
+/* One blocking GET, for /v1/models before the run; the body (NUL-terminated,
+ * caller frees) or NULL. */
+static char *get_once(const bench_cfg *cfg, const char *host, const char *path)
+{
+    int fd = socket(cfg->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char *out = NULL;
+    bench_resp r;
+    bench_resp_init(&r);
+    if (fd < 0)
+        goto done;
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(fd, (const struct sockaddr *)&cfg->addr, cfg->addr_len))
+        goto done;
+    char req[1536];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, host);
+    if (write(fd, req, (size_t)n) != n)
+        goto done;
+    hearth_buf in;
+    hearth_buf_init(&in, (size_t)16 << 20);
+    for (;;) {
+        if (hearth_buf_reserve(&in, 65536))
+            break;
+        ssize_t got = read(fd, in.data + in.len, 65536);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        in.len += (size_t)got;
+        long used = bench_resp_feed(&r, in.data, in.len);
+        if (used < 0)
+            break;
+        hearth_buf_consume(&in, (size_t)used);
+        if (r.done)
+            break;
+    }
+    hearth_buf_deinit(&in);
+    if ((r.done || bench_resp_eof(&r) == 0) && r.status == 200 && (out = malloc(r.body.len + 1))) {
+        memcpy(out, r.body.data ? r.body.data : "", r.body.len);
+        out[r.body.len] = 0;
+    }
+done:
+    if (fd >= 0)
+        close(fd);
+    bench_resp_deinit(&r);
+    return out;
+}
+
+/* The model to name in requests: the first /v1/models lists whose
+ * meta.family is family (hearth lists its embedding and generation models
+ * together, each with a family), else the first listed; NULL when the
+ * server lists none. */
+static char *served_model(const bench_cfg *cfg, const char *host, const char *family)
+{
+    char *body = get_once(cfg, host, "/v1/models"), *name = NULL;
+    cJSON *j = body ? cJSON_Parse(body) : NULL;
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data"), *m, *pick = cJSON_GetArrayItem(data, 0);
+    for (int i = 0; (m = cJSON_GetArrayItem(data, i)); i++) {
+        const cJSON *fam = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "meta"), "family");
+        if (cJSON_IsString(fam) && !strcmp(fam->valuestring, family)) {
+            pick = m;
+            break;
+        }
+    }
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(pick, "id");
+    if (cJSON_IsString(id))
+        name = strdup(id->valuestring);
+    cJSON_Delete(j);
+    free(body);
+    return name;
+}
+
+/* The JSON body of one request of the workload for text (a prompt or an input). */
+static char *make_body(enum bench_api api, const char *model, const char *text, int max_tokens, bool stream)
+{
+    cJSON *j = cJSON_CreateObject();
+    if (model && api != BENCH_TEI)
+        cJSON_AddStringToObject(j, "model", model);
+    switch (api) {
+    case BENCH_COMPLETION:
+    case BENCH_CHAT:
+        if (api == BENCH_COMPLETION) {
+            cJSON_AddStringToObject(j, "prompt", text);
+        } else {
+            cJSON *msgs = cJSON_AddArrayToObject(j, "messages"), *m = cJSON_CreateObject();
+            cJSON_AddStringToObject(m, "role", "user");
+            cJSON_AddStringToObject(m, "content", text);
+            cJSON_AddItemToArray(msgs, m);
+        }
+        cJSON_AddNumberToObject(j, "max_tokens", max_tokens);
+        cJSON_AddBoolToObject(j, "stream", stream);
+        break;
+    case BENCH_EMBEDDINGS:
+        cJSON_AddStringToObject(j, "input", text);
+        break;
+    case BENCH_TEI:
+        cJSON_AddStringToObject(j, "inputs", text);
+        break;
+    default:
+        break;
+    }
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return s;
+}
+
+static int add_request(bench_cfg *cfg, size_t *cap, const char *method, const char *path, const char *host,
+                       const char *body)
+{
+    if (cfg->n_reqs == *cap) {
+        size_t nc = *cap ? *cap * 2 : 16;
+        char **r = realloc(cfg->reqs, nc * sizeof *r);
+        if (!r)
+            return -1;
+        cfg->reqs = r;
+        size_t *l = realloc(cfg->req_lens, nc * sizeof *l);
+        if (!l)
+            return -1;
+        cfg->req_lens = l;
+        *cap = nc;
+    }
+    hearth_buf b;
+    hearth_buf_init(&b, (size_t)64 << 20);
+    int rc = body ? hearth_buf_printf(&b,
+                                      "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+                                      "Content-Length: %zu\r\n\r\n%s",
+                                      method, path, host, strlen(body), body)
+                  : hearth_buf_printf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n\r\n", method, path, host);
+    if (rc) {
+        hearth_buf_deinit(&b);
+        return -1;
+    }
+    cfg->reqs[cfg->n_reqs] = b.data;
+    cfg->req_lens[cfg->n_reqs++] = b.len;
+    return 0;
+}
+
+/* The workload: one request per line of --input (a line that starts with
+ * '{' is sent as the body as it is), else one made from --prompt. */
+static int build_requests(bench_cfg *cfg, const char *path, const char *host, const char *model, const char *prompt,
+                          const char *input, int max_tokens)
+{
+    size_t cap = 0;
+    bool get = cfg->api == BENCH_HEALTH || (cfg->api == BENCH_RAW && !input);
+    if (get)
+        return add_request(cfg, &cap, "GET", path, host, NULL);
+    if (!input) {
+        char *body = make_body(cfg->api, model, prompt, max_tokens, cfg->stream);
+        int rc = body ? add_request(cfg, &cap, "POST", path, host, body) : -1;
+        free(body);
+        return rc;
+    }
+    FILE *f = fopen(input, "r");
+    if (!f) {
+        fprintf(stderr, "hearth bench: --input %s: %s\n", input, strerror(errno));
+        return -1;
+    }
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t n;
+    int rc = 0;
+    while (rc == 0 && (n = getline(&line, &lcap, f)) >= 0) {
+        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = 0;
+        if (!n)
+            continue;
+        char *body = line[0] == '{' || cfg->api == BENCH_RAW ? strdup(line)
+                                                            : make_body(cfg->api, model, line, max_tokens, cfg->stream);
+        rc = body ? add_request(cfg, &cap, "POST", path, host, body) : -1;
+        free(body);
+    }
+    free(line);
+    fclose(f);
+    if (rc == 0 && !cfg->n_reqs) {
+        fprintf(stderr, "hearth bench: --input %s has no requests\n", input);
+        return -1;
+    }
+    return rc;
+}
+
+/* Resolves url into cfg->addr and builds cfg's requests for it; the model
+ * is asked of the server when none is given (*found_model then owns it). */
+static int setup_target(bench_cfg *cfg, const char *url, const char *model, const char *prompt, const char *input,
+                        int max_tokens, char **found_model)
+{
+    url_parts u;
+    if (parse_url(url, &u)) {
+        fprintf(stderr, "hearth bench: %s: need http://HOST[:PORT][/PATH]\n", url);
+        return -1;
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int gai = getaddrinfo(u.host, u.port, &hints, &ai);
+    if (gai || !ai) {
+        fprintf(stderr, "hearth bench: %s: %s\n", u.host, gai ? gai_strerror(gai) : "no address");
+        return -1;
+    }
+    memcpy(&cfg->addr, ai->ai_addr, ai->ai_addrlen);
+    cfg->addr_len = ai->ai_addrlen;
+    freeaddrinfo(ai);
+
+    char host[300];
+    snprintf(host, sizeof host, "%s:%s", u.host, u.port);
+    const char *path = cfg->api == BENCH_RAW || strcmp(u.path, "/") ? u.path : api_paths[cfg->api];
+    bool wants_model = cfg->api == BENCH_COMPLETION || cfg->api == BENCH_CHAT || cfg->api == BENCH_EMBEDDINGS;
+    if (wants_model && !model) {
+        model = *found_model = served_model(cfg, host, cfg->api == BENCH_EMBEDDINGS ? "embedding" : "generation");
+        if (!model)
+            fprintf(stderr, "hearth bench: GET /v1/models named no model; sending requests without \"model\"\n");
+    }
+    if (build_requests(cfg, path, host, model, prompt, input, max_tokens)) {
+        fprintf(stderr, "hearth bench: could not build the requests\n");
+        return -1;
+    }
+    return 0;
+}
+
+int hearth_cmd_bench(int argc, char **argv)
+{
+    const char *api_name = "health", *arrivals = "fixed", *json_path = NULL, *svg_path = NULL, *model_given = NULL;
+    const char *input = NULL, *compare_url = NULL;
+    const char *prompt = "Write a short story about a lighthouse keeper.";
+    int concurrency = 0, threads = 1, max_tokens = 64, timeout_ms = 30000, rounds = 3;
+    float rate = 0, duration = 0, warmup = 0, deadline_ms = 0;
+    uint64_t n = 0;
+    bool stream = true;
+    const opt opts[] = {
+        {"api", 0, OPT_STR, &api_name, "health|completion|chat|embeddings|tei|raw", "what to send (health)", true},
+        {"concurrency", 'c', OPT_INT, &concurrency, "N", "connections (closed loop: requests in flight; default 1, "
+                                                         "open loop: 64)", true},
+        {"rate", 'r', OPT_FLOAT, &rate, "R", "open loop: R requests/s on a schedule, latency from the scheduled time",
+         true},
+        {"arrivals", 0, OPT_STR, &arrivals, "fixed|poisson", "open loop: the schedule's spacing", true},
+        {"duration", 'd', OPT_FLOAT, &duration, "S", "seconds counted, after the warm-up (10 unless --n)", true},
+        {"n", 'n', OPT_U64, &n, "N", "requests counted (instead of --duration)", true},
+        {"warmup", 0, OPT_FLOAT, &warmup, "S", "seconds run first and not counted (0)", true},
+        {"deadline-ms", 0, OPT_FLOAT, &deadline_ms, "D", "count answers slower than D ms as misses", true},
+        {"timeout-ms", 0, OPT_INT, &timeout_ms, "MS", "a request without a whole answer by then is an error (30000)",
+         true},
+        {"threads", 't', OPT_INT, &threads, "N", "client threads, each with its own event loop (1)", true},
+        {"model", 'm', OPT_STR, &model_given, "NAME", "model name sent (default: the first of GET /v1/models)", true},
+        {"prompt", 'p', OPT_STR, &prompt, "TEXT", "the prompt or input text of every request", true},
+        {"input", 'i', OPT_STR, &input, "FILE", "one text or one JSON request body per line, sent in turn", true},
+        {"max-tokens", 0, OPT_INT, &max_tokens, "N", "completion/chat: tokens to generate (64)", true},
+        {"stream", 0, OPT_BOOL, &stream, NULL, "completion/chat: ask for SSE and measure TTFT, ITL, tokens/s (on)",
+         true},
+        {"json", 0, OPT_STR, &json_path, "FILE", "also write every figure and the histograms as JSON", true},
+        {"svg", 0, OPT_STR, &svg_path, "FILE", "also draw latency by percentile and over the run as SVG", true},
+        {"compare", 0, OPT_STR, &compare_url, "URL2", "run URL and URL2 in turn over --rounds, print both and ratios",
+         true},
+        {"rounds", 0, OPT_INT, &rounds, "N", "with --compare: rounds, the order alternating each round (3)", true},
+    };
+    int n_opts = (int)(sizeof opts / sizeof opts[0]);
+    char **flags = calloc((size_t)argc + 1, sizeof *flags), **pos = calloc((size_t)argc + 1, sizeof *pos);
+    int n_flags, n_pos, status = 2;
+    bench_cfg cfg = {0}, cfg_b = {0};
+    bench_stats *total = NULL;
+    char *found_model = NULL, *found_model_b = NULL;
+    if (!flags || !pos)
+        goto done;
+    hearth_cli_split_args(opts, n_opts, argc, argv, flags, &n_flags, pos, &n_pos);
+    int rc = opts_parse(opts, n_opts, n_flags, flags, "hearth bench URL [options]",
+                        "Sends HTTP load to a server and reports requests/s and latency percentiles: closed loop "
+                        "(--concurrency N) or open loop (--rate R, latency from each request's scheduled time).");
+    if (rc) {
+        status = rc == 1 ? 0 : 2;
+        goto done;
+    }
+    int api = -1;
+    for (int i = 0; i < (int)(sizeof api_names / sizeof api_names[0]); i++)
+        if (!strcmp(api_name, api_names[i]))
+            api = i;
+    url_parts u;
+    if (n_pos != 1 || parse_url(pos[0], &u)) {
+        fprintf(stderr, "hearth bench: need one URL, http://HOST[:PORT][/PATH]; see --help\n");
+        goto done;
+    }
+    if (api < 0 || (strcmp(arrivals, "fixed") && strcmp(arrivals, "poisson")) || threads < 1 || threads > 256 ||
+        concurrency < 0 || rate < 0 || duration < 0 || warmup < 0 || timeout_ms < 1 || max_tokens < 1 || rounds < 1) {
+        fprintf(stderr, "hearth bench: need --api health|completion|chat|embeddings|tei|raw, --arrivals "
+                        "fixed|poisson, --threads 1..256 and no negative figures; see --help\n");
+        goto done;
+    }
+    if (n && duration > 0) {
+        fprintf(stderr, "hearth bench: give --duration or --n, not both\n");
+        goto done;
+    }
+    cfg.api = (enum bench_api)api;
+    cfg.rate = rate;
+    cfg.poisson = !strcmp(arrivals, "poisson");
+    cfg.concurrency = concurrency ? concurrency : rate > 0 ? 64 : 1;
+    if (cfg.concurrency < threads)
+        cfg.concurrency = threads;
+    cfg.threads = threads;
+    cfg.duration_s = n ? 0 : duration > 0 ? duration : 10;
+    cfg.warmup_s = warmup;
+    cfg.n = (int64_t)n;
+    cfg.deadline_ms = deadline_ms;
+    cfg.timeout_ms = timeout_ms;
+    cfg.stream = stream && (cfg.api == BENCH_COMPLETION || cfg.api == BENCH_CHAT);
+    cfg.expect_json = cfg.api != BENCH_RAW;
+
+    if (setup_target(&cfg, pos[0], model_given, prompt, input, max_tokens, &found_model)) {
+        status = 1;
+        goto done;
+    }
+
+    if (compare_url) {
+        cfg_b = cfg;
+        cfg_b.reqs = NULL, cfg_b.req_lens = NULL, cfg_b.n_reqs = 0;
+        if (setup_target(&cfg_b, compare_url, model_given, prompt, input, max_tokens, &found_model_b)) {
+            status = 1;
+            goto done;
+        }
+        status = bench_compare(&cfg, &cfg_b, pos[0], compare_url, rounds, json_path);
+        goto done;
+    }
+    total = malloc(sizeof *total);
+    double seconds = 0;
+    if (!total) {
+        status = 1;
+        goto done;
+    }
+    status = bench_run(&cfg, total, &seconds) ? 1 : 0;
+    bench_run_info info;
+    bench_run_info_fill(&info, &cfg, pos[0], seconds);
+    bench_report_summary(stdout, &info, total);
+    if (json_path && bench_report_json(json_path, &info, total)) {
+        fprintf(stderr, "hearth bench: --json %s: %s\n", json_path, strerror(errno));
+        status = 1;
+    }
+    if (svg_path && bench_report_svg(svg_path, &info, total)) {
+        fprintf(stderr, "hearth bench: --svg %s: %s\n", svg_path, strerror(errno));
+        status = 1;
+    }
+    if (total->errors)
+        status = 1;
+done:
+    for (size_t i = 0; i < cfg.n_reqs; i++)
+        free(cfg.reqs[i]);
+    free(cfg.reqs);
+    free(cfg.req_lens);
+    for (size_t i = 0; i < cfg_b.n_reqs; i++)
+        free(cfg_b.reqs[i]);
+    free(cfg_b.reqs);
+    free(cfg_b.req_lens);
+    free(found_model);
+    free(found_model_b);
+    free(total);
+    free(flags);
+    free(pos);
+    return status;
+}
