@@ -432,9 +432,9 @@ static void check_fits(double prompt, double gen, const answer *a)
         fail("the prompt and generated token counts do not fit in the context", a->body.d, a->body.len);
 }
 
-static void check_json(int route, const answer *a)
+/* One answer object of route. */
+static void check_one(int route, const cJSON *doc, const answer *a)
 {
-    cJSON *doc = cJSON_ParseWithLength(a->body.d ? a->body.d : "", a->body.len);
     if (!cJSON_IsObject(doc))
         fail("a 200 answer is not a JSON object", a->body.d, a->body.len);
     const cJSON *choices = field(doc, "choices"), *c0 = cJSON_GetArrayItem(choices, 0);
@@ -459,6 +459,23 @@ static void check_json(int route, const answer *a)
         const cJSON *u = field(doc, "usage");
         check_fits(num(u, "prompt_tokens", "no usage.prompt_tokens", a), num(u, "completion_tokens", "no usage.completion_tokens", a), a);
     }
+    }
+}
+
+/* A 200 answer: one object, or for several prompts on /completion and
+ * /v1/completions a non-empty array of them, one per prompt, as
+ * llama-server answers a prompt list. */
+static void check_json(int route, const answer *a)
+{
+    cJSON *doc = cJSON_ParseWithLength(a->body.d ? a->body.d : "", a->body.len);
+    if (cJSON_IsArray(doc) && (route == R_COMPLETION || route == R_OAI_COMPLETIONS)) {
+        if (cJSON_GetArraySize(doc) < 1)
+            fail("a several-prompt answer is an empty array", a->body.d, a->body.len);
+        const cJSON *it;
+        cJSON_ArrayForEach(it, doc)
+            check_one(route, it, a);
+    } else {
+        check_one(route, doc, a);
     }
     cJSON_Delete(doc);
 }
