@@ -24,6 +24,7 @@
  * should spend its minutes on the GPU); a bitwise comparison (summation
  * order differs between devices). */
 #include "harness.h"
+#include "stories_golden.h"
 
 #include "engine/dev.h"
 #include "models/llama.h"
@@ -206,51 +207,13 @@ static void registry_finds_cpu_and_names_cuda(void)
 
 /* ---- (a) stories260K's golden ids on the GPU ---- */
 
-/* GOLDEN.txt (made by a separate port of llama2.c): the 5 logits after
- * "first 5 values: [" and the 60 ids on the line after "first 60 generated ids:".
- * As tests/unit/models/test_llama.c reads it. */
-static int read_golden(float logit5[5], int ids[60])
-{
-    char p[1024];
-    if (!hearth_test_shared_path(p, sizeof p, "models/stories260K/GOLDEN.txt"))
-        return -1;
-    FILE *f = fopen(p, "r");
-    char line[4096];
-    int state = 0, got_logits = 0, got_ids = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        const char *s = strstr(line, "first 5 values: [");
-        if (s) {
-            got_logits = sscanf(s + strlen("first 5 values: ["), "%f, %f, %f, %f, %f", &logit5[0], &logit5[1],
-                                &logit5[2], &logit5[3], &logit5[4]) == 5;
-        } else if (strstr(line, "first 60 generated ids:")) {
-            state = 1;
-        } else if (state == 1) {
-            char *q = line;
-            for (got_ids = 0; got_ids < 60; got_ids++) {
-                char *end;
-                long v = strtol(q, &end, 10);
-                if (end == q)
-                    break;
-                ids[got_ids] = (int)v;
-                q = end;
-            }
-            state = 2;
-        }
-    }
-    if (f)
-        fclose(f);
-    CHECK_MSG(got_logits, "%s: no 'first 5 values: [' line", p);
-    CHECK_MSG(got_ids == 60, "%s: %d of the 60 golden ids", p, got_ids);
-    return got_logits && got_ids == 60 ? 0 : -1;
-}
-
 static void golden_stories260k_on_gpu(void)
 {
     hearth_dev *gpu = gpu_or_skip();
     float want5[5];
     int want[60];
     char p[1024];
-    if (!gpu || read_golden(want5, want) || !stories(p, sizeof p))
+    if (!gpu || hearth_test_read_golden(want5, want) || !stories(p, sizeof p))
         return;
     hearth_llama *m = open_on(p, gpu);
     if (!m)

@@ -8,6 +8,7 @@
  * recomputation), and open errors on files made broken on purpose. Parity
  * with the PyTorch reference is tests/integration/test_llama_parity.py. */
 #include "harness.h"
+#include "stories_golden.h"
 
 #include "engine/cpu/quant.h"
 #include "engine/dev.h"
@@ -55,48 +56,11 @@ static int step(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int32_t tok, 
     return rc;
 }
 
-/* Reads GOLDEN.txt: the 5 logits after "first 5 values: [" and the 60 ids
- * on the line after "first 60 generated ids:". */
-static int read_golden(float logit5[5], int ids[60])
-{
-    char p[1024];
-    if (!hearth_test_shared_path(p, sizeof p, "models/stories260K/GOLDEN.txt"))
-        return -1;
-    FILE *f = fopen(p, "r");
-    char line[4096];
-    int state = 0, got_logits = 0, got_ids = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        const char *s = strstr(line, "first 5 values: [");
-        if (s) {
-            got_logits = sscanf(s + strlen("first 5 values: ["), "%f, %f, %f, %f, %f", &logit5[0], &logit5[1],
-                                &logit5[2], &logit5[3], &logit5[4]) == 5;
-        } else if (strstr(line, "first 60 generated ids:")) {
-            state = 1;
-        } else if (state == 1) {
-            char *q = line;
-            for (got_ids = 0; got_ids < 60; got_ids++) {
-                char *end;
-                long v = strtol(q, &end, 10);
-                if (end == q)
-                    break;
-                ids[got_ids] = (int)v;
-                q = end;
-            }
-            state = 2;
-        }
-    }
-    if (f)
-        fclose(f);
-    CHECK(got_logits);
-    CHECK_EQ_INT(got_ids, 60);
-    return got_logits && got_ids == 60 ? 0 : -1;
-}
-
 static void golden_stories260k(void)
 {
     float want5[5];
     int want[60];
-    if (read_golden(want5, want))
+    if (hearth_test_read_golden(want5, want))
         return;
     hearth_llama *m = open_stories();
     if (!m)
