@@ -42,6 +42,7 @@
 #include "base/err.h"
 #include "base/pool.h"
 #include "engine/dtype.h"
+#include "engine/dev_vision.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -291,6 +292,10 @@ struct hearth_dev_ops {
      * out. all_rows is host data of the call (it decides sizes). */
     int (*pool)(hearth_stream *st, float *out, const float *X, int64_t n, const hearth_batch *b, int kind, bool l2,
                 const bool *all_rows);
+
+    /* The conv-net ops of frame models (dev_vision.h), or NULL where the
+     * device has none. */
+    const hearth_dev_vision_ops *vision;
 };
 
 /* The registry: the devices this process found, the CPU first (always

@@ -1,0 +1,124 @@
+/* frame_queue.h: frames of a fixed-shape model, run one at a time in arrival
+ * order by the model's own scheduler thread, under deadlines, with sequences
+ * whose state the model keeps between frames.
+ *
+ * Deadlines: a job may carry an absolute deadline (hearth_now_ns clock). A
+ * frame that can no longer make it (its deadline, less the run time the queue
+ * expects from recent frames, has passed when its turn comes, or passes
+ * while it waits) is answered at once with HEARTH_FRAME_LATE and never run;
+ * a frame that ran and still finished past its deadline is answered with its
+ * outputs and counted as a miss.
+ *
+ * Sequences (Triton's sequence_id / sequence_start / sequence_end): the
+ * model holds n_slots states; a sequence takes a slot at its start frame
+ * (state reset to zeros), keeps it while frames arrive and gives it back at
+ * its end frame, or when idle longer than seq_idle_ns (expired). A frame for
+ * a sequence that is not live is refused (HEARTH_FRAME_NO_SEQUENCE) with a
+ * message saying whether it expired, ended, or was never started.
+ *
+ * Keep-alive: while frames arrive, the idle scheduler calls the runner's
+ * keepalive every keepalive_period_ns so a GPU does not clock down between
+ * frames; it stops keepalive_stop_ns after the last frame.
+ *
+ * The queue knows nothing of models or HTTP: the model is reached through
+ * the runner, the client through the job's done callback. */
+#ifndef HEARTH_ENGINE_FRAME_QUEUE_H
+#define HEARTH_ENGINE_FRAME_QUEUE_H
+
+#include "base/err.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Statuses a job's done callback may see besides 0 and the runner's own. */
+enum {
+    HEARTH_FRAME_LATE = -100,        /* answered without running: it could not make its deadline */
+    HEARTH_FRAME_NO_SEQUENCE = -101, /* the sequence is not live (msg says why) */
+    HEARTH_FRAME_SEQ_FULL = -102,    /* a start frame found every state slot taken */
+};
+
+/* The model as the queue runs it. */
+typedef struct hearth_frame_runner {
+    void *model;
+    int n_slots;   /* states the model holds at once (0: stateless; sequence parameters are then ignored) */
+    /* Runs one frame: in[i] the bytes of the model's i-th request input,
+     * out[j] room for its j-th output (sizes: the model's). slot: the
+     * sequence's state slot (-1 stateless); reset: the slot's state starts
+     * from zeros. 0 or a negative status with err set. */
+    int (*run)(void *model, int slot, bool reset, const void *const *in, void *const *out, hearth_err *err);
+    /* A little device work to keep clocks up (NULL: none). */
+    int (*keepalive)(void *model);
+} hearth_frame_runner;
+
+typedef struct hearth_frame_job hearth_frame_job;
+
+/* Called once per job on the scheduler thread (or on the submitting thread
+ * when submit answers at once), with 0 (outputs written), a HEARTH_FRAME_*
+ * status or the runner's error, and a message for errors. The queue does not
+ * touch the job after calling it. */
+typedef void (*hearth_frame_done_fn)(hearth_frame_job *job, int status, const char *msg);
+
+#define HEARTH_FRAME_SEQ_ID_MAX 64
+
+struct hearth_frame_job {
+    /* filled by the submitter; owned by it */
+    const void *const *in;
+    void *const *out;
+    uint64_t deadline_ns;          /* absolute (hearth_now_ns), 0: none */
+    bool has_seq;                  /* a sequence frame (seq_id set) */
+    char seq_id[HEARTH_FRAME_SEQ_ID_MAX]; /* Triton's id, a number or a string, as text */
+    bool seq_start, seq_end;
+    hearth_frame_done_fn done;
+    void *user;
+    _Atomic int cancelled;         /* set by the submitter (any thread): skipped if not yet running */
+    /* set by the queue before done */
+    uint64_t submit_ns;            /* when submit took it */
+    uint64_t start_ns, end_ns;     /* the run's (0 when it did not run) */
+    bool missed;                   /* ran, and ended past its deadline */
+    /* private to the queue */
+    hearth_frame_job *link;
+};
+
+typedef struct hearth_frame_queue_opts {
+    int max_jobs;                  /* waiting jobs; past it submit says HEARTH_ELIMIT (the API: 429) */
+    uint64_t seq_idle_ns;          /* a sequence idle this long expires (0: never) */
+    bool keepalive;                /* call runner->keepalive between frames (when it has one) */
+    uint64_t keepalive_period_ns;  /* how often (0: 200 us) */
+    uint64_t keepalive_stop_ns;    /* stop this long after the last frame (0: 1 s) */
+} hearth_frame_queue_opts;
+
+void hearth_frame_queue_opts_default(hearth_frame_queue_opts *o);
+
+/* Latency histogram buckets (upper bounds in ms, then +Inf), for /metrics. */
+#define HEARTH_FRAME_HIST_N 16
+extern const double hearth_frame_hist_ms[HEARTH_FRAME_HIST_N];
+
+typedef struct hearth_frame_queue_stats {
+    uint64_t frames;               /* run to the end (misses included) */
+    uint64_t misses;               /* ran, ended past their deadline */
+    uint64_t late;                 /* answered HEARTH_FRAME_LATE, not run */
+    uint64_t failed, cancelled, refused; /* runner errors; cancelled before running; sequence refusals */
+    uint64_t seq_started, seq_ended, seq_expired;
+    int seq_live, queued;
+    uint64_t keepalives;
+    uint64_t hist[HEARTH_FRAME_HIST_N + 1]; /* submit-to-answer latency of frames run; last: +Inf */
+    double latency_sum_s;
+    uint64_t run_ns_expected;      /* the run time the deadline check assumes now */
+} hearth_frame_queue_stats;
+
+typedef struct hearth_frame_queue hearth_frame_queue;
+
+/* Starts the scheduler thread. r is copied. NULL with err set. */
+hearth_frame_queue *hearth_frame_queue_new(const hearth_frame_runner *r, const hearth_frame_queue_opts *o,
+                                           hearth_err *err);
+/* Stops the thread; jobs still queued get done(HEARTH_ENOTFOUND). NULL: no-op. */
+void hearth_frame_queue_free(hearth_frame_queue *q);
+/* Any thread. 0 (done will be called, perhaps before this returns), or
+ * HEARTH_ELIMIT when the queue is full (done is not called). The job must
+ * stay valid until its done callback has run. */
+int hearth_frame_queue_submit(hearth_frame_queue *q, hearth_frame_job *job);
+void hearth_frame_queue_get_stats(hearth_frame_queue *q, hearth_frame_queue_stats *out);
+
+#endif
