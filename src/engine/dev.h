@@ -177,6 +177,22 @@ typedef struct hearth_graph_key {
     int64_t rows, out_rows;
 } hearth_graph_key;
 
+/* What matmul_fused folds into a matmul (decode's neighbours of the
+ * weight reads, so a decode step launches fewer kernels):
+ *   pre: how each row of the matmul's input is made from X as it is read
+ *        NONE     X[r]
+ *        RMSNORM  rmsnorm(X[r]) * norm_w (eps): llama's attn-in and FFN-in norms
+ *        SWIGLU   silu(X[r]) * X2[r]: the FFN's gate and up into the down projection
+ *   accumulate: Y += the product (the residual add) instead of Y = it. */
+enum hearth_mm_pre { HEARTH_MM_PRE_NONE = 0, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_PRE_SWIGLU };
+typedef struct hearth_mm_fuse {
+    enum hearth_mm_pre pre;
+    const float *norm_w;          /* RMSNORM: (K) */
+    float eps;                    /* RMSNORM */
+    const float *X2;              /* SWIGLU: (M, K), row stride x_stride, as X */
+    bool accumulate;
+} hearth_mm_fuse;
+
 /* A process-unique nonzero id (thread-safe), for hearth_graph_key. */
 uint64_t hearth_dev_uid(void);
 
@@ -248,6 +264,16 @@ struct hearth_dev_ops {
      * stride y_stride[i]. Bit for bit the results of n calls of one weight. */
     int (*matmul)(hearth_stream *st, const hearth_weight *const *w, int n, const float *X, int64_t x_stride,
                   int64_t M, float *const *Y, const int64_t *y_stride);
+    /* Optional (NULL: the walk runs the ops apart): matmul with its
+     * neighbours folded in (hearth_mm_fuse), for the row counts of decode.
+     * Same arguments and shapes as matmul; the input rows are f(X) as f
+     * says, and each Y_i is written or accumulated. Results agree with the
+     * separate ops within rounding (the norm's sum is taken in another
+     * order), not bit for bit. HEARTH_EUNSUPPORTED where the device does not
+     * fuse this case (M, types): the walk then runs the ops apart, the same
+     * way every time for the same shapes (a recorded graph stays valid). */
+    int (*matmul_fused)(hearth_stream *st, const hearth_weight *const *w, int n, const float *X, int64_t x_stride,
+                        int64_t M, float *const *Y, const int64_t *y_stride, const hearth_mm_fuse *f);
     /* Y[r] = table[b->token[r]] for r < b->n, as f32 (n_in wide). With pos_tab
      * (bert): Y[r] += pos_tab[b->pos[r]] + type_row, then Y[r] = LN(Y[r]) *
      * ln_w + ln_b (eps). pos_tab (n_pos, n_in), type_row, ln_w, ln_b (n_in). */

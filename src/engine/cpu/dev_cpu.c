@@ -31,6 +31,7 @@
  * pick their ISA once, in matmul.c and attn.c). */
 #include "engine/cpu/dev_cpu.h"
 #include "engine/cpu/quant.h"
+#include "engine/cpu/vision.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -269,6 +270,7 @@ static const hearth_dev_ops cpu_ops = {
     .bias_gelu = cpu_bias_gelu,
     .attn_packed = cpu_attn_packed,
     .pool = cpu_pool,
+    .vision = &hearth_cpu_vision_ops,
 };
 
 static hearth_dev cpu_dev = {

@@ -77,6 +77,10 @@ bool cu_mm_type_ok(hearth_dtype t);
 int cu_weight_place(cu_weight *w, const hearth_weight_desc *d, int ordinal, hearth_err *err);
 /* Frees what w holds (w itself is the caller's). */
 void cu_weight_release(cu_weight *w);
+/* st's context for this thread (dev_cuda.cu), made on first use; NULL when
+ * the device cannot be used (logged). */
+cu_ctx *cu_stream_ctx(hearth_stream *st);
+
 /* Y_i = X W_i^T for i < n: X (M, K) f32 in device memory, row stride ldx;
  * W_i (N_i, K); Y_i (M, N_i) f32, row stride ldy[i]. Any M >= 1: small M
  * (decode) reads each weight once for all M rows; large M (prompts) runs on
@@ -125,6 +129,10 @@ int cu_pool(cu_ctx *c, float *out, const float *X, int64_t n, const hearth_batch
  * type_row, then Y[r] = LN(Y[r]) * ln_w + ln_b, r < b->n, n wide. */
 int cu_embed_finish(cu_ctx *c, float *Y, const hearth_batch *b, int64_t n, const float *pos_tab,
                     const float *type_row, const float *ln_w, const float *ln_b, float eps);
+
+/* ---- vision*.cu ---- the conv-net ops (engine/dev_vision.h), the table
+ * hearth_cuda_ops.vision points at; their internals are vision_int.h's. */
+extern const hearth_dev_vision_ops cu_vision_ops;
 
 /* The largest head ops.cu's attention takes (caps.head_dim_max). */
 #define CU_HEAD_DIM_MAX 256

@@ -241,6 +241,14 @@ static thread_ctx *ctx_of(hearth_stream *st)
     return tab[ord];
 }
 
+/* The calling thread's context on st's device, for the kernel families
+ * outside this file (vision.cu): NULL when the device cannot be used. */
+cu_ctx *cu_stream_ctx(hearth_stream *st)
+{
+    thread_ctx *t = ctx_of(st);
+    return t ? &t->c : NULL;
+}
+
 #define CTX(st)                                                                                                      \
     thread_ctx *t_ = ctx_of(st);                                                                                     \
     if (!t_)                                                                                                         \
@@ -727,6 +735,7 @@ extern const hearth_dev_ops hearth_cuda_ops = {
     .lost = cuda_lost,
     .supports = cuda_supports,
     .matmul = cuda_matmul,
+    .matmul_fused = NULL, /* the fused decode kernels are not written yet: the walk runs the ops apart */
     .embed = cuda_embed,
     .rmsnorm = cuda_rmsnorm,
     .add = cuda_add,
@@ -738,4 +747,5 @@ extern const hearth_dev_ops hearth_cuda_ops = {
     .bias_gelu = cuda_bias_gelu,
     .attn_packed = cuda_attn_packed,
     .pool = cuda_pool,
+    .vision = &cu_vision_ops,
 };
