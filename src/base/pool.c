@@ -27,6 +27,9 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -64,6 +67,7 @@ struct hearth_pool {
     _Atomic uint32_t done;       /* tasks finished in this round; the caller's futex word */
     _Atomic int sleepers;        /* workers asleep (or about to be) on wake */
     _Atomic int caller_sleeping;
+    _Atomic int nice;            /* the niceness threads take while they run this pool's work (0) */
     _Atomic int busy;            /* a job is running: later calls go serial */
     _Atomic int stop;
     uint16_t gen;
@@ -137,10 +141,32 @@ static void run_tasks(hearth_pool *p)
 /* Reading `seen` before checking stop and claiming tasks means any publish
  * after that read is either handled by this pass or ends the wait below, so
  * no job (and no stop) can be missed, however late the thread first runs. */
+/* The niceness this thread has set for itself (per thread on Linux). */
+static __thread int thread_nice;
+
+/* Takes the pool's niceness for the calling thread. Lowering priority is
+ * always allowed; raising it back may not be (RLIMIT_NICE), and a failure
+ * leaves the thread as it was: this is a preference, never an error. */
+static void take_nice(const hearth_pool *p)
+{
+    int n = atomic_load_explicit(&((hearth_pool *)p)->nice, memory_order_relaxed);
+    if (n == thread_nice)
+        return;
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), n) == 0)
+        thread_nice = n;
+}
+
+void hearth_pool_set_nice(hearth_pool *p, int nice)
+{
+    if (p)
+        atomic_store(&p->nice, nice);
+}
+
 static void *worker_main(void *arg)
 {
     hearth_pool *p = arg;
     for (;;) {
+        take_nice(p);
         uint32_t seen = atomic_load(&p->wake);
         if (atomic_load(&p->stop))
             return NULL;
@@ -210,6 +236,8 @@ void hearth_pool_run(hearth_pool *p, hearth_pool_fn fn, void *ctx, int64_t n_tas
 {
     if (n_tasks <= 0)
         return;
+    if (p)
+        take_nice(p);
     /* one task gains nothing from waking the workers */
     if (!p || p->n_started == 0 || n_tasks == 1 || atomic_exchange(&p->busy, 1)) {
         for (int64_t t = 0; t < n_tasks; t++)

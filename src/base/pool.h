@@ -37,4 +37,12 @@ int hearth_pool_size(const hearth_pool *pool);
  * thread. n_tasks <= 0 does nothing. */
 void hearth_pool_run(hearth_pool *pool, hearth_pool_fn fn, void *ctx, int64_t n_tasks);
 
+/* The niceness (setpriority) every thread takes while it runs this pool's
+ * work, its workers and callers alike: batch work (embeddings, generation)
+ * is niced while frames with deadlines are served, so the OS runs a frame's
+ * threads first on a busy machine. 0 by default; taken at a thread's next
+ * job. A thread that cannot go back to a lower value (RLIMIT_NICE) stays as
+ * it is. */
+void hearth_pool_set_nice(hearth_pool *pool, int nice);
+
 #endif

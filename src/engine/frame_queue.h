@@ -55,9 +55,14 @@ typedef struct hearth_frame_runner {
 typedef struct hearth_frame_job hearth_frame_job;
 
 /* Called once per job on the scheduler thread (or on the submitting thread
- * when submit answers at once), with 0 (outputs written), a HEARTH_FRAME_*
- * status or the runner's error, and a message for errors. The queue does not
- * touch the job after calling it. */
+ * when submit answers at once, or on the queue's timer thread for a queued
+ * frame answered late or cancelled while another frame runs), with 0
+ * (outputs written), a HEARTH_FRAME_* status, HEARTH_ENOTFOUND (cancelled
+ * before it ran, or the queue freed) or the runner's error, and a message
+ * for errors (NULL with 0). Never with the queue's lock held: done may
+ * submit again. The queue does not touch the job after calling it.
+ * A late frame is as if never sent: a late start frame does not start its
+ * sequence, a late end frame does not end it. */
 typedef void (*hearth_frame_done_fn)(hearth_frame_job *job, int status, const char *msg);
 
 #define HEARTH_FRAME_SEQ_ID_MAX 64
@@ -83,7 +88,7 @@ struct hearth_frame_job {
 
 typedef struct hearth_frame_queue_opts {
     int max_jobs;                  /* waiting jobs; past it submit says HEARTH_ELIMIT (the API: 429) */
-    uint64_t seq_idle_ns;          /* a sequence idle this long expires (0: never) */
+    uint64_t seq_idle_ns;          /* a sequence idle this long expires (0: never; default 60 s) */
     bool keepalive;                /* call runner->keepalive between frames (when it has one) */
     uint64_t keepalive_period_ns;  /* how often (0: 200 us) */
     uint64_t keepalive_stop_ns;    /* stop this long after the last frame (0: 1 s) */
@@ -103,14 +108,20 @@ typedef struct hearth_frame_queue_stats {
     uint64_t seq_started, seq_ended, seq_expired;
     int seq_live, queued;
     uint64_t keepalives;
-    uint64_t hist[HEARTH_FRAME_HIST_N + 1]; /* submit-to-answer latency of frames run; last: +Inf */
+    uint64_t hist[HEARTH_FRAME_HIST_N + 1]; /* submit-to-end latency of frames run (misses included),
+                                             * one count per bucket (not cumulative: /metrics sums
+                                             * them); hist[i] counts latencies <= hearth_frame_hist_ms[i]
+                                             * and above the bound before; the last: above them all */
     double latency_sum_s;
-    uint64_t run_ns_expected;      /* the run time the deadline check assumes now */
+    uint64_t run_ns_expected;      /* the run time the deadline check assumes now: the p90 of the
+                                    * last 32 runs (0 before the first) */
 } hearth_frame_queue_stats;
 
 typedef struct hearth_frame_queue hearth_frame_queue;
 
-/* Starts the scheduler thread. r is copied. NULL with err set. */
+/* Starts the scheduler thread (and the timer thread that answers late
+ * frames while another runs). r and o are copied (o NULL: the defaults;
+ * max_jobs <= 0: 64). r->n_slots 0..65536. NULL with err set. */
 hearth_frame_queue *hearth_frame_queue_new(const hearth_frame_runner *r, const hearth_frame_queue_opts *o,
                                            hearth_err *err);
 /* Stops the thread; jobs still queued get done(HEARTH_ENOTFOUND). NULL: no-op. */
