@@ -42,7 +42,7 @@ NVCCFLAGS = -std=c++17 -O2 -g -lineinfo -MMD -MP $(CUDA_DEFS) \
             -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] \
             -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror,-Wno-unused-parameter,-fno-strict-aliasing
 CJSON_SO := $(shell $(CC) -print-file-name=libcjson.so.1)
-LIB_LDLIBS = -Wl,-Bstatic -lutf8proc -lpcre2-8 -Wl,-Bdynamic -lcjson
+LIB_LDLIBS = -Wl,-Bstatic -lutf8proc -lpcre2-8 -lprotobuf-c -Wl,-Bdynamic -lcjson
 CUDA_LDLIBS = -L$(CUDA_HOME)/lib64 -lcudart_static -lrt -lstdc++
 # $$ORIGIN/lib for build-cuda/hearth, $$ORIGIN/../../lib for build-cuda/tests/<component>/test_*
 CUDA_LDFLAGS = -Wl,-rpath,'$$ORIGIN/lib:$$ORIGIN/../../lib'
@@ -59,7 +59,7 @@ endif
 
 WARN = -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter -Wstrict-prototypes -Wvla -Wno-format-truncation -Wno-missing-field-initializers
 CFLAGS_BASE = -std=c17 -D_GNU_SOURCE $(OPT) $(WARN) -pthread -MMD -MP -fno-strict-aliasing $(SANFLAGS) $(CUDA_DEFS) $(EXTRA_CFLAGS)
-LIB_LDLIBS ?= -lcjson -lutf8proc -lpcre2-8
+LIB_LDLIBS ?= -lcjson -lutf8proc -lpcre2-8 -lprotobuf-c
 LDLIBS = $(LIB_LDLIBS) $(CUDA_LDLIBS) -lm -lpthread -ldl
 LDFLAGS = -pthread $(SANFLAGS) $(CUDA_LDFLAGS) $(EXTRA_LDFLAGS)
 
@@ -113,7 +113,7 @@ $(BUILD)/inc/%.stamp:
 define component_rules
 $(BUILD)/obj/$(1)/%.o: src/$(1)/%.c $(BUILD)/inc/$(1).stamp
 	@mkdir -p $$(dir $$@)
-	$$(CC) $$(CFLAGS_BASE) $$(if $$(findstring _avx512,$$*),$$(ISA_avx512),$$(if $$(findstring _avx2,$$*),$$(ISA_avx2))) -I$(BUILD)/inc/$(1) -DHEARTH_VERSION='"$(VERSION)"' -c $$< -o $$@
+	$$(CC) $$(CFLAGS_BASE) $$(if $$(findstring _avx512,$$*),$$(ISA_avx512),$$(if $$(findstring _avx2,$$*),$$(ISA_avx2))) -I$(BUILD)/inc/$(1) $$(GEN_INC_$(1)) -DHEARTH_VERSION='"$(VERSION)"' -c $$< -o $$@
 $(BUILD)/obj/$(1)/%.cu.o: src/$(1)/%.cu $(BUILD)/inc/$(1).stamp
 	@mkdir -p $$(dir $$@)
 	$$(NVCC) $$(NVCCFLAGS) -I$(BUILD)/inc/$(1) -c $$< -o $$@
@@ -124,6 +124,34 @@ $(BUILD)/lib$(1).a: $(call objs_of,$(1))
 endef
 $(foreach c,$(COMPONENTS),$(eval $(call component_rules,$(c))))
 
+# Generated code: protoc-c (Debian's protobuf-c-compiler) turns a
+# component's .proto into C at build time, into $(BUILD)/gen/<component>/,
+# seen as "<component>/x.pb-c.h" through -I$(BUILD)/gen. Today only
+# models/onnx.proto (hearth's subset of ONNX's schema). Generated code is
+# never committed: the schema is the source. It compiles under the project's
+# own flags (checked with protoc-c 1.4.1), so it gets no relaxed set. Every
+# object of the component, and every test, waits for the header (order-only:
+# a clean clone generates before it compiles anything that includes it).
+PROTO_models = src/models/onnx.proto
+gen_c_of = $(patsubst src/%.proto,$(2)/gen/%.pb-c.c,$(PROTO_$(1)))
+gen_h_of = $(patsubst src/%.proto,$(2)/gen/%.pb-c.h,$(PROTO_$(1)))
+gen_objs_of = $(patsubst src/%.proto,$(2)/obj/gen/%.pb-c.o,$(PROTO_$(1)))
+GEN_CFLAGS = -I$(BUILD)/gen
+# only models (and tests) see generated headers
+GEN_INC_models = $(GEN_CFLAGS)
+# protoc-c writes x.pb-c.c and x.pb-c.h together (one run: a grouped target)
+define proto_rules
+$(2)/gen/%.pb-c.c $(2)/gen/%.pb-c.h &: src/%.proto
+	@mkdir -p $$(dir $$@)
+	protoc-c --proto_path=src/$$(dir $$*) --c_out=$(2)/gen/$$(dir $$*) $$<
+endef
+$(eval $(call proto_rules,models,$(BUILD)))
+$(BUILD)/obj/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(GEN_CFLAGS) -c $< -o $@
+$(BUILD)/libmodels.a: $(call gen_objs_of,models,$(BUILD))
+$(call objs_of,models): | $(call gen_h_of,models,$(BUILD))
+
 $(BUILD)/hearth: $(call objs_of,cli) $(LIBS)
 	$(CC) $(LDFLAGS) -o $@ $(call objs_of,cli) $(LINK_LIBS) $(LDLIBS)
 
@@ -132,7 +160,7 @@ TEST_SRCS = $(shell find tests/unit -name 'test_*.c' | sort)
 TEST_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 $(BUILD)/tests/%: tests/unit/%.c tests/harness.h $(LIBS) $(BUILD)/inc/tests.stamp
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) -I$(BUILD)/inc/tests -Itests -Isrc -o $@ $< $(LINK_LIBS) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) $(GEN_CFLAGS) -I$(BUILD)/inc/tests -Itests -Isrc -o $@ $< $(LINK_LIBS) $(LDFLAGS) $(LDLIBS)
 $(BUILD)/tests.stamp: $(TEST_BINS)
 	@touch $@
 
@@ -168,8 +196,8 @@ FUZZ_SRCS = $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BUILD = build-fuzz
 FUZZ_BINS = $(patsubst tests/fuzz/%.c,$(FUZZ_BUILD)/%,$(FUZZ_SRCS))
 FUZZ_LIB_SRCS = $(foreach c,base net text engine models api,$(call srcs_of,$(c)))
-FUZZ_LIB_OBJS = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS))
-FUZZ_CFLAGS = -std=c17 -D_GNU_SOURCE -g -O1 -I$(FUZZ_BUILD)/inc/tests -Isrc $(ISA_avx512) -DHEARTH_VERSION='"fuzz"'
+FUZZ_LIB_OBJS = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRCS)) $(call gen_objs_of,models,$(FUZZ_BUILD))
+FUZZ_CFLAGS = -std=c17 -D_GNU_SOURCE -g -O1 -I$(FUZZ_BUILD)/inc/tests -I$(FUZZ_BUILD)/gen -Isrc $(ISA_avx512) -DHEARTH_VERSION='"fuzz"'
 fuzz: $(FUZZ_BINS)
 $(FUZZ_BUILD)/inc.stamp:
 	@mkdir -p $(FUZZ_BUILD)/inc/tests
@@ -178,6 +206,13 @@ $(FUZZ_BUILD)/inc.stamp:
 $(FUZZ_BUILD)/obj/%.o: src/%.c $(FUZZ_BUILD)/inc.stamp
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+ifneq ($(BUILD),$(FUZZ_BUILD))
+$(eval $(call proto_rules,models,$(FUZZ_BUILD)))
+endif
+$(FUZZ_BUILD)/obj/gen/%.pb-c.o: $(FUZZ_BUILD)/gen/%.pb-c.c
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+$(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(call srcs_of,models)): | $(call gen_h_of,models,$(FUZZ_BUILD))
 $(FUZZ_BUILD)/libsrc.a: $(FUZZ_LIB_OBJS)
 	@rm -f $@
 	ar rcs $@ $^

@@ -12,13 +12,15 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-# build: compiler, sanitizer and libFuzzer runtimes (clang), JSON, Unicode, regex, BLAS
+# build: compiler, sanitizer and libFuzzer runtimes (clang), JSON, Unicode, regex, BLAS,
+#        protobuf-c (protoc-c generates the ONNX loader's reader from src/models/onnx.proto)
 # tests: curl, wrk, Python with Debian's torch (and the pthread OpenBLAS it needs to be fast),
 #        python3-venv for the PyPI clients below
 # benchmarks: nginx (bench/http.sh), uvicorn (bench/embed.sh's Python baseline), PyYAML (gguf-py)
 $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential clang libclang-rt-14-dev git ca-certificates \
     libcjson-dev libutf8proc-dev libpcre2-dev libopenblas-dev libopenblas0-pthread \
+    protobuf-c-compiler libprotobuf-c-dev \
     curl wrk procps python3 python3-numpy python3-torch python3-venv \
     nginx-light python3-uvicorn python3-uvloop python3-httptools python3-yaml >/dev/null
 # PyPI: the official clients and peers the tests drive (openai, tritonclient,

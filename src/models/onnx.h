@@ -71,6 +71,7 @@ typedef struct hearth_onnx_attr {
     const char *s;                       /* STRING, NUL-terminated (a string with a NUL inside is refused) */
     const float *floats;                 /* FLOATS (n of them) */
     const int64_t *ints;                 /* INTS (n of them) */
+    const char *const *strings;          /* STRINGS (n of them), each NUL-terminated as s is */
     int64_t n;
     const hearth_onnx_tensor *t;         /* TENSOR */
 } hearth_onnx_attr;
