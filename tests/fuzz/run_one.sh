@@ -10,12 +10,13 @@ seeds="$(dirname "$0")/corpus/${name#fuzz_}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 [ -d "$seeds" ] && cp -r "$seeds"/. "$work"/
-if "$bin" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 "$work" >"$work.log" 2>&1; then
+art="${TMPDIR:-/tmp}/hearth-$name-"   # a crash input lands here, never in the repository
+if "$bin" -artifact_prefix="$art" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 "$work" >"$work.log" 2>&1; then
     tail -n 12 "$work.log" | grep -E 'stat::number_of_executed_units|Done' | sed 's/^/# /'
     echo "ok - $name ran ${secs}s clean"
 else
     tail -n 60 "$work.log"
-    echo "not ok - $name found a failure (crash input saved under $work is removed; rerun to reproduce)"
+    echo "not ok - $name found a failure (the input is ${art}crash-*: rerun $bin on it to reproduce)"
     exit 1
 fi
 rm -f "$work.log"
