@@ -39,6 +39,7 @@ typedef struct hearth_frame_info {
     int n_states;                     /* state pairs */
     int n_slots;                      /* sequences held at once (0: stateless) */
     const char *device;               /* "cpu", "cuda:0" */
+    bool keepalive;                   /* the device has a keep-alive (a GPU): hearth_frame_model_keepalive does work */
 } hearth_frame_info;
 
 typedef struct hearth_frame_opts {

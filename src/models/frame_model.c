@@ -1,0 +1,446 @@
+/* frame_model.c: a planned ONNX model placed on a device and run a frame at
+ * a time (frame.h).
+ *
+ * At open: the loader reads the file, the planner (onnx_plan.c) lowers it
+ * to steps over one arena, and each step's weights are placed on the device
+ * once (convs through the device's vision table, Gemm/MatMul weights as f32
+ * matmul weights); the arena, the constants steps read and every state
+ * buffer are allocated once. A frame is: upload the inputs into the arena,
+ * walk the steps (on a GPU: recorded once per (state slot, parity) and
+ * replayed as one graph, dev.h's graph_begin), download the outputs. It
+ * allocates nothing.
+ *
+ * State: each slot holds two buffers per state pair; frame t reads
+ * buf[parity] as the state input and writes buf[!parity] as the state
+ * output, then the parity flips, so the output becomes the next input
+ * without a copy. Slot n_slots is a scratch slot for frames that belong to
+ * no sequence (reset every time).
+ *
+ * Rejected: walking the ONNX nodes at run time (an interpreter: every frame
+ * would pay for lookups the plan does once); one graph for all slots with
+ * the state copied into fixed buffers (a copy per frame, per state). */
+#include "models/frame.h"
+#include "models/onnx_plan.h"
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "engine/dev.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct hearth_frame_model {
+    hearth_onnx *onnx;
+    hearth_plan plan;
+    hearth_dev *dev;
+    const hearth_dev_ops *ops;
+    const hearth_dev_vision_ops *vo;
+    hearth_pool *pool;
+    void *arena, *consts, *work;
+    hearth_conv **convs;          /* per step (STEP_CONV) */
+    hearth_weight **mms;          /* per step (STEP_MATMUL) */
+    int n_slots;                  /* sequence slots (+1 scratch slot allocated) */
+    void **state;                 /* [(slot * n_states + pair) * 2 + parity] */
+    unsigned char *parity;        /* per slot */
+    uint64_t uid, *slot_uid;
+    void *zeros;                  /* host zeros, the largest state's bytes */
+    size_t zeros_bytes;
+    hearth_frame_io ins[HEARTH_FRAME_MAX_IO], outs[HEARTH_FRAME_MAX_IO];
+    hearth_frame_info info;
+    char device_name[32];
+    size_t io_bytes;              /* inputs and outputs, each 64-byte aligned: the pinned staging a GPU copies through */
+    bool profile;                 /* HEARTH_FRAME_PROFILE=1: time the phases (with a sync between), logged at close */
+    uint64_t prof_ns[3], prof_frames; /* upload, walk, download */
+    const void *const *in_place;  /* during a run on host memory: the caller's inputs, read where they are */
+};
+
+const hearth_frame_info *hearth_frame_model_info(const hearth_frame_model *m)
+{
+    return &m->info;
+}
+
+static void io_of(const plan_value *v, hearth_frame_io *io)
+{
+    io->name = v->name;
+    io->dtype = v->dtype;
+    io->ndim = v->ndim;
+    for (int k = 0; k < v->ndim; k++)
+        io->dims[k] = v->dims[k];
+    io->bytes = (size_t)v->n * sizeof(float);
+}
+
+/* "x.onnx" -> "x.state": the state pairs beside the model, one line
+ * "IN=OUT[,IN2=OUT2]" (NULL when there is no such file). */
+static char *state_file(const char *path)
+{
+    char sp[4096];
+    const char *dot = strrchr(path, '.');
+    size_t base = dot && !strchr(dot, '/') ? (size_t)(dot - path) : strlen(path);
+    if (base + 7 > sizeof sp)
+        return NULL;
+    snprintf(sp, sizeof sp, "%.*s.state", (int)base, path);
+    FILE *f = fopen(sp, "r");
+    if (!f)
+        return NULL;
+    char line[1024];
+    char *r = NULL;
+    if (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n \t")] = 0;
+        if (line[0])
+            r = strdup(line);
+    }
+    fclose(f);
+    return r;
+}
+
+void hearth_frame_model_close(hearth_frame_model *m)
+{
+    if (!m)
+        return;
+    if (m->profile && m->prof_frames)
+        HLOG_INFO("frame: %s: per frame over %llu frames: upload %.1f us, walk %.1f us, download %.1f us",
+                  m->info.path, (unsigned long long)m->prof_frames, m->prof_ns[0] / 1e3 / m->prof_frames,
+                  m->prof_ns[1] / 1e3 / m->prof_frames, m->prof_ns[2] / 1e3 / m->prof_frames);
+    hearth_plan *p = &m->plan;
+    if (m->ops) {
+        for (int i = 0; i < p->n_steps; i++) {
+            if (m->convs && m->convs[i])
+                m->vo->conv_free(m->convs[i]);
+            if (m->mms && m->mms[i])
+                m->ops->weight_free(m->mms[i]);
+        }
+        if (m->state)
+            for (int i = 0; i < (m->n_slots + 1) * p->n_states * 2; i++)
+                m->ops->free(m->dev, m->state[i]);
+        m->ops->free(m->dev, m->arena);
+        m->ops->free(m->dev, m->consts);
+        m->ops->free(m->dev, m->work);
+    }
+    free(m->convs);
+    free(m->mms);
+    free(m->state);
+    free(m->parity);
+    free(m->slot_uid);
+    free(m->zeros);
+    hearth_plan_free(p);
+    hearth_onnx_close(m->onnx);
+    free(m);
+}
+
+static int place(hearth_frame_model *m, hearth_err *err)
+{
+    hearth_plan *p = &m->plan;
+    m->convs = calloc((size_t)p->n_steps + 1, sizeof *m->convs);
+    m->mms = calloc((size_t)p->n_steps + 1, sizeof *m->mms);
+    if (!m->convs || !m->mms)
+        return hearth_err_set(err, HEARTH_ENOMEM, "frame: out of memory");
+    size_t work = 0;
+    for (int i = 0; i < p->n_steps; i++) {
+        plan_step *s = &p->steps[i];
+        if (s->kind == STEP_CONV) {
+            m->convs[i] = m->vo->conv_new(m->dev, &s->u.conv.d, s->u.conv.w, s->u.conv.bias, err);
+            if (!m->convs[i])
+                return err ? err->code : HEARTH_EINVAL;
+            size_t wb = m->vo->conv_work_bytes(m->convs[i]);
+            if (wb > work)
+                work = wb;
+        } else if (s->kind == STEP_MATMUL) {
+            hearth_weight_desc d = {.type = HEARTH_F32, .data = s->u.mm.wt, .row_bytes = (size_t)s->u.mm.k * sizeof(float),
+                                    .n_out = s->u.mm.n, .n_in = s->u.mm.k, .place = HEARTH_WEIGHT_FAST,
+                                    .name = p->model->nodes[s->node].name};
+            m->mms[i] = m->ops->weight_new(m->dev, &d, err);
+            if (!m->mms[i])
+                return err ? err->code : HEARTH_EINVAL;
+        }
+    }
+    p->work_bytes = work;
+    m->arena = m->ops->alloc(m->dev, p->arena_bytes ? p->arena_bytes : 64, err);
+    m->consts = m->ops->alloc(m->dev, p->const_bytes ? p->const_bytes : 64, err);
+    m->work = work ? m->ops->alloc(m->dev, work, err) : NULL;
+    if (!m->arena || !m->consts || (work && !m->work))
+        return err ? err->code : HEARTH_ENOMEM;
+    /* state buffers: two per pair per slot, and the scratch slot */
+    int ns = p->n_states;
+    if (ns) {
+        m->state = calloc((size_t)(m->n_slots + 1) * ns * 2, sizeof *m->state);
+        m->parity = calloc((size_t)m->n_slots + 1, 1);
+        m->slot_uid = calloc((size_t)m->n_slots + 1, sizeof *m->slot_uid);
+        if (!m->state || !m->parity || !m->slot_uid)
+            return hearth_err_set(err, HEARTH_ENOMEM, "frame: out of memory");
+        for (int s = 0; s <= m->n_slots; s++) {
+            m->slot_uid[s] = hearth_dev_uid();
+            for (int k = 0; k < ns; k++) {
+                size_t b = (size_t)p->v[p->state_in[k]].n * sizeof(float);
+                if (b > m->zeros_bytes)
+                    m->zeros_bytes = b;
+                for (int par = 0; par < 2; par++)
+                    if (!(m->state[(s * ns + k) * 2 + par] = m->ops->alloc(m->dev, b, err)))
+                        return err ? err->code : HEARTH_ENOMEM;
+            }
+        }
+        if (!(m->zeros = calloc(1, m->zeros_bytes)))
+            return hearth_err_set(err, HEARTH_ENOMEM, "frame: out of memory");
+    }
+    /* constants the steps read */
+    hearth_stream st;
+    int rc = hearth_stream_init(&st, m->dev, m->pool, err);
+    if (rc)
+        return rc;
+    for (int i = 0; i < p->n_v && !rc; i++)
+        if (p->v[i].is_const && p->v[i].const_off >= 0)
+            rc = m->ops->upload(&st, (char *)m->consts + p->v[i].const_off, p->v[i].data,
+                                (size_t)p->v[i].n * sizeof(float));
+    if (!rc)
+        rc = m->ops->sync(&st);
+    hearth_stream_deinit(&st);
+    if (rc)
+        return hearth_err_set(err, rc, "frame: uploading the constants to %s failed", m->dev->caps.name);
+    /* every slot's first frame reads zeros */
+    for (int s = 0; s <= m->n_slots && ns; s++)
+        m->parity[s] = 0;
+    return 0;
+}
+
+hearth_frame_model *hearth_frame_model_open(const char *path, const hearth_frame_opts *o, hearth_err *err)
+{
+    hearth_frame_opts def = {0};
+    if (!o)
+        o = &def;
+    hearth_frame_model *m = calloc(1, sizeof *m);
+    char *states_owned = NULL;
+    if (!m) {
+        hearth_err_set(err, HEARTH_ENOMEM, "frame: out of memory");
+        return NULL;
+    }
+    m->pool = o->pool;
+    m->uid = hearth_dev_uid();
+    m->dev = hearth_dev_find(o->device ? o->device : "cpu", err);
+    if (!m->dev)
+        goto fail;
+    m->ops = m->dev->ops;
+    m->vo = m->ops->vision;
+    if (!m->vo) {
+        hearth_err_set(err, HEARTH_EUNSUPPORTED, "frame: device %s has no conv-net ops", m->dev->caps.name);
+        m->ops = NULL;
+        goto fail;
+    }
+    if (!(m->onnx = hearth_onnx_open(path, err)))
+        goto fail;
+    const char *states = o->states;
+    if (!states)
+        states = states_owned = state_file(path);
+    if (hearth_plan_build(&m->plan, m->onnx, o->shapes, states, err))
+        goto fail;
+    hearth_plan *p = &m->plan;
+    if (p->n_inputs > HEARTH_FRAME_MAX_IO || p->n_outputs > HEARTH_FRAME_MAX_IO) {
+        hearth_err_set(err, HEARTH_ELIMIT, "frame: %s: more than %d inputs or outputs", path, HEARTH_FRAME_MAX_IO);
+        goto fail;
+    }
+    m->n_slots = p->n_states ? (o->n_slots > 0 ? o->n_slots : 16) : 0;
+    if (place(m, err))
+        goto fail;
+    for (int i = 0; i < p->n_inputs; i++) {
+        io_of(&p->v[p->inputs[i]], &m->ins[i]);
+        m->io_bytes += (m->ins[i].bytes + 63) / 64 * 64;
+    }
+    for (int i = 0; i < p->n_outputs; i++) {
+        io_of(&p->v[p->outputs[i]], &m->outs[i]);
+        m->io_bytes += (m->outs[i].bytes + 63) / 64 * 64;
+    }
+    const char *prof = getenv("HEARTH_FRAME_PROFILE");
+    m->profile = prof && *prof && strcmp(prof, "0") != 0;
+    snprintf(m->device_name, sizeof m->device_name, "%s", o->device ? o->device : "cpu");
+    m->info = (hearth_frame_info){.path = path, .platform = "onnxruntime_onnx", .opset = m->onnx->opset,
+                                  .n_inputs = p->n_inputs, .n_outputs = p->n_outputs, .inputs = m->ins,
+                                  .outputs = m->outs, .n_states = p->n_states, .n_slots = m->n_slots,
+                                  .device = m->device_name, .keepalive = m->vo->keepalive != NULL};
+    int n_conv = 0;
+    for (int i = 0; i < p->n_steps; i++)
+        n_conv += p->steps[i].kind == STEP_CONV;
+    HLOG_INFO("frame: %s: %d nodes planned as %d steps (%d convs) on %s; arena %.1f MB, %d state pair%s", path,
+              m->onnx->n_nodes, p->n_steps, n_conv, m->device_name, (double)p->arena_bytes / 1e6, p->n_states,
+              p->n_states == 1 ? "" : "s");
+    free(states_owned);
+    return m;
+fail:
+    free(states_owned);
+    hearth_frame_model_close(m);
+    return NULL;
+}
+
+/* The device pointer of value id for this frame. */
+static void *vptr(const hearth_frame_model *m, int id, int slot)
+{
+    const hearth_plan *p = &m->plan;
+    const plan_value *v = &p->v[id];
+    if (v->is_const)
+        return (char *)m->consts + v->const_off;
+    const plan_value *r = &p->v[v->root];
+    int ns = p->n_states;
+    if (r->io == PLAN_INPUT && m->in_place)
+        return (void *)m->in_place[r->io_index];
+    if (r->io == PLAN_STATE_IN)
+        return m->state[(slot * ns + r->io_index) * 2 + m->parity[slot]];
+    if (r->io == PLAN_STATE_OUT)
+        return m->state[(slot * ns + r->io_index) * 2 + !m->parity[slot]];
+    return (char *)m->arena + r->off;
+}
+
+static int walk(hearth_frame_model *m, hearth_stream *st, int slot, hearth_err *err)
+{
+    const hearth_plan *p = &m->plan;
+    const hearth_dev_vision_ops *vo = m->vo;
+    for (int i = 0; i < p->n_steps; i++) {
+        const plan_step *s = &p->steps[i];
+        float *a = vptr(m, s->a, slot), *y = vptr(m, s->y, slot);
+        int rc;
+        switch (s->kind) {
+        case STEP_CONV: rc = vo->conv(st, m->convs[i], a, y, m->work); break;
+        case STEP_POOL: rc = vo->pool2d(st, &s->u.pool, a, y); break;
+        case STEP_BINARY: rc = vo->binary(st, &s->u.bin, a, vptr(m, s->b, slot), y); break;
+        case STEP_UNARY: rc = vo->unary(st, s->u.un.op, a, y, p->v[s->y].n, s->u.un.a, s->u.un.b); break;
+        case STEP_SOFTMAX: rc = vo->softmax(st, a, y, s->u.sm.outer, s->u.sm.len, s->u.sm.inner); break;
+        case STEP_COPY: rc = vo->strided_copy(st, &s->u.cp, a + s->a_off, y + s->y_off); break;
+        case STEP_RESIZE: rc = vo->resize(st, &s->u.rs, a, y); break;
+        case STEP_MATMUL: {
+            const hearth_weight *w = m->mms[i];
+            int64_t ys = s->u.mm.n;
+            rc = m->ops->matmul(st, &w, 1, a, s->u.mm.k, s->u.mm.m, &y, &ys);
+            break;
+        }
+        default: rc = HEARTH_EINVAL;
+        }
+        if (rc) {
+            const hearth_onnx_node *nd = &p->model->nodes[s->node];
+            return hearth_err_set(err, rc, "frame: step %d (node '%s', %s) failed on %s (status %d)", i, nd->name,
+                                  nd->op_type, m->dev->caps.name, rc);
+        }
+    }
+    return 0;
+}
+
+int hearth_frame_model_run(hearth_frame_model *m, int slot, bool reset, const void *const *in, void *const *out,
+                           hearth_err *err)
+{
+    const hearth_plan *p = &m->plan;
+    int ns = p->n_states;
+    if (slot < 0 || !ns) {
+        slot = m->n_slots; /* the scratch slot */
+        reset = true;
+    } else if (slot >= m->n_slots)
+        return hearth_err_set(err, HEARTH_EINVAL, "frame: slot %d of %d", slot, m->n_slots);
+    if (!ns)
+        slot = 0;
+    hearth_stream st;
+    int rc = hearth_stream_init(&st, m->dev, m->pool, err);
+    if (rc)
+        return rc;
+    /* A GPU copies through the stream's pinned staging: a DMA at full speed,
+     * where a copy from pageable memory goes through the driver's bounce
+     * buffer at a fraction of it (a 921 KB frame). The CPU reads the
+     * caller's bytes directly. */
+    char *stage = NULL;
+    if (!m->dev->caps.host_memory) {
+        if ((rc = m->ops->scratch(&st, 64, m->io_bytes))) {
+            hearth_err_set(err, rc, "frame: no pinned staging of %zu bytes on %s", m->io_bytes, m->dev->caps.name);
+            goto done;
+        }
+        stage = st.staging;
+    }
+    uint64_t t0 = m->profile ? hearth_now_ns() : 0, t1 = 0, t2 = 0;
+    for (int k = 0; k < ns && reset && !rc; k++)
+        rc = m->ops->upload(&st, m->state[(slot * ns + k) * 2 + m->parity[slot]], m->zeros,
+                            (size_t)p->v[p->state_in[k]].n * sizeof(float));
+    size_t at = 0;
+    /* on host memory the steps read the caller's inputs where they are (no copy) */
+    m->in_place = m->dev->caps.host_memory ? in : NULL;
+    for (int i = 0; i < p->n_inputs && !rc && !m->in_place; i++) {
+        const void *src = in[i];
+        if (stage) {
+            memcpy(stage + at, in[i], m->ins[i].bytes);
+            src = stage + at;
+            at += (m->ins[i].bytes + 63) / 64 * 64;
+        }
+        rc = m->ops->upload(&st, vptr(m, p->inputs[i], slot), src, m->ins[i].bytes);
+    }
+    if (rc) {
+        hearth_err_set(err, rc, "frame: uploading the inputs to %s failed", m->dev->caps.name);
+        goto done;
+    }
+    if (m->profile && !(rc = m->ops->sync(&st)))
+        t1 = hearth_now_ns();
+    /* a pass is recorded per (slot, parity): the state buffers it reads differ */
+    hearth_graph_key key = {.model = m->uid, .cache = ns ? m->slot_uid[slot] : 0, .rows = ns ? m->parity[slot] : 0,
+                            .out_rows = 0};
+    for (int attempt = 0; attempt < 2 && !rc; attempt++) {
+        int g = m->ops->graph_begin ? m->ops->graph_begin(&st, &key) : 0;
+        if (g < 0) {
+            rc = hearth_err_set(err, g, "frame: graph launch on %s failed", m->dev->caps.name);
+            goto done;
+        }
+        if (g == 1) {
+            rc = 0;
+            break;
+        }
+        rc = walk(m, &st, slot, err);
+        if (m->ops->graph_end)
+            rc = m->ops->graph_end(&st, &key, rc);
+        if (rc != HEARTH_EAGAIN)
+            break;
+        rc = 0;
+    }
+    if (rc)
+        goto done;
+    if (m->profile && !(rc = m->ops->sync(&st)))
+        t2 = hearth_now_ns();
+    for (int j = 0; j < p->n_outputs && !rc; j++) {
+        void *dst = out[j];
+        if (stage) {
+            dst = stage + at;
+            at += (m->outs[j].bytes + 63) / 64 * 64;
+        }
+        rc = m->ops->download(&st, dst, vptr(m, p->outputs[j], slot), m->outs[j].bytes);
+    }
+    if (!rc)
+        rc = m->ops->sync(&st);
+    if (rc) {
+        hearth_err_set(err, rc, "frame: reading the outputs from %s failed", m->dev->caps.name);
+        goto done;
+    }
+    if (stage) {
+        at = 0;
+        for (int i = 0; i < p->n_inputs; i++)
+            at += (m->ins[i].bytes + 63) / 64 * 64;
+        for (int j = 0; j < p->n_outputs; j++) {
+            memcpy(out[j], stage + at, m->outs[j].bytes);
+            at += (m->outs[j].bytes + 63) / 64 * 64;
+        }
+    }
+    if (m->profile) {
+        uint64_t t3 = hearth_now_ns();
+        m->prof_ns[0] += t1 - t0;
+        m->prof_ns[1] += t2 - t1;
+        m->prof_ns[2] += t3 - t2;
+        m->prof_frames++;
+    }
+    if (ns)
+        m->parity[slot] ^= 1;
+done:
+    m->in_place = NULL;
+    hearth_stream_deinit(&st);
+    return rc;
+}
+
+int hearth_frame_model_keepalive(hearth_frame_model *m)
+{
+    if (!m->vo->keepalive)
+        return 0;
+    hearth_stream st;
+    int rc = hearth_stream_init(&st, m->dev, m->pool, NULL);
+    if (rc)
+        return rc;
+    rc = m->vo->keepalive(&st);
+    hearth_stream_deinit(&st);
+    return rc;
+}
