@@ -55,6 +55,14 @@ typedef struct hearth_api_config {
     const char *device;          /* --device of generation models: "cpu", "cuda[:N]", or a comma list, one per
                                     worker in turn */
     int worker_index;            /* which entry of device this process takes (-1: the first) */
+    /* frame models (.onnx), also on --device */
+    const char *frame_shapes;    /* --shape NAME=DIMS[,...]: fixed dims of inputs declared dynamic */
+    const char *frame_states;    /* --state IN=OUT[,...]: state pairs (default: MODEL.state beside the model) */
+    int frame_slots;             /* --sequence-slots: sequences with state held at once (16) */
+    int frame_threads;           /* --frame-threads: CPU threads of frames (0: --threads) */
+    double deadline_ms;          /* --deadline-ms: a frame's deadline when its request gives no timeout (0: none) */
+    uint64_t seq_timeout_ms;     /* --sequence-timeout-ms: an idle sequence expires (5000) */
+    bool keepalive;              /* --keepalive: keep a GPU's clocks up between frames (on) */
 } hearth_api_config;
 
 typedef struct hearth_api {
@@ -81,6 +89,10 @@ int hearth_api_register_tei(hearth_api *api, hearth_server *s);
 /* Registers the generation APIs: llama-server's /completion, /detokenize,
  * /props and OpenAI's /v1/completions, /v1/chat/completions. */
 int hearth_api_register_generation(hearth_api *api, hearth_server *s);
+/* Registers the Open Inference Protocol (KServe v2, as Triton serves it)
+ * over the frame models (oip.c): /v2, /v2/health/live|ready,
+ * /v2/models/{m}[/versions/{v}][/ready|/infer]. */
+int hearth_api_register_oip(hearth_api *api, hearth_server *s);
 /* Loads the configured models (or writes and loads the demos) in this process;
  * sets ready. Returns 0 or a negative status with err naming the model. */
 int hearth_api_load_models(hearth_api *api, hearth_err *err);

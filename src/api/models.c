@@ -10,6 +10,7 @@
  * directory once and serves those, labeled demo in /v1/models, so a fresh
  * install answers every API before the user has a model of their own. */
 #include "models.h"
+#include "oip.h"
 
 #include "base/clock.h"
 #include "base/hw.h"
@@ -40,6 +41,8 @@ void hearth_api_config_default(hearth_api_config *cfg)
     cfg->batch_size = 512;
     cfg->repack = true;
     cfg->n_predict = -1;
+    cfg->seq_timeout_ms = 5000;
+    cfg->keepalive = true;
     hearth_sampler_params_default(&cfg->sampling);
 }
 
@@ -69,6 +72,8 @@ int hearth_api_metrics(hearth_api *api, hearth_buf *out)
     }
     if (!rc)
         rc = hearth_api_gen_metrics(api, out);
+    if (!rc && st->n_frame)
+        rc = hearth_api_oip_metrics(api, out);
     return rc;
 }
 
@@ -108,7 +113,7 @@ static void default_name(const char *path, char *out, size_t n)
     while (start > 0 && path[start - 1] != '/')
         start--;
     size_t end = len;
-    if (end - start > 5 && strncmp(path + end - 5, ".gguf", 5) == 0)
+    if (end - start > 5 && (strncmp(path + end - 5, ".gguf", 5) == 0 || strncmp(path + end - 5, ".onnx", 5) == 0))
         end -= 5;
     snprintf(out, n, "%.*s", (int)(end - start), path + start);
 }
@@ -248,6 +253,12 @@ static int load_one(hearth_api *api, const char *spec, hearth_err *err)
     }
     if (is_dir(path))
         return add_embed(api, name, path, false, err);
+    if (hearth_api_is_frame_path(path)) {
+        if (api->cfg.embedding_only)
+            return hearth_err_set(err, HEARTH_EUNSUPPORTED, "%s: --embedding serves embedding models only, and this is "
+                                  "a frame model (ONNX)", path);
+        return hearth_api_add_frame(api, name, path, err);
+    }
     size_t len = strlen(path);
     if (len > 5 && !strcmp(path + len - 5, ".gguf")) {
         char arch[64];
@@ -266,7 +277,7 @@ static int load_one(hearth_api *api, const char *spec, hearth_err *err)
         return hearth_err_set(err, HEARTH_EUNSUPPORTED, "%s: architecture '%s' cannot be served (embeddings: bert; generation: %s)",
                               path, arch, hearth_decoder_archs());
     }
-    return hearth_err_set(err, HEARTH_EINVAL, "--model %s: not a model folder (config.json) or a .gguf file", path);
+    return hearth_err_set(err, HEARTH_EINVAL, "--model %s: not a model folder (config.json), a .gguf or an .onnx file", path);
 }
 
 static void demo_root(const hearth_api *api, char *out, size_t n)
@@ -355,6 +366,7 @@ void hearth_api_unload_models(hearth_api *api)
     if (!st)
         return;
     atomic_store(&api->ready, 0);
+    hearth_api_unload_frames(api);
     hearth_api_unload_gen(api);
     for (int i = 0; i < st->n_embed; i++) {
         hearth_embed_queue_free(st->embed_models[i].queue);

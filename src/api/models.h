@@ -12,6 +12,7 @@
 #include "engine/gen_sched.h"
 #include "models/bert.h"
 #include "models/decoder.h"
+#include "oip_models.h"
 #include "text/chat_template.h"
 
 #include <cjson/cJSON.h>
@@ -81,6 +82,11 @@ struct hearth_api_state {
     hearth_gen_opts gen;
     hearth_gen_entry gen_models[HEARTH_API_MAX_MODELS];
     int n_gen;
+    /* frame models (frame_models.c) and the CPU threads their frames run on */
+    hearth_frame_entry frame_models[HEARTH_API_MAX_MODELS];
+    int n_frame;
+    hearth_pool *frame_pool;
+    bool frame_pool_made;
 };
 
 /* The embedding model a request names (NULL name: the first one); NULL when none matches. */
@@ -114,5 +120,10 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
 int hearth_api_load_gen_demo(hearth_api *api, const char *dir, hearth_err *err);
 void hearth_api_unload_gen(hearth_api *api);
 int hearth_api_gen_metrics(hearth_api *api, hearth_buf *out);
+
+/* frame_models.c: a frame model from an .onnx file (models/frame.h), its queue and its OIP registration. */
+bool hearth_api_is_frame_path(const char *path);
+int hearth_api_add_frame(hearth_api *api, const char *name, const char *path, hearth_err *err);
+void hearth_api_unload_frames(hearth_api *api);
 
 #endif

@@ -1,0 +1,20 @@
+/* oip.h: the Open Inference Protocol (KServe v2 REST, as NVIDIA Triton
+ * serves it) for fixed-shape frame models: the routes are registered by
+ * hearth_api_register_oip (api.h); this header holds what the api layer's
+ * other files call. */
+#ifndef HEARTH_API_OIP_H
+#define HEARTH_API_OIP_H
+
+#include "api.h"
+
+#include "base/buf.h"
+#include "net/server.h"
+
+/* Appends the frame models' Prometheus metrics to out: per model
+ * hearth_frames_total, hearth_frame_misses_total, hearth_frame_late_total,
+ * hearth_frame_failed_total, hearth_frame_sequences_live and the
+ * hearth_frame_latency_seconds histogram (submit to end of run). Nothing
+ * when no frame model is served. 0, or out's HEARTH_ELIMIT/ENOMEM. */
+int hearth_api_oip_metrics(hearth_api *api, hearth_buf *out);
+
+#endif

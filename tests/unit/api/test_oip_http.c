@@ -1,0 +1,402 @@
+/* The Open Inference Protocol routes (api/oip.c) over real HTTP, in
+ * process: a hearth server on a free port with the /v2 routes, serving a
+ * fake stateful frame model (out = in + state; state = out) through a real
+ * frame queue. Covers the deferred-reply path of infer (JSON and binary
+ * answers, their headers), metadata and health, 400/404/429/504 with
+ * Triton's {"error": "..."} body, sequences, a client that disconnects
+ * while its frame waits (cancelled, never run), and the /metrics text.
+ * tests/api/test_oip.py covers the same with tritonclient on a real model.
+ *
+ * The model behind the entry is a fake, so hearth_frame_model_info (the one
+ * call oip.c makes into models/frame.c) is defined here, weak: this file
+ * must not pull models/frame.o out of libmodels.a (nothing it links calls
+ * another function of it), or the real one would take the fake pointer. */
+#include "harness.h"
+
+#include "api/oip.h"
+#include "api/oip_models.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "engine/frame_queue.h"
+#include "models/onnx.h"
+#include "net/server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SLOTS 2
+
+static const hearth_frame_io IN[1] = {{"x", HEARTH_ONNX_FLOAT, 2, {1, 4}, 16}};
+static const hearth_frame_io OUT[1] = {{"y", HEARTH_ONNX_FLOAT, 2, {1, 4}, 16}};
+static const hearth_frame_info INFO = {"fake.onnx", "onnxruntime_onnx", 13, 1, 1, IN, OUT, 1, SLOTS, "cpu"};
+
+typedef struct fake {
+    float state[SLOTS][4];
+    _Atomic int run_ms, runs, in_run;
+} fake;
+
+static fake g_fake;
+
+__attribute__((weak)) const hearth_frame_info *hearth_frame_model_info(const hearth_frame_model *m)
+{
+    (void)m;
+    return &INFO;
+}
+
+static int fake_run(void *model, int slot, bool reset, const void *const *in, void *const *out, hearth_err *err)
+{
+    fake *f = model;
+    atomic_store(&f->in_run, 1);
+    if (atomic_load(&f->run_ms)) {
+        struct timespec d = {0, atomic_load(&f->run_ms) * 1000000L};
+        nanosleep(&d, NULL);
+    }
+    float zero[4] = {0}, *st = slot >= 0 ? f->state[slot] : zero;
+    if (reset)
+        memset(st, 0, sizeof zero);
+    const float *x = in[0];
+    float *y = out[0];
+    for (int k = 0; k < 4; k++)
+        st[k] = y[k] = x[k] + st[k];
+    atomic_fetch_add(&f->runs, 1);
+    atomic_store(&f->in_run, 0);
+    (void)err;
+    return 0;
+}
+
+static hearth_server *g_srv;
+static hearth_api g_api;
+static hearth_frame_queue *g_q;
+static int g_port;
+
+static void *serve_main(void *arg)
+{
+    (void)arg;
+    hearth_server_run(g_srv);
+    return NULL;
+}
+
+/* ---- a tiny HTTP client: one request per connection ---- */
+
+typedef struct resp {
+    int status;
+    char head[4096];
+    char *body;
+    size_t len;
+} resp;
+
+static int dial(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void send_req(int fd, const char *method, const char *path, const char *extra, const void *body, size_t len)
+{
+    char head[1024];
+    int n = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n%s\r\n", method,
+                     path, len, extra ? extra : "");
+    CHECK(write(fd, head, (size_t)n) == n);
+    if (len)
+        CHECK(write(fd, body, len) == (ssize_t)len);
+}
+
+static void read_resp(int fd, resp *r)
+{
+    hearth_buf b;
+    hearth_buf_init(&b, 1 << 24);
+    char chunk[8192];
+    ssize_t n;
+    while ((n = read(fd, chunk, sizeof chunk)) > 0)
+        hearth_buf_append(&b, chunk, (size_t)n);
+    close(fd);
+    memset(r, 0, sizeof *r);
+    char *end = b.data ? strstr(b.data, "\r\n\r\n") : NULL;
+    if (!end) {
+        hearth_buf_deinit(&b);
+        r->body = calloc(1, 1);
+        return;
+    }
+    size_t hl = (size_t)(end - b.data);
+    snprintf(r->head, sizeof r->head, "%.*s", (int)hl, b.data);
+    sscanf(b.data, "HTTP/1.1 %d", &r->status);
+    r->len = b.len - hl - 4;
+    r->body = malloc(r->len + 1);
+    memcpy(r->body, end + 4, r->len);
+    r->body[r->len] = 0;
+    hearth_buf_deinit(&b);
+}
+
+static void http(const char *method, const char *path, const char *extra, const void *body, size_t len, resp *r)
+{
+    int fd = dial();
+    CHECK(fd >= 0);
+    send_req(fd, method, path, extra, body, len);
+    read_resp(fd, r);
+}
+
+static void post_json(const char *path, const char *json, resp *r)
+{
+    http("POST", path, "Content-Type: application/json\r\n", json, strlen(json), r);
+}
+
+/* Checks status and a Triton error body holding needle. */
+static void check_error(resp *r, int status, const char *needle)
+{
+    CHECK_MSG(r->status == status, "%d != %d: %s", r->status, status, r->body);
+    CHECK_MSG(strncmp(r->body, "{\"error\":\"", 10) == 0, "%s", r->body);
+    CHECK_MSG(strstr(r->body, needle) != NULL, "'%s' not in %s", needle, r->body);
+    free(r->body);
+}
+
+static const char *FRAME_X = "{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,4],\"data\":[1,1,1,1]}";
+
+static void frame_seq(const char *params, resp *r)
+{
+    char b[512];
+    snprintf(b, sizeof b, "{\"inputs\":[%s],\"parameters\":{%s}}", FRAME_X, params);
+    post_json("/v2/models/fake/infer", b, r);
+}
+
+static void test_health_and_metadata(void)
+{
+    resp r;
+    http("GET", "/v2/health/live", NULL, NULL, 0, &r);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    http("GET", "/v2/health/ready", NULL, NULL, 0, &r);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    http("GET", "/v2", NULL, NULL, 0, &r);
+    CHECK(r.status == 200 && strstr(r.body, "\"name\":\"hearth\"") && strstr(r.body, "binary_tensor_data"));
+    free(r.body);
+    const char *paths[2] = {"/v2/models/fake", "/v2/models/fake/versions/1"};
+    for (int i = 0; i < 2; i++) {
+        http("GET", paths[i], NULL, NULL, 0, &r);
+        CHECK_MSG(r.status == 200 && strstr(r.body, "\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,4]}]"), "%s",
+                  r.body);
+        free(r.body);
+    }
+    http("GET", "/v2/models/fake/ready", NULL, NULL, 0, &r);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    http("GET", "/v2/models/fake/versions/1/ready", NULL, NULL, 0, &r);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    http("GET", "/v2/models/fake/versions/2", NULL, NULL, 0, &r);
+    check_error(&r, 404, "no version '2'");
+    http("GET", "/v2/models/nope", NULL, NULL, 0, &r);
+    check_error(&r, 404, "unknown model 'nope'");
+    http("GET", "/v2/models/nope/ready", NULL, NULL, 0, &r);
+    check_error(&r, 404, "'fake'");
+}
+
+static void test_infer_json_and_binary(void)
+{
+    resp r;
+    post_json("/v2/models/fake/infer",
+              "{\"id\":\"f1\",\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,4],\"data\":[[0.5,2,3,-4]]}]}", &r);
+    CHECK_MSG(r.status == 200, "%s", r.body);
+    CHECK(strstr(r.head, "Content-Type: application/json") != NULL);
+    CHECK(strstr(r.head, "Inference-Header-Content-Length") == NULL);
+    CHECK_MSG(strstr(r.body, "\"model_name\":\"fake\",\"model_version\":\"1\",\"id\":\"f1\"") &&
+                  strstr(r.body, "\"name\":\"y\",\"datatype\":\"FP32\",\"shape\":[1,4],\"data\":[0.5,2,3,-4]"),
+              "%s", r.body);
+    free(r.body);
+
+    const char *hdr = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,4],\"parameters\":{\"binary_data_size\":16}}],"
+                      "\"parameters\":{\"binary_data_output\":true}}";
+    char body[512], extra[128];
+    size_t hl = strlen(hdr);
+    float x[4] = {0.1f, 1e-30f, -7, 3.25f};
+    memcpy(body, hdr, hl);
+    memcpy(body + hl, x, 16);
+    snprintf(extra, sizeof extra, "Inference-Header-Content-Length: %zu\r\n", hl);
+    http("POST", "/v2/models/fake/versions/1/infer", extra, body, hl + 16, &r);
+    CHECK_MSG(r.status == 200, "%s", r.body);
+    CHECK(strstr(r.head, "Content-Type: application/octet-stream") != NULL);
+    const char *h = strstr(r.head, "Inference-Header-Content-Length: ");
+    CHECK(h != NULL);
+    if (h) {
+        size_t jl = (size_t)atol(h + 33);
+        CHECK_EQ_INT(r.len, jl + 16);
+        CHECK(jl <= r.len && memcmp(r.body + jl, x, 16) == 0);
+        CHECK(strstr(r.body, "\"parameters\":{\"binary_data_size\":16}") != NULL);
+    }
+    free(r.body);
+}
+
+static void test_errors(void)
+{
+    resp r;
+    post_json("/v2/models/fake/infer", "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[4],\"data\":[1,2,3,4]}]}", &r);
+    check_error(&r, 400, "input 'x': shape [4] but the model takes [1,4]");
+    post_json("/v2/models/fake/infer", "{\"inputs\":", &r);
+    check_error(&r, 400, "JSON");
+    post_json("/v2/models/nope/infer", "{}", &r);
+    check_error(&r, 404, "unknown model 'nope'");
+    post_json("/v2/models/fake/versions/7/infer", "{}", &r);
+    check_error(&r, 404, "version '7'");
+    post_json("/v2/models/fake", "{}", &r);
+    check_error(&r, 405, "infer");
+    http("POST", "/v2/models/fake/infer", "Content-Encoding: gzip\r\n", "x", 1, &r);
+    check_error(&r, 415, "gzip");
+    char b[256];
+    snprintf(b, sizeof b, "{\"inputs\":[%s],\"parameters\":{\"timeout\":1}}", FRAME_X);
+    post_json("/v2/models/fake/infer", b, &r);
+    check_error(&r, 504, "could not make its deadline of 1 us");
+}
+
+static void test_sequences(void)
+{
+    resp r;
+    frame_seq("\"sequence_id\":5,\"sequence_start\":true", &r);
+    CHECK_MSG(r.status == 200 && strstr(r.body, "\"data\":[1,1,1,1]"), "%s", r.body);
+    free(r.body);
+    frame_seq("\"sequence_id\":\"5\"", &r); /* 5 and "5" are one sequence */
+    CHECK_MSG(r.status == 200 && strstr(r.body, "\"data\":[2,2,2,2]"), "%s", r.body);
+    free(r.body);
+    frame_seq("\"sequence_id\":5,\"sequence_end\":true", &r);
+    CHECK_MSG(r.status == 200 && strstr(r.body, "\"data\":[3,3,3,3]"), "%s", r.body);
+    free(r.body);
+    frame_seq("\"sequence_id\":5", &r);
+    check_error(&r, 400, "sequence '5' already ended");
+    frame_seq("\"sequence_id\":\"ghost\"", &r);
+    check_error(&r, 400, "sequence 'ghost' was never started");
+    frame_seq("\"sequence_id\":1,\"sequence_start\":true", &r);
+    free(r.body);
+    frame_seq("\"sequence_id\":2,\"sequence_start\":true", &r);
+    free(r.body);
+    frame_seq("\"sequence_id\":3,\"sequence_start\":true", &r);
+    check_error(&r, 429, "all 2 sequence slots are taken");
+    frame_seq("\"sequence_id\":1,\"sequence_end\":true", &r);
+    CHECK_MSG(r.status == 200 && strstr(r.body, "\"data\":[2,2,2,2]"), "%s", r.body);
+    free(r.body);
+    frame_seq("\"sequence_id\":2,\"sequence_end\":true", &r);
+    free(r.body);
+}
+
+/* A client that goes away while its frame waits: the frame is skipped. A
+ * full queue: 429. */
+static void test_cancel_and_queue_full(void)
+{
+    hearth_frame_queue_stats st0, st;
+    hearth_frame_queue_get_stats(g_q, &st0);
+    atomic_store(&g_fake.run_ms, 300);
+    char b[256];
+    snprintf(b, sizeof b, "{\"inputs\":[%s]}", FRAME_X);
+    const char *ct = "Content-Type: application/json\r\n";
+    int a = dial();
+    send_req(a, "POST", "/v2/models/fake/infer", ct, b, strlen(b));
+    for (int i = 0; i < 2000 && !atomic_load(&g_fake.in_run); i++)
+        usleep(1000);
+    CHECK(atomic_load(&g_fake.in_run));
+    int c = dial(); /* waits behind a, then goes away */
+    send_req(c, "POST", "/v2/models/fake/infer", ct, b, strlen(b));
+    usleep(50000);
+    close(c);
+    int d = dial(); /* the queue holds one waiting frame (c's, until a ends): d is refused or waits */
+    send_req(d, "POST", "/v2/models/fake/infer", ct, b, strlen(b));
+    resp r;
+    read_resp(a, &r);
+    CHECK_EQ_INT(r.status, 200);
+    free(r.body);
+    read_resp(d, &r);
+    CHECK_MSG(r.status == 429 || r.status == 200, "%d %s", r.status, r.body);
+    if (r.status == 429)
+        CHECK(strstr(r.body, "too many frames are waiting") != NULL);
+    free(r.body);
+    atomic_store(&g_fake.run_ms, 0);
+    hearth_frame_queue_get_stats(g_q, &st);
+    CHECK_EQ_INT(st.cancelled - st0.cancelled, 1);
+}
+
+static void test_metrics(void)
+{
+    hearth_buf b;
+    hearth_buf_init(&b, 1 << 20);
+    CHECK_EQ_INT(hearth_api_oip_metrics(&g_api, &b), 0);
+    hearth_frame_queue_stats st;
+    hearth_frame_queue_get_stats(g_q, &st);
+    char want[128];
+    snprintf(want, sizeof want, "hearth_frames_total{model=\"fake\"} %llu\n", (unsigned long long)st.frames);
+    CHECK_MSG(strstr(b.data, want) != NULL, "%s", b.data);
+    CHECK(strstr(b.data, "hearth_frame_late_total{model=\"fake\"} 1\n") != NULL);
+    CHECK(strstr(b.data, "hearth_frame_sequences_live{model=\"fake\"} 0\n") != NULL);
+    snprintf(want, sizeof want, "hearth_frame_latency_seconds_bucket{model=\"fake\",le=\"+Inf\"} %llu\n",
+             (unsigned long long)st.frames);
+    CHECK_MSG(strstr(b.data, want) != NULL, "%s", b.data);
+    CHECK(strstr(b.data, "hearth_frame_latency_seconds_bucket{model=\"fake\",le=\"0.00025\"}") != NULL);
+    CHECK(strstr(b.data, "# TYPE hearth_frame_latency_seconds histogram") != NULL);
+    hearth_buf_deinit(&b);
+    hearth_api other = {0};
+    hearth_buf_init(&b, 1 << 20);
+    CHECK_EQ_INT(hearth_api_oip_metrics(&other, &b), 0);
+    CHECK_EQ_INT(b.len, 0);
+    hearth_buf_deinit(&b);
+}
+
+int main(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* the server's sigwait takes hearth_server_shutdown's SIGTERM */
+    hearth_log_set_level(HEARTH_LOG_WARN);
+
+    hearth_frame_runner run = {&g_fake, SLOTS, fake_run, NULL};
+    hearth_frame_queue_opts o;
+    hearth_frame_queue_opts_default(&o);
+    o.max_jobs = 1;
+    hearth_err err = {0};
+    g_q = hearth_frame_queue_new(&run, &o, &err);
+    hearth_server_config cfg;
+    hearth_server_config_default(&cfg);
+    cfg.port = 0;
+    g_srv = g_q ? hearth_server_new(&cfg, &err) : NULL;
+    if (!g_srv) {
+        printf("not ok - setup: %s\n", err.msg);
+        return 1;
+    }
+    static hearth_api_model info = {"fake", "vision", "fake.onnx", false, 0};
+    g_api.server = g_srv;
+    atomic_store(&g_api.ready, 1);
+    hearth_frame_entry e = {&info, (hearth_frame_model *)&g_fake, g_q, 0};
+    if (hearth_api_register_oip(&g_api, g_srv) != 0 || hearth_api_oip_add_model(&g_api, &e) != 0) {
+        printf("not ok - setup: routes\n");
+        return 1;
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, serve_main, NULL);
+    for (int i = 0; i < 5000 && !(g_port = hearth_server_port(g_srv)); i++)
+        usleep(1000);
+    if (!g_port) {
+        printf("not ok - setup: the server did not bind\n");
+        return 1;
+    }
+    RUN(test_health_and_metadata);
+    RUN(test_infer_json_and_binary);
+    RUN(test_errors);
+    RUN(test_sequences);
+    RUN(test_cancel_and_queue_full);
+    RUN(test_metrics);
+    hearth_server_shutdown(g_srv);
+    pthread_join(t, NULL);
+    hearth_server_free(g_srv);
+    hearth_api_oip_clear(&g_api);
+    hearth_frame_queue_free(g_q);
+    TEST_EXIT();
+}
