@@ -2,9 +2,11 @@
  *
  *   hearth bench http://127.0.0.1:8080 --api health --concurrency 8 --duration 10
  *   hearth bench http://127.0.0.1:8080 --api chat --rate 2 --n 100 --max-tokens 64
+ *   hearth bench http://127.0.0.1:8080 --api infer --rate 20 --n 1200 --deadline-ms 50 --input frame.f32
  *
  * This file reads the flags, resolves the URL, asks /v1/models for the model
- * name when none is given, builds the requests of the workload (every
+ * name when none is given, builds the requests of the workload (those of
+ * --api infer in bench_infer.c, from the model's metadata; every
  * request is written out once, whole, before the run, so the hot path only
  * copies bytes to a socket), runs the threads (bench_run.c, bench_conn.c)
  * and prints their figures (bench_report_print.c, bench_svg.c), or with
@@ -30,9 +32,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-static const char *const api_names[] = {"health", "completion", "chat", "embeddings", "tei", "raw"};
+static const char *const api_names[] = {"health", "completion", "chat", "embeddings", "tei", "raw", "infer"};
 static const char *const api_paths[] = {"/health", "/v1/completions", "/v1/chat/completions", "/v1/embeddings",
-                                        "/embed", "/"};
+                                        "/embed", "/", "/v2/models"};
 
 const char *bench_api_name(enum bench_api api) { return api_names[api]; }
 
@@ -65,23 +67,32 @@ static int parse_url(const char *url, url_parts *u)
     return 0;
 }
 
-/* One blocking GET, for /v1/models before the run; the body (NUL-terminated,
- * caller frees) or NULL. */
-static char *get_once(const bench_cfg *cfg, const char *host, const char *path)
+char *bench_get(const bench_cfg *cfg, const char *host, const char *path, int *status, char *err, size_t err_len)
 {
     int fd = socket(cfg->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     char *out = NULL;
+    char scratch[8];
     bench_resp r;
     bench_resp_init(&r);
+    *status = 0;
+    if (!err)
+        err = scratch, err_len = sizeof scratch;
+    snprintf(err, err_len, "no whole answer");
     if (fd < 0)
         goto done;
     struct timeval tv = {.tv_sec = 10};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    if (connect(fd, (const struct sockaddr *)&cfg->addr, cfg->addr_len))
+    if (connect(fd, (const struct sockaddr *)&cfg->addr, cfg->addr_len)) {
+        snprintf(err, err_len, "connect: %s", strerror(errno));
         goto done;
+    }
     char req[1536];
     int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, host);
+    if (n < 0 || (size_t)n >= sizeof req) {
+        snprintf(err, err_len, "the path is too long");
+        goto done;
+    }
     if (write(fd, req, (size_t)n) != n)
         goto done;
     hearth_buf in;
@@ -103,9 +114,10 @@ static char *get_once(const bench_cfg *cfg, const char *host, const char *path)
             break;
     }
     hearth_buf_deinit(&in);
-    if ((r.done || bench_resp_eof(&r) == 0) && r.status == 200 && (out = malloc(r.body.len + 1))) {
+    if ((r.done || bench_resp_eof(&r) == 0) && r.head_done && (out = malloc(r.body.len + 1))) {
         memcpy(out, r.body.data ? r.body.data : "", r.body.len);
         out[r.body.len] = 0;
+        *status = r.status;
     }
 done:
     if (fd >= 0)
@@ -115,14 +127,24 @@ done:
 }
 
 /* The model to name in requests: the first /v1/models lists whose
- * meta.family is family (hearth lists its embedding and generation models
- * together, each with a family), else the first listed; NULL when the
- * server lists none. */
-static char *served_model(const bench_cfg *cfg, const char *host, const char *family)
+ * meta.family is family (hearth lists its embedding, generation and vision
+ * models together, each with a family), else the first listed unless
+ * strict; NULL when the server lists none (why, if given, says what came). */
+static char *served_model(const bench_cfg *cfg, const char *host, const char *family, bool strict, char *why,
+                          size_t why_len)
 {
-    char *body = get_once(cfg, host, "/v1/models"), *name = NULL;
-    cJSON *j = body ? cJSON_Parse(body) : NULL;
-    const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data"), *m, *pick = cJSON_GetArrayItem(data, 0);
+    int status;
+    char err[160];
+    char *body = bench_get(cfg, host, "/v1/models", &status, err, sizeof err), *name = NULL;
+    cJSON *j = body && status == 200 ? cJSON_Parse(body) : NULL;
+    if (why && !body)
+        snprintf(why, why_len, "GET /v1/models from %s: %s", host, err);
+    else if (why && status != 200)
+        snprintf(why, why_len, "GET /v1/models: status %d", status);
+    else if (why)
+        snprintf(why, why_len, "GET /v1/models lists no model of family \"%s\"", family);
+    const cJSON *data = cJSON_GetObjectItemCaseSensitive(j, "data"), *m;
+    const cJSON *pick = strict ? NULL : cJSON_GetArrayItem(data, 0);
     for (int i = 0; (m = cJSON_GetArrayItem(data, i)); i++) {
         const cJSON *fam = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "meta"), "family");
         if (cJSON_IsString(fam) && !strcmp(fam->valuestring, family)) {
@@ -249,7 +271,7 @@ static int build_requests(bench_cfg *cfg, const char *path, const char *host, co
 /* Resolves url into cfg->addr and builds cfg's requests for it; the model
  * is asked of the server when none is given (*found_model then owns it). */
 static int setup_target(bench_cfg *cfg, const char *url, const char *model, const char *prompt, const char *input,
-                        int max_tokens, char **found_model)
+                        int max_tokens, const bench_infer_opts *infer, char **found_model)
 {
     url_parts u;
     if (parse_url(url, &u)) {
@@ -268,10 +290,24 @@ static int setup_target(bench_cfg *cfg, const char *url, const char *model, cons
 
     char host[300];
     snprintf(host, sizeof host, "%s:%s", u.host, u.port);
+    if (cfg->api == BENCH_INFER) {
+        /* the URL's path, if any, is a prefix (a server behind a gateway) */
+        size_t pl = strlen(u.path);
+        while (pl && u.path[pl - 1] == '/')
+            u.path[--pl] = 0;
+        char why[300];
+        if (!model && !(model = *found_model = served_model(cfg, host, "vision", true, why, sizeof why))) {
+            fprintf(stderr, "hearth bench: %s; name the model with --model (Triton and other Open Inference "
+                            "Protocol servers need it)\n", why);
+            return -1;
+        }
+        return bench_infer_build(cfg, host, u.path, model, infer);
+    }
     const char *path = cfg->api == BENCH_RAW || strcmp(u.path, "/") ? u.path : api_paths[cfg->api];
     bool wants_model = cfg->api == BENCH_COMPLETION || cfg->api == BENCH_CHAT || cfg->api == BENCH_EMBEDDINGS;
     if (wants_model && !model) {
-        model = *found_model = served_model(cfg, host, cfg->api == BENCH_EMBEDDINGS ? "embedding" : "generation");
+        model = *found_model = served_model(cfg, host, cfg->api == BENCH_EMBEDDINGS ? "embedding" : "generation", false,
+                                                NULL, 0);
         if (!model)
             fprintf(stderr, "hearth bench: GET /v1/models named no model; sending requests without \"model\"\n");
     }
@@ -285,14 +321,15 @@ static int setup_target(bench_cfg *cfg, const char *url, const char *model, cons
 int hearth_cmd_bench(int argc, char **argv)
 {
     const char *api_name = "health", *arrivals = "fixed", *json_path = NULL, *svg_path = NULL, *model_given = NULL;
-    const char *input = NULL, *compare_url = NULL;
+    const char *input = NULL, *compare_url = NULL, *sequence_id = NULL;
     const char *prompt = "Write a short story about a lighthouse keeper.";
-    int concurrency = 0, threads = 1, max_tokens = 64, timeout_ms = 30000, rounds = 3;
+    int concurrency = 0, threads = 1, max_tokens = 64, timeout_ms = 30000, rounds = 3, binary = 1;
     float rate = 0, duration = 0, warmup = 0, deadline_ms = 0;
     uint64_t n = 0;
-    bool stream = true;
+    bool stream = true, send_deadline = false;
     const opt opts[] = {
-        {"api", 0, OPT_STR, &api_name, "health|completion|chat|embeddings|tei|raw", "what to send (health)", true},
+        {"api", 0, OPT_STR, &api_name, "health|completion|chat|embeddings|tei|raw|infer", "what to send (health)",
+         true},
         {"concurrency", 'c', OPT_INT, &concurrency, "N", "connections (closed loop: requests in flight; default 1, "
                                                          "open loop: 64)", true},
         {"rate", 'r', OPT_FLOAT, &rate, "R", "open loop: R requests/s on a schedule, latency from the scheduled time",
@@ -302,12 +339,22 @@ int hearth_cmd_bench(int argc, char **argv)
         {"n", 'n', OPT_U64, &n, "N", "requests counted (instead of --duration)", true},
         {"warmup", 0, OPT_FLOAT, &warmup, "S", "seconds run first and not counted (0)", true},
         {"deadline-ms", 0, OPT_FLOAT, &deadline_ms, "D", "count answers slower than D ms as misses", true},
+        {"send-deadline", 0, OPT_BOOL, &send_deadline, NULL, "infer: also send --deadline-ms to the server as "
+                                                             "Triton's \"timeout\" parameter (us)", true},
         {"timeout-ms", 0, OPT_INT, &timeout_ms, "MS", "a request without a whole answer by then is an error (30000)",
          true},
         {"threads", 't', OPT_INT, &threads, "N", "client threads, each with its own event loop (1)", true},
-        {"model", 'm', OPT_STR, &model_given, "NAME", "model name sent (default: the first of GET /v1/models)", true},
+        {"model", 'm', OPT_STR, &model_given, "NAME", "model name sent (default: the first of GET /v1/models of the "
+                                                      "API's family; infer: the \"vision\" one)", true},
         {"prompt", 'p', OPT_STR, &prompt, "TEXT", "the prompt or input text of every request", true},
-        {"input", 'i', OPT_STR, &input, "FILE", "one text or one JSON request body per line, sent in turn", true},
+        {"input", 'i', OPT_STR, &input, "FILE", "one text or one JSON request body per line, sent in turn; infer: the "
+                                                "raw little-endian bytes of one frame (default: random FP32 in [-1,1])",
+         true},
+        {"binary", 0, OPT_INT, &binary, "0|1", "infer: tensors as binary data after the JSON header (1), or as "
+                                               "JSON arrays (0)", true},
+        {"sequence-id", 0, OPT_STR, &sequence_id, "ID", "infer: send Triton's sequence_id, with sequence_start first "
+                                                        "and sequence_end last (closed loop, concurrency 1, --n)",
+         true},
         {"max-tokens", 0, OPT_INT, &max_tokens, "N", "completion/chat: tokens to generate (64)", true},
         {"stream", 0, OPT_BOOL, &stream, NULL, "completion/chat: ask for SSE and measure TTFT, ITL, tokens/s (on)",
          true},
@@ -344,8 +391,28 @@ int hearth_cmd_bench(int argc, char **argv)
     }
     if (api < 0 || (strcmp(arrivals, "fixed") && strcmp(arrivals, "poisson")) || threads < 1 || threads > 256 ||
         concurrency < 0 || rate < 0 || duration < 0 || warmup < 0 || timeout_ms < 1 || max_tokens < 1 || rounds < 1) {
-        fprintf(stderr, "hearth bench: need --api health|completion|chat|embeddings|tei|raw, --arrivals "
+        fprintf(stderr, "hearth bench: need --api health|completion|chat|embeddings|tei|raw|infer, --arrivals "
                         "fixed|poisson, --threads 1..256 and no negative figures; see --help\n");
+        goto done;
+    }
+    bool infer = api == BENCH_INFER;
+    if (!infer && (sequence_id || send_deadline || binary != 1)) {
+        fprintf(stderr, "hearth bench: --sequence-id, --send-deadline and --binary are for --api infer\n");
+        goto done;
+    }
+    if (binary != 0 && binary != 1) {
+        fprintf(stderr, "hearth bench: --binary takes 0 (JSON tensors) or 1 (binary tensor data)\n");
+        goto done;
+    }
+    if (send_deadline && deadline_ms <= 0) {
+        fprintf(stderr, "hearth bench: --send-deadline sends --deadline-ms to the server: give --deadline-ms\n");
+        goto done;
+    }
+    if (sequence_id && (rate > 0 || concurrency > 1 || threads != 1 || !n || compare_url)) {
+        /* a sequence's frames must arrive in order, one at a time, and its
+         * last one must be known to carry sequence_end */
+        fprintf(stderr, "hearth bench: --sequence-id runs one sequence in order: closed loop (no --rate), "
+                        "--concurrency 1, --threads 1, a count (--n) and no --compare\n");
         goto done;
     }
     if (n && duration > 0) {
@@ -366,8 +433,10 @@ int hearth_cmd_bench(int argc, char **argv)
     cfg.timeout_ms = timeout_ms;
     cfg.stream = stream && (cfg.api == BENCH_COMPLETION || cfg.api == BENCH_CHAT);
     cfg.expect_json = cfg.api != BENCH_RAW;
+    bench_infer_opts infer_opts = {.input = input, .binary = binary == 1, .send_deadline = send_deadline,
+                                   .sequence_id = sequence_id};
 
-    if (setup_target(&cfg, pos[0], model_given, prompt, input, max_tokens, &found_model)) {
+    if (setup_target(&cfg, pos[0], model_given, prompt, input, max_tokens, &infer_opts, &found_model)) {
         status = 1;
         goto done;
     }
@@ -375,7 +444,7 @@ int hearth_cmd_bench(int argc, char **argv)
     if (compare_url) {
         cfg_b = cfg;
         cfg_b.reqs = NULL, cfg_b.req_lens = NULL, cfg_b.n_reqs = 0;
-        if (setup_target(&cfg_b, compare_url, model_given, prompt, input, max_tokens, &found_model_b)) {
+        if (setup_target(&cfg_b, compare_url, model_given, prompt, input, max_tokens, &infer_opts, &found_model_b)) {
             status = 1;
             goto done;
         }

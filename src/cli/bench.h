@@ -1,6 +1,7 @@
 /* bench.h: the private pieces of `hearth bench` (bench*.c), shared between
  * the command (bench.c), the client connections (bench_conn.c), the
- * response parser (bench_http.c) and the report (bench_report.c). */
+ * response parser (bench_http.c), the Open Inference Protocol workload
+ * (bench_infer.c) and the report (bench_report.c). */
 #ifndef HEARTH_CLI_BENCH_H
 #define HEARTH_CLI_BENCH_H
 
@@ -14,7 +15,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-enum bench_api { BENCH_HEALTH, BENCH_COMPLETION, BENCH_CHAT, BENCH_EMBEDDINGS, BENCH_TEI, BENCH_RAW };
+enum bench_api { BENCH_HEALTH, BENCH_COMPLETION, BENCH_CHAT, BENCH_EMBEDDINGS, BENCH_TEI, BENCH_RAW, BENCH_INFER };
 
 /* Why a request failed; each is counted and reported under its name. */
 enum bench_err_kind {
@@ -25,6 +26,7 @@ enum bench_err_kind {
     BENCH_ERR_TIMEOUT,   /* no whole answer within --timeout-ms */
     BENCH_ERR_PROTOCOL,  /* an answer that is not HTTP/1.x, or too big */
     BENCH_ERR_STREAM,    /* a 200 stream that carried an {"error": ...} event */
+    BENCH_ERR_LATE,      /* --api infer: the server answered the frame as late (BENCH_INFER_LATE_STATUS) */
     BENCH_ERR_N
 };
 extern const char *const bench_err_names[BENCH_ERR_N];
@@ -48,6 +50,7 @@ typedef struct bench_cfg {
     int timeout_ms;
     bool stream;           /* answers are SSE: TTFT, ITL and tokens are measured */
     bool expect_json;      /* a 2xx body must parse as JSON */
+    bool sequence;         /* --api infer --sequence-id: reqs[] holds the four sequence variants (bench_infer.c) */
     char **reqs;           /* whole HTTP requests, sent in turn */
     size_t *req_lens;
     size_t n_reqs;
@@ -79,6 +82,7 @@ void bench_stats_error(bench_stats *s, enum bench_err_kind kind, int status);
 typedef struct bench_resp {
     bool head_done, done, chunked, until_close, keep_alive;
     int status;
+    int64_t infer_header_len; /* Inference-Header-Content-Length, or -1 when absent */
     uint64_t remaining;    /* content-length bytes still to read */
     hearth_http_chunked dec;
     hearth_buf body;       /* decoded body; SSE events are cut from its front */
@@ -127,6 +131,40 @@ void *bench_thread_main(void *arg);
 
 /* "health", "chat", ... (bench.c). */
 const char *bench_api_name(enum bench_api api);
+/* One blocking GET before the run (bench.c): the body (NUL-terminated,
+ * caller frees) of a whole answer of any status, *status set to it; NULL
+ * with *status 0 when there was no whole answer (err, if given, says why). */
+char *bench_get(const bench_cfg *cfg, const char *host, const char *path, int *status, char *err, size_t err_len);
+
+/* --api infer: the Open Inference Protocol (KServe v2) workload (bench_infer.c). */
+
+/* The status hearth answers a frame with when it can no longer make its
+ * deadline (answered at once, never run): counted as "late", not as a
+ * plain status error, and as a miss. Triton has no such answer. */
+#define BENCH_INFER_LATE_STATUS 504
+#define BENCH_INFER_SEED 20261129u /* the random frame's xorshift seed, fixed so runs compare */
+
+typedef struct bench_infer_opts {
+    const char *input;       /* raw little-endian bytes of one frame for the first input, or NULL: random */
+    bool binary;             /* the binary tensor data extension (else JSON "data" arrays) */
+    bool send_deadline;      /* send Triton's "timeout" parameter (us) = --deadline-ms */
+    const char *sequence_id; /* or NULL: Triton's sequence_id (a number when all digits, else a string) */
+} bench_infer_opts;
+
+/* Asks the server for the model's metadata (GET {prefix}/v2/models/{model})
+ * and writes the requests of the workload into cfg->reqs: one, or with a
+ * sequence the four variants conn_begin picks from (bench_infer_pick).
+ * prefix: the URL's path, "" for none. 0, or -1 after saying why on stderr. */
+int bench_infer_build(bench_cfg *cfg, const char *host, const char *prefix, const char *model,
+                      const bench_infer_opts *o);
+/* With cfg->sequence: the index into cfg->reqs of a request that is the
+ * sequence's first and/or last. */
+static inline size_t bench_infer_pick(bool first, bool last) { return (first ? 1u : 0u) | (last ? 2u : 0u); }
+/* Whether a 2xx answer is an inference response: a JSON header (its length
+ * from Inference-Header-Content-Length when given, else the whole body) with
+ * an "outputs" array, and binary outputs whose sizes add up to the bytes
+ * after the header. */
+bool bench_infer_answer_ok(const bench_resp *r);
 /* One whole run with cfg's threads (bench_run.c): their figures merged into
  * total, the counted window's length in *seconds. 0, or -1 when a thread
  * could not start or run (said on stderr). */

@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { F_RPS, F_P50, F_P99, F_MAX, F_TTFT50, F_ITL50, F_TOKS, F_N };
-static const char *const fig_names[F_N] = {"rps", "p50_ms", "p99_ms", "max_ms", "ttft_p50_ms", "itl_p50_ms",
-                                           "tokens_per_s"};
+enum { F_RPS, F_P50, F_P99, F_MAX, F_MISSES, F_TTFT50, F_ITL50, F_TOKS, F_N };
+static const char *const fig_names[F_N] = {"rps", "p50_ms", "p99_ms", "max_ms", "misses", "ttft_p50_ms",
+                                           "itl_p50_ms", "tokens_per_s"};
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -43,6 +43,7 @@ static void figures(const bench_stats *s, double seconds, double *f)
     f[F_P50] = (double)bench_hist_quantile(&s->lat, 0.5) * ms;
     f[F_P99] = (double)bench_hist_quantile(&s->lat, 0.99) * ms;
     f[F_MAX] = (double)s->lat.max * ms;
+    f[F_MISSES] = (double)s->misses;
     f[F_TTFT50] = (double)bench_hist_quantile(&s->ttft, 0.5) * ms;
     f[F_ITL50] = (double)bench_hist_quantile(&s->itl, 0.5) * ms;
     f[F_TOKS] = (double)s->tokens / secs;
@@ -72,8 +73,11 @@ int bench_compare(const bench_cfg *a, const bench_cfg *b, const char *url_a, con
             double *f = &fig[((size_t)r * 2 + (size_t)arm) * F_N];
             figures(st, seconds, f);
             errors[arm] += st->errors;
-            printf("  round %d %c: %10.1f req/s  p50 %9.3f  p99 %9.3f  max %9.3f ms  errors %llu\n", r + 1,
-                   "AB"[arm], f[F_RPS], f[F_P50], f[F_P99], f[F_MAX], (unsigned long long)st->errors);
+            printf("  round %d %c: %10.1f req/s  p50 %9.3f  p99 %9.3f  max %9.3f ms  errors %llu", r + 1, "AB"[arm],
+                   f[F_RPS], f[F_P50], f[F_P99], f[F_MAX], (unsigned long long)st->errors);
+            if (a->deadline_ms > 0)
+                printf("  misses %.0f", f[F_MISSES]);
+            printf("\n");
         }
     }
     double med[2][F_N];

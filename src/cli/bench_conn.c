@@ -12,6 +12,10 @@
  * coordinated omission that wrk2 corrects). The loop's timers have 1 ms
  * resolution, and a send up to 1 ms late would be part of every open-loop
  * figure, so on Linux the releases come from a timerfd instead (tick_fd_open).
+ * --api infer adds two things here: a 2xx answer must be an inference
+ * response (bench_infer_answer_ok) and a 504 is a late frame; with
+ * --sequence-id the one connection sends the sequence's first and last
+ * frames as their own request variants (bench_infer_pick).
  * Rejected: one schedule per connection as wrk2 keeps (a connection stuck on
  * a slow answer holds its own schedule's next requests back while other
  * connections sit idle); blocking sockets with a thread per connection
@@ -75,6 +79,7 @@ struct bthread {
     uint64_t next_sched;
     int64_t issued, finished;  /* counted requests begun and ended */
     size_t req_next;
+    bool seq_begun;            /* --sequence-id: the start frame has been sent */
     uint64_t rng;
     hearth_timer tick, end;
     int tick_fd;               /* a timerfd for the open loop's releases, or -1: the loop's 1 ms timer */
@@ -229,10 +234,6 @@ static void conn_begin(bconn *c, uint64_t sched)
 {
     bthread *t = c->t;
     const bench_cfg *cfg = t->cfg;
-    size_t i = t->req_next++ % cfg->n_reqs;
-    c->req = cfg->reqs[i];
-    c->req_len = cfg->req_lens[i];
-    c->req_off = 0;
     c->t_sched = sched;
     c->counted = sched >= t->a->count_from_ns;
     if (c->counted) {
@@ -241,6 +242,15 @@ static void conn_begin(bconn *c, uint64_t sched)
         if (!t->st->t_first_ns || sched < t->st->t_first_ns)
             t->st->t_first_ns = sched;
     }
+    size_t i = t->req_next++ % cfg->n_reqs;
+    if (cfg->sequence) {
+        /* one connection, closed loop, --n (bench.c refuses otherwise) */
+        i = bench_infer_pick(!t->seq_begun, c->counted && t->issued == t->a->n);
+        t->seq_begun = true;
+    }
+    c->req = cfg->reqs[i];
+    c->req_len = cfg->req_lens[i];
+    c->req_off = 0;
     c->busy = true;
     c->bad_json = c->stream_error = false;
     c->t_first = c->t_prev = c->n_tok = c->usage_tok = 0;
@@ -322,7 +332,9 @@ static void conn_done(bconn *c, uint64_t now)
     bench_resp *r = &c->resp;
     bool ok2xx = r->status >= 200 && r->status < 300;
     hearth_loop_timer_stop(t->loop, &c->timer);
-    if (ok2xx && cfg->expect_json && !cfg->stream) {
+    if (ok2xx && cfg->api == BENCH_INFER) {
+        c->bad_json = !bench_infer_answer_ok(r);
+    } else if (ok2xx && cfg->expect_json && !cfg->stream) {
         cJSON *j = cJSON_ParseWithLength(r->body.data ? r->body.data : "", r->body.len);
         c->bad_json = !j;
         cJSON_Delete(j);
@@ -330,6 +342,10 @@ static void conn_done(bconn *c, uint64_t now)
     if (!ok2xx || c->bad_json || c->stream_error) {
         if (c->counted) {
             enum bench_err_kind kind = !ok2xx ? BENCH_ERR_STATUS : c->bad_json ? BENCH_ERR_BAD_JSON : BENCH_ERR_STREAM;
+            if (!ok2xx && cfg->api == BENCH_INFER && r->status == BENCH_INFER_LATE_STATUS) {
+                kind = BENCH_ERR_LATE; /* the frame was answered, as late: it missed its deadline */
+                t->st->misses++;
+            }
             bench_stats_error(t->st, kind, r->status);
             count_end(t, false, now);
         }
@@ -559,6 +575,14 @@ void *bench_thread_main(void *arg)
         t.next_sched = a->start_ns + (uint64_t)(1e9 / a->rate * a->index / a->cfg->threads);
         t.tick_fd = tick_fd_open(&t);
         on_tick(t.loop, &t);
+    }
+    if (a->rate <= 0) {
+        /* closed loop: the first request goes at the shared start, not
+         * before it (it would fall before count_from and count as warm-up) */
+        for (uint64_t n2; (n2 = now_ns()) < a->start_ns;) {
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(a->start_ns - n2)};
+            nanosleep(&ts, NULL);
+        }
     }
     for (int i = 0; i < a->conns; i++)
         conn_next(&t.conns[i]);

@@ -11,7 +11,8 @@
 
 #include <string.h>
 
-const char *const bench_err_names[BENCH_ERR_N] = {"connect", "closed", "status", "bad_json", "timeout", "protocol", "stream"};
+const char *const bench_err_names[BENCH_ERR_N] = {"connect", "closed", "status", "bad_json", "timeout", "protocol", "stream",
+                                                  "late"};
 
 void bench_stats_init(bench_stats *s)
 {

@@ -46,6 +46,9 @@ void bench_report_summary(FILE *f, const bench_run_info *in, const bench_stats *
             (double)s->requests / secs, (double)s->bytes / secs / 1e6, (unsigned long long)s->errors);
     if (in->deadline_ms > 0)
         fprintf(f, ", misses %llu (> %.1f ms)", (unsigned long long)s->misses, in->deadline_ms);
+    if (s->err_kind[BENCH_ERR_LATE])
+        fprintf(f, ", late %llu (answered %d, counted in misses)", (unsigned long long)s->err_kind[BENCH_ERR_LATE],
+                BENCH_INFER_LATE_STATUS);
     fprintf(f, "\n");
     hist_line(f, "latency", &s->lat);
     if (in->stream) {
@@ -83,10 +86,11 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_st
                "\"rate\": %.3f, \"arrivals\": \"%s\", \"seconds\": %.4f,\n",
             in->api, in->mode, in->concurrency, in->threads, in->rate, in->poisson ? "poisson" : "fixed",
             in->seconds);
-    fprintf(f, " \"requests\": %llu, \"errors\": %llu, \"rps\": %.3f, \"misses\": %llu, \"deadline_ms\": %.3f, "
-               "\"bytes\": %llu,\n",
+    fprintf(f, " \"requests\": %llu, \"errors\": %llu, \"rps\": %.3f, \"misses\": %llu, \"late\": %llu, "
+               "\"deadline_ms\": %.3f, \"bytes\": %llu,\n",
             (unsigned long long)s->requests, (unsigned long long)s->errors, (double)s->requests / secs,
-            (unsigned long long)s->misses, in->deadline_ms, (unsigned long long)s->bytes);
+            (unsigned long long)s->misses, (unsigned long long)s->err_kind[BENCH_ERR_LATE], in->deadline_ms,
+            (unsigned long long)s->bytes);
     fprintf(f, " \"errors_by_kind\": {");
     for (int k = 0; k < BENCH_ERR_N; k++)
         fprintf(f, "%s\"%s\": %llu", k ? ", " : "", bench_err_names[k], (unsigned long long)s->err_kind[k]);

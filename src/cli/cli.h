@@ -20,6 +20,8 @@ int hearth_cli_split_args(const struct opt *opts, int n_opts, int argc, char **a
                           char **positional, int *n_positional);
 /* `hearth run`: generate text from a GGUF model (also --bench, --dump-logits). */
 int hearth_cmd_run(int argc, char **argv);
+/* `hearth run -m MODEL.onnx`: frames of a fixed-shape model (run_frames.c). */
+int hearth_cmd_run_frames(int argc, char **argv);
 /* `hearth quantize IN OUT TYPE`: re-quantize a GGUF model's weight matrices. */
 int hearth_cmd_quantize(int argc, char **argv);
 /* `hearth bench URL`: an HTTP load generator, closed or open loop (bench.c). */

@@ -199,8 +199,26 @@ done:
     return status;
 }
 
+/* Whether -m/--model names an .onnx file: frames, not text (run_frames.c). */
+static bool onnx_model(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc)
+            v = argv[i + 1];
+        else if (!strncmp(argv[i], "--model=", 8))
+            v = argv[i] + 8;
+        size_t n = v ? strlen(v) : 0;
+        if (n > 5 && !strcmp(v + n - 5, ".onnx"))
+            return true;
+    }
+    return false;
+}
+
 int hearth_cmd_run(int argc, char **argv)
 {
+    if (onnx_model(argc, argv))
+        return hearth_cmd_run_frames(argc, argv);
     run_opts o = {.n_predict = RUN_UNSET, .reps = 5, .n_batch = 512};
     const char *cache_type = "f16";
     bool repack = true;

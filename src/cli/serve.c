@@ -115,6 +115,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     /* llama-server's flags with no hearth counterpart: checked below, never dropped unseen */
     const char *seed = NULL;
     int ubatch = 0, gpu_layers = 0, threads_batch = -1;
+    float deadline_ms = 0;
     bool jinja = false, context_shift = false, metrics = false, cont_batching = true, webui = false,
          verbose = false, cors = true;
     const opt opts[] = {
@@ -159,7 +160,14 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"cont-batching", 0, OPT_BOOL, &cont_batching, NULL, "accepted for llama-server's command lines: generation is always batched continuously (--no-cont-batching is refused)", .dash_name = "cb"},
         {"webui", 0, OPT_BOOL, &webui, NULL, "refused: hearth has no web UI (--no-webui is accepted)"},
         {"verbose", 0, OPT_BOOL, &verbose, NULL, "the same as --log-level debug (llama-server's -v)", .dash_name = "v"},
-        {"device", 0, OPT_STR, &api.cfg.device, "cpu|cuda[:N][,...]", "where generation models run (cpu); a comma list gives each --spawn worker the next in turn"},
+        {"device", 0, OPT_STR, &api.cfg.device, "cpu|cuda[:N][,...]", "where generation and frame models run (cpu); a comma list gives each --spawn worker the next in turn"},
+        {"shape", 0, OPT_STR, &api.cfg.frame_shapes, "NAME=DIMS[,...]", "frame models: fixed dims for inputs the ONNX file leaves dynamic, e.g. input=1x3x320x320"},
+        {"state", 0, OPT_STR, &api.cfg.frame_states, "IN=OUT[,...]", "frame models: state pairs, OUT of one frame is IN of the next in a sequence (default: MODEL.state beside the model)"},
+        {"sequence-slots", 0, OPT_INT, &api.cfg.frame_slots, "N", "frame models with state: sequences held at once (16)"},
+        {"sequence-timeout-ms", 0, OPT_U64, &api.cfg.seq_timeout_ms, "MS", "frame models: a sequence idle this long expires (5000)"},
+        {"deadline-ms", 0, OPT_FLOAT, &deadline_ms, "MS", "frame models: a frame's deadline when its request sets no timeout (none); a frame that cannot make it is answered late at once"},
+        {"frame-threads", 0, OPT_INT, &api.cfg.frame_threads, "N", "frame models: CPU threads their frames run on (0: --threads)"},
+        {"keepalive", 0, OPT_BOOL, &api.cfg.keepalive, NULL, "frame models on a GPU: a tiny kernel between frames keeps its clocks up, stopping 1 s after the last frame (on; --no-keepalive)"},
         {"gpu-layers", 0, OPT_INT, &gpu_layers, "N", "accepted; with --device cuda every layer is on the GPU, else a note says it is ignored", .dash_name = "ngl"},
         {"n-gpu-layers", 0, OPT_INT, &gpu_layers, "N", "the same as --gpu-layers"},
         {"demo", 0, OPT_BOOL, &demo, NULL, "serve demo models when no --model is given (on; --no-demo serves none)"},
@@ -233,6 +241,11 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
                         "--compute-threads and --embed-engines >= 0\n");
         return 2;
     }
+    if (deadline_ms < 0 || api.cfg.frame_slots < 0 || api.cfg.frame_threads < 0) {
+        fprintf(stderr, "hearth serve: --deadline-ms, --sequence-slots and --frame-threads must be >= 0\n");
+        return 2;
+    }
+    api.cfg.deadline_ms = deadline_ms;
     if (api.cfg.default_prompt_name && api.cfg.default_prompt) {
         fprintf(stderr, "hearth serve: --default-prompt-name and --default-prompt: give one\n");
         return 2;
@@ -295,6 +308,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         rc = hearth_api_register_tei(&api, s);
     if (!rc)
         rc = hearth_api_register_generation(&api, s);
+    if (!rc)
+        rc = hearth_api_register_oip(&api, s);
     if (!rc && debug_routes)
         rc = hearth_api_register_debug(s);
     if (rc) {
