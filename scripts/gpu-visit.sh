@@ -6,19 +6,29 @@
 # right" and "which path is faster". Short lines on stdout (the device tool
 # returns the tail); logs under $OUT when set.
 #
-#   scripts/gpu-visit.sh [check|bench|all]   (default all)
+#   scripts/gpu-visit.sh [check|bench|frames|profile|all ...]   (default all: check bench frames)
+#
+#   check    make CUDA=1 check-cuda (every GPU suite)
+#   bench    the 1.04B llama shape: tg128/pp512 per type and path, served smoke test, batched decode
+#   frames   UltraFace RFB-320 on the GPU: in-process latency (graphs on/off), served over the Open
+#            Inference Protocol at 100 Hz (6000 frames, 10 ms deadline) and at 20 Hz with the
+#            keep-alive on and off (600 frames each, 50 ms deadline)
+#   profile  per-kernel times of F16 and Q4_K decode steps (ncu, clocks left alone)
 #
 # Environment: REPS (3), TYPES ("f16 q8_0 q4_k"), PAR ("16 64"): the
 # --parallel sizes of the batched-decode rows.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-WHAT=${1:-all}
+WHAT=" ${*:-all} "
+[ "$WHAT" = " all " ] && WHAT=" check bench frames "
+want() { case "$WHAT" in *" $1 "*) return 0;; esac; return 1; }
 OUT=${OUT:-/tmp/gpu-visit}
 mkdir -p "$OUT"
+[ -f gpu/pack.tar.xz ] && [ ! -d gpu/build-cuda ] && tar -C gpu -xJf gpu/pack.tar.xz
 [ -x build-cuda/hearth ] || cp -a gpu/build-cuda . || { echo "gpu-visit: no gpu/build-cuda: run scripts/gpu-pack.sh and carry gpu" >&2; exit 1; }
 export HEARTH_SHARED=${HEARTH_SHARED:-$PWD/gpu/shared} HEARTH_PYTHON=${HEARTH_PYTHON:-python3}
 H=build-cuda/hearth
-if [ "$WHAT" != bench ]; then
+if want check; then
     timeout 300 make CUDA=1 check-cuda >"$OUT/check.log" 2>&1
     echo "check-cuda: rc $?"
     grep -E "^unit/|not ok|CHECK failed|failed:|prompt .* decode" "$OUT/check.log" | grep -v cudaFree | head -40
@@ -28,15 +38,17 @@ if [ "$WHAT" != bench ]; then
         grep -E "failed|oracle" "$OUT/dev_ops_legacy.log" | head -8
     fi
 fi
-[ "$WHAT" = check ] && exit 0
 M=/tmp/hearth-gpu-models
+if want bench || want profile; then
 mkdir -p $M
 [ -f $M/f16.gguf ] || build-cuda/tests/models/test_llama_demo_tool write $M/f16.gguf llama f16 \
     "$HEARTH_SHARED/vocab/ggml-vocab-phi-3.gguf" 1b || exit 1
 for t in ${TYPES:-f16 q8_0 q4_k}; do
     [ -f $M/$t.gguf ] || $H quantize $M/f16.gguf $M/$t.gguf $t >/dev/null 2>&1
 done
+fi
 row() { grep -E "pp512|tg128|tg64|bandwidth" | sed 's/|  *$//' | awk -v tag="$1" '{print tag" "$0}'; }
+if want bench; then
 for t in ${TYPES:-f16 q8_0 q4_k}; do
     for mm in new legacy; do
         e=(); [ $mm = legacy ] && e=(HEARTH_CUDA_MM=legacy)
@@ -77,3 +89,63 @@ for p in ${PAR:-16 64}; do
             2>>"$OUT/bench-par.err" | grep -E " x$p " | awk -v tag="q4_k $mm" '{print tag" "$0}'
     done
 done
+fi
+if want frames; then
+    V=$HEARTH_SHARED/vision/ultraface-rfb-320/version-RFB-320.onnx
+    IN=$HEARTH_SHARED/vision/golden/ultraface-rfb-320.in.input.f32
+    timeout 120 $H run -m $V --input input=$IN --device cuda --bench 3000 2>&1 | grep -E "^[0-9]+ frames" | sed 's/^/frames in-process graphs-on: /'
+    HEARTH_CUDA_GRAPHS=0 timeout 120 $H run -m $V --input input=$IN --device cuda --bench 3000 2>&1 | grep -E "^[0-9]+ frames" | sed 's/^/frames in-process graphs-off: /'
+    HEARTH_FRAME_PROFILE=1 timeout 120 $H run -m $V --input input=$IN --device cuda --bench 1000 2>&1 | grep -E "per frame" | sed 's/.*per frame/frames phases: per frame/'
+    fserve() { # $1: port, then serve flags
+        local port=$1; shift
+        $H serve --model face=$V --device cuda --port "$port" --no-demo --log-level warn "$@" >"$OUT/fserve-$port.log" 2>&1 &
+        FP=$!
+        for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/v2/health/ready" >/dev/null && return 0; sleep 0.1; done
+        echo "frames: serve on $port did not come up"; tail -5 "$OUT/fserve-$port.log"; return 1
+    }
+    fbench() { # $1: port, $2: tag, then bench flags
+        local port=$1 tag=$2; shift 2
+        timeout 400 $H bench "http://127.0.0.1:$port" --api infer --model face --input "$IN" --json "$OUT/f-$tag.json" "$@" \
+            >"$OUT/f-$tag.txt" 2>&1
+        python3 - "$OUT/f-$tag.json" "$tag" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); l = j.get("latency_ms", {})
+print("frames served %s: %s req, %s errors, %s misses, p50 %.3f p90 %.3f p99 %.3f p999 %.3f max %.3f ms" % (
+    sys.argv[2], j.get("requests"), j.get("errors"), j.get("misses"), l.get("p50", -1), l.get("p90", -1),
+    l.get("p99", -1), l.get("p999", -1), l.get("max", -1)))
+PY
+    }
+    if fserve 18601; then
+        fbench 18601 closed-c1 --concurrency 1 --n 3000
+        fbench 18601 100hz --rate 100 --n 6000 --deadline-ms 10
+        fbench 18601 20hz-keepalive --rate 20 --n 600 --deadline-ms 50
+        curl -s http://127.0.0.1:18601/metrics | grep -E "^hearth_frame" | grep -v bucket | head -8
+        kill $FP; wait $FP 2>/dev/null
+    fi
+    if fserve 18602 --no-keepalive; then
+        fbench 18602 20hz-no-keepalive --rate 20 --n 600 --deadline-ms 50
+        kill $FP; wait $FP 2>/dev/null
+    fi
+    nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw --format=csv,noheader 2>/dev/null | sed 's/^/frames gpu clocks now: /'
+fi
+if want profile; then
+    # per-kernel durations of decode steps (ncu serializes kernels: the sum is an upper bound of a step)
+    for t in f16 q4_k; do
+        HEARTH_CUDA_GRAPHS=0 timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 3000 --launch-count 400 \
+            $H run --bench -m $M/$t.gguf --device cuda -p 0 -n 64 -r 1 >"$OUT/ncu-$t.csv" 2>"$OUT/ncu-$t.err"
+        python3 - "$OUT/ncu-$t.csv" "$t" <<'PY'
+import csv, sys, collections
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    print("profile %s: no rows" % sys.argv[2]); sys.exit()
+h = rows[0]; ki = h.index("Kernel Name"); vi = h.index("Metric Value"); ui = h.index("Metric Unit")
+tot = collections.defaultdict(float); cnt = collections.Counter()
+for r in rows[1:]:
+    v = float(r[vi].replace(",", "")); v = v / 1e3 if r[ui] == "nsecond" else v if r[ui] == "usecond" else v * 1e3
+    k = r[ki].split("(")[0][:60]; tot[k] += v; cnt[k] += 1
+all_us = sum(tot.values())
+for k, v in sorted(tot.items(), key=lambda x: -x[1])[:14]:
+    print("profile %s: %6.1f%% %9.1f us %5d x  %s" % (sys.argv[2], 100 * v / all_us, v, cnt[k], k))
+PY
+    done
+fi
