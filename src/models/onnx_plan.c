@@ -67,17 +67,14 @@ int64_t plan_ival(const plan_value *v, int64_t i)
     }
 }
 
-/* A new value (name borrowed from the model or the plan). -1 on ENOMEM. */
+/* A new value (name borrowed from the model or the plan). -1 when the
+ * reserve hearth_plan_build made is spent (callers say "out of memory"). */
 int plan_new_value(hearth_plan *p, const char *name, int dtype, int ndim, const int64_t *dims)
 {
-    if (p->n_v == p->cap_v) {
-        int cap = p->cap_v ? p->cap_v * 2 : 256;
-        plan_value *v = realloc(p->v, (size_t)cap * sizeof *v);
-        if (!v)
-            return -1;
-        p->v = v;
-        p->cap_v = cap;
-    }
+    /* never grown: lowering code holds plan_value pointers across calls
+     * here, so the array is sized once for the whole model (hearth_plan_build) */
+    if (p->n_v == p->cap_v)
+        return -1;
     int id = p->n_v++;
     plan_value *v = &p->v[id];
     memset(v, 0, sizeof *v);
@@ -333,7 +330,18 @@ int hearth_plan_build(hearth_plan *p, const hearth_onnx *m, const char *shapes, 
 {
     memset(p, 0, sizeof *p);
     p->model = m;
-    int st = add_inputs(p, m, shapes, err);
+    /* every value the plan can make, reserved at once (plan_new_value never
+     * moves the array): inputs, initializers, each node's outputs, and the
+     * few helper values a lowering adds (Gemm's bias: 2, Pad's fill: 1) */
+    int64_t cap = (int64_t)m->n_inputs + m->n_inits + 16;
+    for (int i = 0; i < m->n_nodes; i++)
+        cap += (int64_t)m->nodes[i].n_out + 4;
+    int st = cap > INT32_MAX / 2 ? hearth_err_set(err, HEARTH_ELIMIT, "onnx: %s: too many values", m->path) : 0;
+    if (!st && !(p->v = malloc((size_t)cap * sizeof *p->v)))
+        st = hearth_err_set(err, HEARTH_ENOMEM, "onnx: out of memory");
+    p->cap_v = p->v ? (int)cap : 0;
+    if (!st)
+        st = add_inputs(p, m, shapes, err);
     if (!st)
         st = add_inits(p, m, err);
     if (!st && p->bad_shape)

@@ -67,7 +67,7 @@ typedef struct plan_step {
 
 typedef struct hearth_plan {
     const hearth_onnx *model;
-    plan_value *v;
+    plan_value *v;                   /* sized once for the model: never moves while planning */
     int n_v, cap_v;
     plan_step *steps;
     int n_steps, cap_steps;

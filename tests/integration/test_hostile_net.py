@@ -246,7 +246,8 @@ def test_drain_timeout_ends_streams_properly():
     st, h, body = waiting.response()
     assert st == 503 and h.get("connection") == "close", (st, h)
     assert json.loads(body)["error"]["code"] == 503
-    assert srv.proc.wait(10) == 0
+    rc = srv.proc.wait(10)
+    assert rc == 0, "exit status %s; log:\n%s" % (rc, srv.log[-3000:])
     srv.stop()
     assert "closed by the server (drain timeout)" in srv.log, srv.log
     assert "GET /debug/stream closed by client" not in srv.log, srv.log
