@@ -24,10 +24,15 @@
  * content reads right; even after BOS alone, where a client wanting the bare
  * text strips it.
  *
- * Deliberate differences: /detokenize drops the space SentencePiece puts
+ * "truncated" is true when the prompt lost middle blocks or the context
+ * shifted (both only with --context-shift; without it a prompt past the
+ * context is a 400) or the answer ended at a full context, as llama-server's.
+ * "post_sampling_probs": true gives n_probs after the sampler chain, as
+ * "prob" and "top_probs" (gen_common.c).
+ *
+ * Deliberate difference: /detokenize drops the space SentencePiece puts
  * before the first word (llama-server keeps it), so /tokenize then
- * /detokenize gives back the text sent; the prompt is never truncated
- * ("truncated" is always false): one longer than the context is a 400. */
+ * /detokenize gives back the text sent. */
 #include "gen_common.h"
 #include "respond.h"
 
@@ -135,9 +140,10 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
     if (!rc)
         rc = hearth_buf_printf(out,
                                ",\"tokens_predicted\":%lld,\"tokens_evaluated\":%lld,\"tokens_cached\":%lld,"
-                               "\"has_new_line\":%s,\"truncated\":false,\"stop_type\":\"%s\",\"stopping_word\":",
+                               "\"has_new_line\":%s,\"truncated\":%s,\"stop_type\":\"%s\",\"stopping_word\":",
                                (long long)st->n_gen, (long long)st->n_prompt, (long long)st->n_cached,
-                               c->has_new_line ? "true" : "false", stop_type(st));
+                               c->has_new_line ? "true" : "false", hearth_gen_truncated(c, st) ? "true" : "false",
+                               stop_type(st));
     const char *word = st->finish == HEARTH_GEN_STOP && st->stop_index >= 0 && st->stop_index < c->g.n_stop
                            ? c->stop[st->stop_index]
                            : "";
