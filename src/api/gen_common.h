@@ -168,6 +168,13 @@ bool hearth_gen_truncated(const hearth_gen_call *c, const hearth_gen_stats *st);
 /* "stop" for an end token or a stop string, "length" otherwise (OpenAI's finish_reason). */
 const char *hearth_gen_finish_reason(const hearth_gen_stats *st);
 
+/* A /completion call (completion.c) with every option of doc read (the
+ * limit into *n_predict) and no prompt yet, for routes that build their own
+ * prompt (/infill); NULL after responding. */
+hearth_gen_call *hearth_gen_completion_call_new(hearth_request *req, hearth_gen_entry *m, const cJSON *doc,
+                                                int64_t *n_predict);
+/* Registers llama-server's POST /infill (infill.c). */
+int hearth_api_register_infill(hearth_api *api, hearth_server *s);
 /* Registers llama-server's GET /slots and POST /slots/{id} (slots.c). */
 int hearth_api_register_slots(hearth_api *api, hearth_server *s);
 /* Registers OpenAI's /v1/completions, /v1/chat/completions and

@@ -557,6 +557,117 @@ def test_post_sampling_probs():
     assert st == 400 and "post_sampling_probs" in doc["error"]["message"], doc
 
 
+# ---- /infill ----
+
+def gguf_with_keys(src, dst, keys):
+    """Copies the GGUF at src to dst with keys (name -> uint32) added to its metadata: the
+    tensor data moves by the added bytes, padded again to the file's alignment (32: stories260K
+    names none). A few lines of the GGUF v3 layout, so the test needs no converter."""
+    import struct
+    f = open(src, "rb").read()
+    magic, version, n_tensors, n_kv = struct.unpack_from("<IIQQ", f, 0)
+    assert magic == 0x46554747 and version == 3
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+    def skip_str(o):
+        return o + 8 + struct.unpack_from("<Q", f, o)[0]
+
+    def skip_val(t, o):
+        if t == 8:
+            return skip_str(o)
+        if t == 9:
+            at, n = struct.unpack_from("<IQ", f, o)
+            o += 12
+            for _ in range(n):
+                o = skip_val(at, o)
+            return o
+        return o + sizes[t]
+    o = 24
+    for _ in range(n_kv):
+        o = skip_str(o)
+        t = struct.unpack_from("<I", f, o)[0]
+        o = skip_val(t, o + 4)
+    kv_end = o
+    for _ in range(n_tensors):
+        o = skip_str(o)
+        n_dims = struct.unpack_from("<I", f, o)[0]
+        o += 4 + 8 * n_dims + 4 + 8
+    align = 32
+    data = f[(o + align - 1) // align * align:]
+    added = b"".join(struct.pack("<Q", len(k)) + k.encode() + struct.pack("<II", 4, v) for k, v in keys.items())
+    head = struct.pack("<IIQQ", magic, version, n_tensors, n_kv + len(keys)) + f[24:kv_end] + added + f[kv_end:o]
+    head += b"\0" * ((-len(head)) % align)
+    with open(dst, "wb") as out:
+        out.write(head + data)
+
+
+def test_infill():
+    """POST /infill as llama-server's: the prompt is [extra] BOS FIM_PRE prefix prompt FIM_SUF
+    suffix FIM_MID (its format_infill's order and shares, here -b 64: the prefix's last 48
+    ids, the suffix's first 16 - 2 - the prompt's), from the GGUF's fim_* keys or the older
+    prefix/suffix/middle ones; the answer is /completion's, streamed too, the same as the
+    built ids sent to /completion. A model without FIM tokens gets llama-server's 501."""
+    PRE, SUF, MID, REP, SEP = 400, 401, 402, 403, 404
+    d = tempfile.mkdtemp(prefix="hearth-fim-")
+    new = os.path.join(d, "fim.gguf")
+    old = os.path.join(d, "fim-old.gguf")
+    gguf_with_keys(STORIES, new, {"tokenizer.ggml.fim_pre_token_id": PRE, "tokenizer.ggml.fim_suf_token_id": SUF,
+                                  "tokenizer.ggml.fim_mid_token_id": MID, "tokenizer.ggml.fim_rep_token_id": REP,
+                                  "tokenizer.ggml.fim_sep_token_id": SEP})
+    gguf_with_keys(STORIES, old, {"tokenizer.ggml.prefix_token_id": PRE, "tokenizer.ggml.suffix_token_id": SUF,
+                                  "tokenizer.ggml.middle_token_id": MID})
+    prefix = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun. " * 2
+    suffix = "They were happy.\nThe end."
+    body = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "One day",
+            "input_extra": [{"filename": "a.txt", "text": "Tom had a red ball."}, {"text": "The sky was blue."}],
+            "n_predict": 6, "temperature": 0, "n_probs": 2}
+    try:
+        for path, has_sep in ((new, True), (old, False)):
+            with Server("-m", path, "-c", "256", "-np", "1", "-b", "64", "--log-level", "warn", timeout=120) as s:
+                def ids(text, special=False):
+                    st, doc = post_json(s.port, "/tokenize", {"content": text, "add_special": False,
+                                                              "parse_special": special})
+                    return doc["tokens"]
+                extra = []
+                if has_sep:
+                    extra = [REP] + ids("myproject\n")
+                for chunk in body["input_extra"]:
+                    extra += [SEP] + ids(chunk.get("filename", "tmp") + "\n") if has_sep else ids("\n\n--- snippet ---\n\n")
+                    extra += ids(chunk["text"])
+                if has_sep:
+                    extra += [SEP] + ids("filename\n")
+                pre, suf, prm = ids(prefix), ids(suffix), ids("One day", True)
+                assert len(pre) > 48, len(pre)
+                n_extra = min(256 - 64 + 2, len(extra))
+                want = extra[len(extra) - n_extra:] + [1, PRE] + pre[-48:] + prm + [SUF] + suf[:max(0, 16 - 2 - len(prm))] + [MID]
+                st, doc = post_json(s.port, "/infill", body)
+                assert st == 200 and doc["tokens_evaluated"] == len(want), (doc, len(want))
+                st, ref = post_json(s.port, "/completion", dict(body, prompt=want, input_extra=None))
+                assert doc["content"] == ref["content"] and doc["tokens_predicted"] == 6, (doc, ref)
+                assert doc["prompt"] == ref["prompt"], (doc["prompt"], ref["prompt"])
+                def tops(d):  # ids exact, numbers to 1e-4 (the second run reuses the cached prompt)
+                    return [(t["id"], round(t["logprob"], 4)) for p in d["completion_probabilities"] for t in p["top_logprobs"]]
+                assert tops(doc) == tops(ref), (tops(doc), tops(ref))
+                st, _, raw = post(s.port, "/infill", dict(body, stream=True))
+                ev = sse_events(raw)
+                assert st == 200 and ev[-1]["stop"] is True, ev
+                assert "".join(e["content"] for e in ev) == doc["content"], ev
+                # llama-server's 400s
+                for bad in ([{}], [{"filename": "ok"}], [{"filename": 123, "text": "abc"}], "x"):
+                    st, e = post_json(s.port, "/infill", dict(body, input_extra=bad))
+                    assert st == 400 and "error" in e, (bad, e)
+                st, e = post_json(s.port, "/infill", {"input_prefix": "a"})
+                assert st == 400 and "input_suffix" in e["error"]["message"], e
+                st, e = post_json(s.port, "/infill", dict(body, prompt=[1, 2]))
+                assert st == 400 and "prompt" in e["error"]["message"], e
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    st, e = post_json(srv().port, "/infill", body)
+    assert st == 501 and e["error"]["type"] == "not_supported_error", e
+    assert e["error"]["message"] == ("Infill is not supported by this model: prefix token is missing. "
+                                     "suffix token is missing. middle token is missing. "), e
+
+
 def test_flags_hearth_cannot_honour_are_refused():
     """A llama-server flag hearth cannot honour stops the start with a message naming it."""
     assert "--pooling" in serve_fails("-m", STORIES, "--pooling", "mean")
@@ -576,6 +687,7 @@ TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_
          test_embedding_routes_llama_shape, test_completion_fields, test_completion_stream_fields,
          test_chat_stream_last_chunk, test_response_fields_and_props, test_several_prompts,
          test_openai_logprobs, test_llama_server_command_line, test_context_shift, test_post_sampling_probs,
+         test_infill,
          test_flags_hearth_cannot_honour_are_refused, test_threads_are_compute_threads, test_servers_exit_cleanly]
 
 if __name__ == "__main__":
