@@ -44,6 +44,7 @@ typedef struct hearth_api_config {
                                     -c (0: the model's per sequence, capped at 4096) */
     int n_predict;               /* --n-predict: the most tokens an answer may have (-1: no limit) */
     hearth_sampler_params sampling; /* --temp, --top-k, ..., --seed: for requests that give none */
+    bool context_shift;          /* --context-shift: shift a full context, truncate a long prompt (off, as llama-server's) */
     bool embedding_only;         /* --embedding: serve embedding models only, as llama-server's */
     bool slots;                  /* --slots: GET /slots lists the slots (off, as llama-server's at c392e50) */
     const char *slot_save_path;  /* --slot-save-path DIR: POST /slots/{id}?action=save|restore|erase files (NULL: 501) */

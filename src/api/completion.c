@@ -3,7 +3,8 @@
  * true), the llama form of POST /tokenize
  * ({"content": ...}; embed.c dispatches to it), POST /detokenize,
  * GET /props; and hearth_api_register_generation, which registers these,
- * the slot routes (slots.c) and OpenAI's generation routes (openai_gen.c).
+ * /infill (infill.c, answered as /completion is), the slot routes (slots.c)
+ * and OpenAI's generation routes (openai_gen.c).
  *
  * Field names and shapes follow llama-server's tools/server README, so its
  * clients work unchanged: the answer's content, tokens (the generated ids
@@ -24,10 +25,15 @@
  * content reads right; even after BOS alone, where a client wanting the bare
  * text strips it.
  *
- * Deliberate differences: /detokenize drops the space SentencePiece puts
+ * "truncated" is true when the prompt lost middle blocks or the context
+ * shifted (both only with --context-shift; without it a prompt past the
+ * context is a 400) or the answer ended at a full context, as llama-server's.
+ * "post_sampling_probs": true gives n_probs after the sampler chain, as
+ * "prob" and "top_probs" (gen_common.c).
+ *
+ * Deliberate difference: /detokenize drops the space SentencePiece puts
  * before the first word (llama-server keeps it), so /tokenize then
- * /detokenize gives back the text sent; the prompt is never truncated
- * ("truncated" is always false): one longer than the context is a 400. */
+ * /detokenize gives back the text sent. */
 #include "gen_common.h"
 #include "respond.h"
 
@@ -135,9 +141,10 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
     if (!rc)
         rc = hearth_buf_printf(out,
                                ",\"tokens_predicted\":%lld,\"tokens_evaluated\":%lld,\"tokens_cached\":%lld,"
-                               "\"has_new_line\":%s,\"truncated\":false,\"stop_type\":\"%s\",\"stopping_word\":",
+                               "\"has_new_line\":%s,\"truncated\":%s,\"stop_type\":\"%s\",\"stopping_word\":",
                                (long long)st->n_gen, (long long)st->n_prompt, (long long)st->n_cached,
-                               c->has_new_line ? "true" : "false", stop_type(st));
+                               c->has_new_line ? "true" : "false", hearth_gen_truncated(c, st) ? "true" : "false",
+                               stop_type(st));
     const char *word = st->finish == HEARTH_GEN_STOP && st->stop_index >= 0 && st->stop_index < c->g.n_stop
                            ? c->stop[st->stop_index]
                            : "";
@@ -250,12 +257,9 @@ static bool parse_fields(hearth_request *req, const cJSON *doc, hearth_gen_call 
     return true;
 }
 
-/* One call of a /completion request for prompt (key names it in messages);
- * NULL after responding. */
-static hearth_gen_call *completion_call(hearth_request *req, void *model, const cJSON *doc, const cJSON *prompt,
-                                        const char *key, int64_t *n_predict)
+hearth_gen_call *hearth_gen_completion_call_new(hearth_request *req, hearth_gen_entry *m, const cJSON *doc,
+                                                int64_t *n_predict)
 {
-    hearth_gen_entry *m = model;
     hearth_gen_call *c = hearth_gen_call_new(m, &completion_format);
     if (!c) {
         hearth_respond_error(req, 503, "unavailable_error", "out of memory");
@@ -265,7 +269,20 @@ static hearth_gen_call *completion_call(hearth_request *req, void *model, const 
     if (r == 0) /* llama-server reads OpenAI's max_tokens when n_predict is absent */
         r = hearth_gen_opt_int(req, doc, "max_tokens", -1, INT32_MAX, n_predict);
     if (r < 0 || !hearth_gen_parse_sampling(req, doc, c) || hearth_gen_opt_bool(req, doc, "return_tokens", &c->return_tokens) < 0 ||
-        !parse_fields(req, doc, c) || !hearth_gen_prompt_from_json(req, c, prompt, key)) {
+        !parse_fields(req, doc, c)) {
+        hearth_gen_call_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* One call of a /completion request for prompt (key names it in messages);
+ * NULL after responding. */
+static hearth_gen_call *completion_call(hearth_request *req, void *model, const cJSON *doc, const cJSON *prompt,
+                                        const char *key, int64_t *n_predict)
+{
+    hearth_gen_call *c = hearth_gen_completion_call_new(req, model, doc, n_predict);
+    if (c && !hearth_gen_prompt_from_json(req, c, prompt, key)) {
         hearth_gen_call_free(c);
         return NULL;
     }
@@ -474,6 +491,8 @@ int hearth_api_register_generation(hearth_api *api, hearth_server *s)
         rc = hearth_server_route(s, "POST", "/detokenize", detokenize, api);
     if (!rc)
         rc = hearth_server_route(s, "GET", "/props", props, api);
+    if (!rc)
+        rc = hearth_api_register_infill(api, s);
     if (!rc)
         rc = hearth_api_register_slots(api, s);
     if (!rc)

@@ -95,6 +95,34 @@ void hearth_gen_call_set_id(hearth_gen_call *c, const char *prefix)
     snprintf(c->id, sizeof c->id, "%s%016llx%08llx", prefix, (unsigned long long)a, (unsigned long long)(b >> 32));
 }
 
+/* ---- several prompts: a group of calls, one answer ----
+ *
+ * Each call of a group formats its whole answer into its own scratch (or
+ * keeps its error); the one that finishes last, on whichever thread,
+ * sends them all. Atomics, not a lock: a call writes only its own fields
+ * before its decrement of left, and the last decrement sees them all. The
+ * group holds the calls until both its sides let go: the calls' (when the
+ * last finishes) and the connection's (its release callback, which cancels
+ * the calls that still run).
+ *
+ * Streamed, the calls write their events to the one stream as they come,
+ * each naming its prompt ("index", as llama-server's), interleaved as the
+ * scheduler batches them; the head goes out with the first event and the
+ * last call to finish ends the stream ([DONE] once, where the API has it).
+ * Every call of a group is on one model's scheduler thread, so the stream's
+ * writes come from one thread, in order. */
+struct hearth_gen_group {
+    hearth_gen_call **calls;
+    int n;
+    _Atomic int left;              /* calls still to finish */
+    _Atomic int refs;              /* the calls' side and the connection's */
+    hearth_server *server;
+    hearth_reply reply;
+    bool stream;
+    bool begun;                    /* streamed: the head is out (scheduler thread) */
+    bool done_marker;              /* streamed: a call's end held "data: [DONE]", sent once at the end */
+};
+
 /* ---- replying (scheduler thread) ---- */
 
 static void send_error(hearth_gen_call *c, int status, const char *type, const char *msg)
@@ -125,7 +153,12 @@ static int stream_begin(hearth_gen_call *c)
     if (c->begun)
         return HEARTH_OK;
     c->begun = true;
-    int rc = hearth_reply_stream_begin(c->server, c->reply, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
+    int rc = HEARTH_OK;
+    if (!c->group || !c->group->begun) { /* a group's stream has one head */
+        if (c->group)
+            c->group->begun = true;
+        rc = hearth_reply_stream_begin(c->server, c->reply, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
+    }
     if (!rc && c->fmt->start) {
         hearth_buf_reset(&c->scratch, 1 << 16);
         rc = c->fmt->start(c, &c->scratch);
@@ -154,17 +187,21 @@ static int append_token(hearth_buf *out, const hearth_tokenizer *t, int32_t id)
     return rc;
 }
 
-static int append_logprob(hearth_buf *out, float p)
+static int append_logprob(hearth_buf *out, float p, bool post)
 {
+    if (post) /* post_sampling_probs: the probability itself */
+        return hearth_buf_printf(out, "%.6g", p > 0 ? (double)p : 0.0);
     if (!(p > 0))
         return hearth_buf_appends(out, "-1e30"); /* log 0: JSON has no -Infinity */
     return hearth_buf_printf(out, "%.6g", log((double)p));
 }
 
 /* One completion_probabilities entry in llama-server's shape:
- * {"id","token","bytes","logprob","top_logprobs":[{"id","token","bytes","logprob"}]}.
+ * {"id","token","bytes","logprob","top_logprobs":[{"id","token","bytes","logprob"}]},
+ * or with post_sampling_probs {"id","token","bytes","prob","top_probs":[{...,"prob"}]}.
  * The sampled token's logprob is known only when it is among the candidates
- * (always so when sampling greedily); otherwise it is null. */
+ * (always so when sampling greedily); otherwise it is null. After sampling
+ * its probability is always known (0 when the filters dropped it). */
 static int append_probs(hearth_gen_call *c, int32_t token, const hearth_gen_probs *p)
 {
     const hearth_tokenizer *t = hearth_decoder_tokenizer(c->model->dec);
@@ -172,24 +209,28 @@ static int append_probs(hearth_gen_call *c, int32_t token, const hearth_gen_prob
     int rc = hearth_buf_appends(out, out->len ? ",{" : "{");
     if (!rc)
         rc = append_token(out, t, token);
+    bool post = c->post_sampling_probs;
+    const char *key = post ? ",\"prob\":" : ",\"logprob\":";
     if (!rc)
-        rc = hearth_buf_appends(out, ",\"logprob\":");
+        rc = hearth_buf_appends(out, key);
     int found = -1;
     for (int i = 0; i < p->n; i++)
         if (p->ids[i] == token)
             found = i;
+    if (!rc && post && p->token_prob >= 0)
+        rc = append_logprob(out, p->token_prob, true);
+    else if (!rc)
+        rc = found >= 0 ? append_logprob(out, p->probs[found], post) : hearth_buf_appends(out, "null");
     if (!rc)
-        rc = found >= 0 ? append_logprob(out, p->probs[found]) : hearth_buf_appends(out, "null");
-    if (!rc)
-        rc = hearth_buf_appends(out, ",\"top_logprobs\":[");
+        rc = hearth_buf_appends(out, post ? ",\"top_probs\":[" : ",\"top_logprobs\":[");
     for (int i = 0; i < p->n && !rc; i++) {
         rc = hearth_buf_appends(out, i ? ",{" : "{");
         if (!rc)
             rc = append_token(out, t, p->ids[i]);
         if (!rc)
-            rc = hearth_buf_appends(out, ",\"logprob\":");
+            rc = hearth_buf_appends(out, key);
         if (!rc)
-            rc = append_logprob(out, p->probs[i]);
+            rc = append_logprob(out, p->probs[i], post);
         if (!rc)
             rc = hearth_buf_appends(out, "}");
     }
@@ -230,24 +271,6 @@ static void on_text(hearth_gen_req *g, const char *text, size_t n, int32_t token
     }
 }
 
-/* ---- several prompts: a group of calls, one answer ----
- *
- * Each call of a group formats its whole answer into its own scratch (or
- * keeps its error); the one that finishes last, on whichever thread,
- * sends them all. Atomics, not a lock: a call writes only its own fields
- * before its decrement of left, and the last decrement sees them all. The
- * group holds the calls until both its sides let go: the calls' (when the
- * last finishes) and the connection's (its release callback, which cancels
- * the calls that still run). */
-struct hearth_gen_group {
-    hearth_gen_call **calls;
-    int n;
-    _Atomic int left;              /* calls still to finish */
-    _Atomic int refs;              /* the calls' side and the connection's */
-    hearth_server *server;
-    hearth_reply reply;
-};
-
 static void group_free(hearth_gen_group *g)
 {
     for (int i = 0; i < g->n; i++)
@@ -262,9 +285,45 @@ static void group_unref(hearth_gen_group *g)
         group_free(g);
 }
 
+/* The end of a streamed group: the first failure as a last event (or a
+ * plain error when nothing went out yet), else [DONE] where the API has it. */
+static void group_stream_end(hearth_gen_group *g)
+{
+    hearth_buf ev;
+    hearth_buf_init(&ev, 16384);
+    for (int i = 0; i < g->n; i++) {
+        hearth_gen_call *c = g->calls[i];
+        if (!c->err_status)
+            continue;
+        char m[700];
+        snprintf(m, sizeof m, "prompt %d: %s", i, c->err_msg);
+        if (!g->begun) {
+            hearth_reply_error(g->server, g->reply, c->err_status, c->err_type, m);
+            hearth_buf_deinit(&ev);
+            return;
+        }
+        hearth_gen_sse_open(&ev);
+        hearth_format_error(&ev, c->err_status, c->err_type, m);
+        hearth_gen_sse_close(&ev);
+        break;
+    }
+    if (!ev.len && g->done_marker)
+        hearth_buf_appends(&ev, "data: [DONE]\n\n");
+    if (!g->begun) /* every prompt failed before its first event: cannot happen without an error */
+        hearth_reply_stream_begin(g->server, g->reply, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
+    if (ev.len)
+        hearth_reply_stream_write(g->server, g->reply, ev.data, ev.len);
+    hearth_reply_stream_end(g->server, g->reply);
+    hearth_buf_deinit(&ev);
+}
+
 /* The answer: the first failure's error, or [answer, answer, ...] in order. */
 static void group_send(hearth_gen_group *g)
 {
+    if (g->stream) {
+        group_stream_end(g);
+        return;
+    }
     for (int i = 0; i < g->n; i++) {
         hearth_gen_call *c = g->calls[i];
         if (c->err_status) {
@@ -360,6 +419,14 @@ static void on_done(hearth_gen_req *g, int status, const char *msg, const hearth
             rc = c->fmt->end(c, st, &c->scratch);
         if (rc) {
             send_error(c, 500, "server_error", "the answer did not fit in memory");
+        } else if (c->group && c->stream) {
+            static const char done[] = "data: [DONE]\n\n";
+            size_t k = sizeof done - 1;
+            if (c->scratch.len >= k && !memcmp(c->scratch.data + c->scratch.len - k, done, k)) {
+                c->scratch.len -= k; /* the stream's end, once, when the last prompt is done */
+                c->group->done_marker = true;
+            }
+            hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
         } else if (c->group) {
             ; /* the answer stays in c->scratch for the group's */
         } else if (c->stream) {
@@ -387,6 +454,32 @@ static void on_release(void *arg, bool cancelled)
     call_unref(c);
 }
 
+/* llama-server's truncation of a prompt past the context (--context-shift):
+ * keep the first n_keep tokens (the request's, at most n_ctx - 4: here a BOS
+ * is not added to them, as llama-server does not, so the counts match its),
+ * then drop whole blocks of half the room left from the middle until the rest
+ * fits. False when the context is too small to leave a block. */
+static bool truncate_prompt(hearth_gen_call *c, int64_t n_ctx)
+{
+    int64_t n = (int64_t)c->prompt.n;
+    int64_t keep = c->n_keep < 0 ? n : c->n_keep;
+    if (keep > n_ctx - 4)
+        keep = n_ctx - 4;
+    if (keep < 0)
+        keep = 0;
+    int64_t block = (n_ctx - keep) / 2;
+    if (block < 1)
+        return false;
+    int64_t erased = (n - keep - block) / block;
+    int64_t from = keep + erased * block;
+    memmove(c->prompt.v + keep, c->prompt.v + from, (size_t)(n - from) * sizeof *c->prompt.v);
+    c->prompt.n = (size_t)(n - from + keep);
+    c->prompt_truncated = true;
+    HLOG_WARN("prompt truncated: %lld tokens past a context of %lld; kept the first %lld and the last %lld",
+              (long long)n, (long long)n_ctx, (long long)keep, (long long)(n - from));
+    return (int64_t)c->prompt.n < n_ctx;
+}
+
 /* Checks c's prompt against the context and fills what the scheduler reads;
  * false after a 400 (the call is the caller's still). */
 static bool call_prepare(hearth_request *req, hearth_api *api, hearth_gen_call *c, int64_t n_predict)
@@ -398,21 +491,35 @@ static bool call_prepare(hearth_request *req, hearth_api *api, hearth_gen_call *
                              "the prompt is empty (and this model's vocabulary adds no BOS token): give at least one token");
         return false;
     }
-    if (n >= n_ctx) {
+    bool shift = c->model->context_shift;
+    if (n >= n_ctx && !(shift && truncate_prompt(c, n_ctx))) {
+        /* llama-server's words first: clients match on them */
         hearth_respond_error(req, 400, "invalid_request_error",
-                             "the prompt is %lld tokens, which leaves no room in the context of %lld tokens per sequence "
-                             "(--ctx-size over --parallel): shorten the prompt",
+                             "the request exceeds the available context size: the prompt is %lld tokens, which leaves no "
+                             "room in the context of %lld tokens per sequence (--ctx-size over --parallel): shorten the "
+                             "prompt, or enable context shift (--context-shift)",
                              (long long)n, (long long)n_ctx);
         return false;
     }
+    n = (int64_t)c->prompt.n;
     /* As llama-server does, a request for more tokens than fit is not an
      * error: n_predict is capped to the positions left after the prompt, and
      * the answer ends with finish_reason "length" (stop_type "limit") there. */
     if (c->model->n_predict >= 0 && (n_predict < 0 || n_predict > c->model->n_predict))
         n_predict = c->model->n_predict; /* serve --n-predict caps every answer, as llama-server's -n */
-    if (n_predict < 0 || n_predict > n_ctx - n)
+    if (!shift && (n_predict < 0 || n_predict > n_ctx - n))
         n_predict = n_ctx - n;
+    int64_t n_train = c->model->n_ctx_train > n_ctx ? c->model->n_ctx_train : n_ctx;
+    if (shift && n_predict < 0) /* llama-server's bound on an answer that could shift forever */
+        n_predict = n_train - n > 1 ? n_train - n : 1;
+    if (n_predict > INT32_MAX)
+        n_predict = INT32_MAX;
     c->g.n_predict = (int32_t)n_predict;
+    /* the shift keeps n_keep tokens after the BOS, as llama-server's slot does */
+    const hearth_vocab *v = hearth_decoder_vocab(c->model->dec);
+    int64_t bos = v->bos >= 0 && c->prompt.v[0] == v->bos;
+    c->g.context_shift = shift;
+    c->g.n_keep = c->n_keep < 0 || c->n_keep + bos > n ? n : c->n_keep + bos;
     c->g.prompt = c->prompt.v;
     c->g.n_prompt = n;
     c->g.stop = (const char *const *)c->stop;
@@ -468,17 +575,30 @@ void hearth_gen_group_submit(hearth_request *req, hearth_api *api, hearth_gen_ca
     g->calls = calls;
     g->n = n;
     g->server = api->server;
+    g->stream = calls[0]->stream;
     atomic_store(&g->left, n);
     atomic_store(&g->refs, 2);
-    for (int i = 0; i < n; i++)
-        calls[i]->group = g;
-    g->reply = hearth_request_defer(req, group_release, g);
+    hearth_gen_req *reqs[HEARTH_GEN_MAX_PROMPTS];
     for (int i = 0; i < n; i++) {
+        calls[i]->group = g;
+        calls[i]->stream = g->stream;
+        reqs[i] = &calls[i]->g;
+    }
+    g->reply = hearth_request_defer(req, group_release, g);
+    for (int i = 0; i < n; i++)
         calls[i]->reply = g->reply;
-        /* not touched after the last enqueue: the group may be gone by then */
-        hearth_gen_call *c = calls[i];
-        if (!call_enqueue(api, c))
-            group_finish(c);
+    /* all queued at once, or none: admitted together, they share the first forward passes */
+    hearth_err err = {0};
+    int rc = hearth_gen_sched_submit_all(calls[0]->model->sched, reqs, n, &err);
+    if (rc) {
+        if (rc == HEARTH_ELIMIT)
+            snprintf(err.msg, sizeof err.msg, "%d prompts do not fit the queue of model '%s' (--max-queue %d): retry later",
+                     n, calls[0]->model->info->name, api->state->gen.max_queue);
+        send_error(calls[0], rc == HEARTH_ELIMIT ? 503 : rc == HEARTH_EINVAL ? 400 : 500,
+                   rc == HEARTH_ELIMIT ? "unavailable_error" : rc == HEARTH_EINVAL ? "invalid_request_error" : "server_error",
+                   err.msg[0] ? err.msg : hearth_status_name(rc));
+        atomic_store(&g->left, 1); /* none was taken: the answer is this error, sent now */
+        group_finish(calls[0]);
     }
     return;
 fail:
@@ -656,6 +776,12 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
         return false;
     if (r)
         c->g.n_probs = (int)i;
+    if (hearth_gen_opt_bool(req, doc, "post_sampling_probs", &c->post_sampling_probs) < 0)
+        return false;
+    c->g.post_sampling_probs = c->post_sampling_probs;
+    if (hearth_gen_opt_int(req, doc, "n_keep", -1, INT32_MAX, &c->n_keep) < 0 ||
+        hearth_gen_opt_int(req, doc, "n_discard", 0, INT32_MAX, &c->g.n_discard) < 0)
+        return false;
     if (hearth_gen_opt_bool(req, doc, "cache_prompt", &c->g.cache_prompt) < 0 ||
         hearth_gen_opt_bool(req, doc, "ignore_eos", &c->g.ignore_eos) < 0 ||
         hearth_gen_opt_bool(req, doc, "stream", &c->stream) < 0)
@@ -754,11 +880,6 @@ void hearth_gen_submit_prompts(hearth_request *req, hearth_api *api, const cJSON
         if (!(calls[i] = make(req, arg, doc, n > 1 ? cJSON_GetArrayItem(prompt, i) : prompt, key, &n_predict)))
             goto out;
     }
-    if (n > 1 && calls[0]->stream) {
-        hearth_respond_error(req, 400, "invalid_request_error",
-                             "several prompts are answered whole, not streamed: send \"stream\": false, or one prompt a request");
-        goto out;
-    }
     if (n == 1) {
         hearth_gen_call_submit(req, api, calls[0], n_predict);
         free(calls);
@@ -832,6 +953,12 @@ int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g)
     if (!rc)
         rc = hearth_buf_appends(out, "]}");
     return rc;
+}
+
+bool hearth_gen_truncated(const hearth_gen_call *c, const hearth_gen_stats *st)
+{
+    return c->prompt_truncated || st->n_shifts > 0 ||
+           (st->finish == HEARTH_GEN_LENGTH && st->n_prompt + st->n_gen >= c->model->n_ctx);
 }
 
 const char *hearth_gen_finish_reason(const hearth_gen_stats *st)

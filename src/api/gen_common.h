@@ -52,6 +52,9 @@ struct hearth_gen_call {
     bool return_tokens;            /* llama-server's return_tokens: the answer lists the generated ids */
     bool has_new_line;             /* some generated text held a '\n' (llama-server's has_new_line) */
     int64_t n_gen;                 /* tokens generated so far (a streamed event's tokens_predicted) */
+    int64_t n_keep;                /* llama-server's n_keep: prompt tokens a truncation or shift keeps (-1: all) */
+    bool prompt_truncated;         /* the prompt was past the context and lost middle blocks (--context-shift) */
+    bool post_sampling_probs;      /* n_probs as probabilities after the sampler chain ("prob", "top_probs") */
     hearth_ids prompt;
     char *stop[HEARTH_GEN_MAX_STOP]; /* owned copies; g.stop points here */
     char **fields;                 /* llama-server's response_fields (owned copies), or NULL */
@@ -80,17 +83,20 @@ void hearth_gen_call_free(hearth_gen_call *c);
 /* Sets c->id to prefix followed by 24 random hex digits, and c->created. */
 void hearth_gen_call_set_id(hearth_gen_call *c, const char *prefix);
 
-/* Checks the prompt against the context (400 naming both lengths), clamps
- * n_predict (< 0: until an end or the context is full) to the positions left
- * after the prompt, defers the request and submits the call. The queue full
+/* Checks the prompt against the context (400 naming both lengths; with
+ * --context-shift a longer prompt is truncated as llama-server truncates it
+ * instead), clamps n_predict (< 0: until an end or the context is full) to
+ * the positions left after the prompt (with --context-shift: to the model's
+ * trained context, as llama-server bounds an answer that could shift forever), defers the request and submits the call. The queue full
  * gives 503. Takes c in every case: the caller must not touch it afterwards. */
 void hearth_gen_call_submit(hearth_request *req, hearth_api *api, hearth_gen_call *c, int64_t n_predict);
 
-/* Several prompts of one request (calls[0..n), n >= 2, not streamed): each
- * checked and submitted as hearth_gen_call_submit does, batched by the
- * scheduler like any requests; the answer is a JSON array of their whole
- * answers in order (llama-server's), or the first failure's error. Takes the
- * calls and the array in every case. */
+/* Several prompts of one request (calls[0..n), n >= 2): each checked as
+ * hearth_gen_call_submit does, all queued at once (so admitted and batched
+ * together); the answer is a JSON array of their whole answers in order
+ * (llama-server's), or the first failure's error; streamed (calls[0]->stream),
+ * one stream of every prompt's events, each naming its prompt ("index"), as
+ * they come. Takes the calls and the array in every case. */
 void hearth_gen_group_submit(hearth_request *req, hearth_api *api, hearth_gen_call **calls, int n, int64_t n_predict);
 
 /* ---- request parsing (each responds on bad input) ---- */
@@ -116,7 +122,8 @@ int hearth_gen_opt_bool(hearth_request *req, const cJSON *doc, const char *key, 
  * repeat_penalty, repeat_last_n (-1: the context), presence_penalty,
  * frequency_penalty, seed (absent or -1: drawn here, so the answer can say
  * which), stop (a string or a list of at most HEARTH_GEN_MAX_STOP; empty
- * strings are ignored), n_probs (0..16), cache_prompt, stream. False after a 400. */
+ * strings are ignored), n_probs (0..16), post_sampling_probs, n_keep (-1..),
+ * n_discard (0: half), cache_prompt, stream. False after a 400. */
 bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen_call *c);
 
 /* Appends the ids of text to c->prompt: BOS/EOS as the vocabulary says when
@@ -139,7 +146,7 @@ typedef hearth_gen_call *(*hearth_gen_prompt_call_fn)(hearth_request *req, void 
                                                        const cJSON *prompt, const char *key, int64_t *n_predict);
 /* doc's "prompt" as one call (hearth_gen_call_submit) or, when it holds
  * several prompts (hearth_gen_prompt_count), as a group answered whole
- * (hearth_gen_group_submit; a streamed group is refused), each call made by
+ * (hearth_gen_group_submit, streamed or not), each call made by
  * make. Responds in every case; doc stays the caller's. */
 void hearth_gen_submit_prompts(hearth_request *req, hearth_api *api, const cJSON *doc, hearth_gen_prompt_call_fn make,
                                void *arg);
@@ -155,9 +162,19 @@ int hearth_gen_append_timings(hearth_buf *out, const hearth_gen_stats *st);
 /* Appends a JSON object of the sampling settings of g (llama-server's
  * generation_settings / params); seed is printed as -1 when random. */
 int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g);
+/* llama-server's "truncated": the prompt lost middle blocks, the context
+ * shifted, or the answer ended because the context was full. */
+bool hearth_gen_truncated(const hearth_gen_call *c, const hearth_gen_stats *st);
 /* "stop" for an end token or a stop string, "length" otherwise (OpenAI's finish_reason). */
 const char *hearth_gen_finish_reason(const hearth_gen_stats *st);
 
+/* A /completion call (completion.c) with every option of doc read (the
+ * limit into *n_predict) and no prompt yet, for routes that build their own
+ * prompt (/infill); NULL after responding. */
+hearth_gen_call *hearth_gen_completion_call_new(hearth_request *req, hearth_gen_entry *m, const cJSON *doc,
+                                                int64_t *n_predict);
+/* Registers llama-server's POST /infill (infill.c). */
+int hearth_api_register_infill(hearth_api *api, hearth_server *s);
 /* Registers llama-server's GET /slots and POST /slots/{id} (slots.c). */
 int hearth_api_register_slots(hearth_api *api, hearth_server *s);
 /* Registers OpenAI's /v1/completions, /v1/chat/completions and

@@ -94,6 +94,8 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     if (g->sampling.repeat_last_n < 0) /* llama-server's -1: the context */
         g->sampling.repeat_last_n = (int)(g->n_ctx < HEARTH_SAMPLER_MAX_LAST_N ? g->n_ctx : HEARTH_SAMPLER_MAX_LAST_N);
     g->n_predict = api->cfg.n_predict;
+    g->context_shift = api->cfg.context_shift;
+    g->n_ctx_train = hearth_decoder_n_ctx_train(g->dec);
     const hearth_vocab *v = hearth_decoder_vocab(g->dec);
     if (v->bos >= 0)
         snprintf(g->bos_text, sizeof g->bos_text, "%s", v->text[v->bos]);

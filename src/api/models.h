@@ -64,6 +64,8 @@ typedef struct hearth_gen_entry {
     int n_parallel;
     hearth_sampler_params sampling; /* a request's defaults (--temp, ..., --seed; repeat_last_n -1 mapped) */
     int32_t n_predict;           /* --n-predict: the most tokens an answer may have (-1: no limit) */
+    bool context_shift;          /* --context-shift */
+    int64_t n_ctx_train;         /* the model's trained context: bounds an answer with no limit once it may shift */
     hearth_chat_template_kind tmpl;
     char tmpl_source[16];        /* "gguf", "override" or "fallback" (chatml: the GGUF has none hearth knows) */
     char bos_text[64];           /* the BOS token's text, for templates that write it */

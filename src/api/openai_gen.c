@@ -30,7 +30,8 @@
  * in each choice (each chunk when streamed).
  *
  * Several prompts in /v1/completions are answered as llama-server answers
- * them (gen_common.h, hearth_gen_group_submit), whole only.
+ * them (gen_common.h, hearth_gen_group_submit), whole or streamed (one
+ * stream, each chunk's choice naming its prompt, [DONE] once).
  *
  * What hearth does not do is refused with a 400 naming it, never ignored:
  * n > 1, tools, echo, suffix, best_of > 1, structured output, several

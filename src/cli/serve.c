@@ -7,10 +7,10 @@
  * --io-threads), -tb, -b, -ub, -n, -s/--seed and the sampling defaults,
  * -a/--alias, --api-key, --embedding, --chat-template, --slots (off by
  * default, as llama-server's at c392e50), --slot-save-path. Those hearth has no use for are
- * accepted where hearth already behaves so (--metrics, --no-context-shift,
- * --cont-batching, --no-webui, -v, --jinja with a note, -ngl
- * with a note); those it cannot honour (--context-shift,
- * --no-cont-batching, --webui, a Jinja --chat-template) are refused with a
+ * accepted where hearth already behaves so (--metrics, --cont-batching,
+ * --no-webui, -v, --jinja with a note, -ngl with a note);
+ * --context-shift / --no-context-shift as llama-server's (off by default,
+ * as in its newer versions); those it cannot honour (--no-cont-batching, --webui, a Jinja --chat-template) are refused with a
  * message, as is any flag it does not know: never dropped unseen. CORS
  * answers any origin unless --cors-origin or --no-cors says otherwise, as
  * llama-server's does. */
@@ -46,14 +46,8 @@ static void on_process_exit(hearth_server *s, void *ctx) { hearth_api_unload_mod
 
 /* The flags llama-server's command lines bring: each honoured, noted or
  * refused here with a message (an unknown flag is refused by opts_parse). */
-static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch, int gpu_layers, bool jinja,
-                              bool context_shift)
+static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch, int gpu_layers, bool jinja)
 {
-    if (context_shift) {
-        fprintf(stderr, "hearth serve: --context-shift: hearth cannot shift the context; a prompt past it is refused "
-                        "with a 400 and an answer ends at it (drop the flag, or give --no-context-shift)\n");
-        return 2;
-    }
     if (c->parallel >= 1 && c->ctx_size > 0 && c->ctx_size < c->parallel) {
         fprintf(stderr, "hearth serve: --ctx-size %d is the context of all %d sequences (--parallel) together: "
                         "give at least one position each\n", c->ctx_size, c->parallel);
@@ -116,7 +110,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     const char *seed = NULL;
     int ubatch = 0, gpu_layers = 0, threads_batch = -1;
     float deadline_ms = 0;
-    bool jinja = false, context_shift = false, metrics = false, cont_batching = true, webui = false,
+    bool jinja = false, metrics = false, cont_batching = true, webui = false,
          verbose = false, cors = true;
     const opt opts[] = {
         {"model", 'm', OPT_STR_LIST, &models, "[NAME=]PATH", "a model to serve: a sentence-transformers folder or a GGUF file; repeat for more (none: demo models)"},
@@ -151,7 +145,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"repack", 0, OPT_BOOL, &api.cfg.repack, NULL, "generation: F16 weights into the GEMM's layout at load, ~15% faster prompts (on; --no-repack keeps them in place, shared by --workers)"},
         {"chat-template", 0, OPT_STR, &api.cfg.chat_template, "NAME", "chatml, llama3, phi3, gemma, mistral or llama2 instead of the model's (without one in the GGUF: chatml)"},
         {"jinja", 0, OPT_BOOL, &jinja, NULL, "accepted for llama-server's command lines: hearth renders the GGUF's template by its family (see --chat-template), never by a Jinja engine"},
-        {"context-shift", 0, OPT_BOOL, &context_shift, NULL, "refused: hearth never shifts the context (a prompt past it is a 400, an answer ends at it); --no-context-shift is hearth's way"},
+        {"context-shift", 0, OPT_BOOL, &api.cfg.context_shift, NULL, "generation: an answer that fills the context drops the older half of it (after the request's n_keep) and goes on, and a prompt past it is truncated, as llama-server's (off; --no-context-shift: a 400 and an answer that ends there)"},
         {"embedding", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "serve embedding models only, as llama-server's (a generation model is refused)"},
         {"embeddings", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "the same as --embedding"},
         {"metrics", 0, OPT_BOOL, &metrics, NULL, "accepted for llama-server's command lines: /metrics is always served"},
@@ -264,7 +258,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
                         "GPU worker must start as a fresh process (fork+exec)\n", api.cfg.device);
         return 2;
     }
-    if (llama_server_flags(&api.cfg, seed, ubatch, gpu_layers, jinja, context_shift) != 0)
+    if (llama_server_flags(&api.cfg, seed, ubatch, gpu_layers, jinja) != 0)
         return 2;
     if (threads_batch >= 0 && api.cfg.compute_threads == 0) {
         api.cfg.compute_threads = threads_batch;

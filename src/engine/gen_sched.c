@@ -37,6 +37,8 @@ typedef struct seq {
     uint64_t admit_order;
     /* the live request */
     int64_t n_prompt_done;    /* prompt positions in the cache */
+    int64_t refeed_end;       /* after a context shift: tokens[n_tokens..refeed_end) are to be fed again */
+    int n_shifts;
     int64_t n_cached;         /* of them, reused */
     int32_t next_token;       /* sampled, to be fed in the next step */
     bool decoding;
@@ -122,6 +124,7 @@ static void finish(hearth_gen_sched *s, seq *q, int status, enum hearth_gen_fini
         .n_prompt = req->n_prompt,
         .n_cached = q->n_cached,
         .n_gen = q->n_gen,
+        .n_shifts = q->n_shifts,
         .queue_ms = (double)(q->t_admit - req->submitted_ns) / 1e6,
         .prompt_ms = q->t_first ? (double)(q->t_first - q->t_admit) / 1e6 : (double)(now - q->t_admit) / 1e6,
         .gen_ms = q->t_first ? (double)(now - q->t_first) / 1e6 : 0,
@@ -203,6 +206,8 @@ static bool admit(hearth_gen_sched *s, seq *q, hearth_gen_req *req, int64_t keep
     q->n_prompt_done = keep;
     q->n_cached = keep;
     q->n_gen = 0;
+    q->refeed_end = 0;
+    q->n_shifts = 0;
     q->decoding = false;
     q->t_admit = hearth_now_ns();
     q->t_first = q->t_last = 0;
@@ -235,6 +240,61 @@ static bool is_end(const hearth_gen_sched *s, int32_t t)
     return false;
 }
 
+/* llama-server's context shift, done by computing again: the slot keeps its
+ * first n_keep positions, drops n_discard after them (half the rest unless
+ * the request says), and the tail that stays plus tok (sampled, not yet fed)
+ * are fed again as a prompt chunk at their new positions. llama-server
+ * instead moves the tail's cached keys in place (a RoPE rotation by
+ * -n_discard); recomputing costs one prefill of at most n_ctx tokens per
+ * shift, but needs nothing of the model beyond truncate and forward, gives
+ * exactly the cache a fresh prefill would, and so works unchanged for every
+ * cache (checkpointed recurrent ones included). Correctness first; the
+ * rotation is the faster way, should shifts ever be hot. Returns false when
+ * nothing can be dropped (n_keep leaves fewer than 2 positions). */
+static bool shift(hearth_gen_sched *s, seq *q, int32_t tok)
+{
+    const hearth_gen_req *req = q->req;
+    int64_t keep = req->n_keep < 0 ? 0 : req->n_keep;
+    if (keep > s->m.n_ctx - 4) /* llama-server's bound: something must be left to drop */
+        keep = s->m.n_ctx - 4 > 0 ? s->m.n_ctx - 4 : 0;
+    if (keep > q->n_tokens)
+        keep = q->n_tokens;
+    int64_t left = q->n_tokens - keep;
+    int64_t discard = req->n_discard > 0 ? req->n_discard : left / 2;
+    if (discard > left)
+        discard = left;
+    if (discard < 1)
+        return false;
+    int64_t n_new = q->n_tokens - discard; /* < n_ctx: room for tok */
+    memmove(q->tokens + keep, q->tokens + keep + discard, (size_t)(n_new - keep) * sizeof *q->tokens);
+    q->tokens[n_new] = tok;
+    int64_t kept = s->m.truncate(s->m.ctx, q->slot, keep);
+    if (kept < 0 || kept > keep) /* a cache that cannot say: feed everything again */
+        kept = kept < 0 ? s->m.truncate(s->m.ctx, q->slot, 0) : keep;
+    q->n_tokens = kept < 0 ? 0 : kept;
+    q->refeed_end = n_new + 1;
+    q->decoding = false;
+    q->n_shifts++;
+    HLOG_INFO("slot %d: context shift: kept %lld, dropped %lld, %lld to compute again", q->slot, (long long)keep,
+              (long long)discard, (long long)(q->refeed_end - q->n_tokens));
+    pthread_mutex_lock(&s->lock);
+    q->shown_n_tokens = q->n_tokens;
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
+/* The tokens q has still to feed before it samples: the rest of its prompt,
+ * or after a shift the tail to compute again (from is where they are). */
+static int64_t pending(const seq *q, const int32_t **from)
+{
+    if (q->n_prompt_done < q->req->n_prompt) {
+        *from = q->req->prompt + q->n_prompt_done;
+        return q->req->n_prompt - q->n_prompt_done;
+    }
+    *from = q->tokens + q->n_tokens;
+    return q->refeed_end > q->n_tokens ? q->refeed_end - q->n_tokens : 0;
+}
+
 /* Samples the row of logits for q; finishes q when it is done. */
 static void sample_row(hearth_gen_sched *s, seq *q, const float *logits)
 {
@@ -242,7 +302,10 @@ static void sample_row(hearth_gen_sched *s, seq *q, const float *logits)
     int32_t tok = hearth_sampler_sample(q->sampler, logits);
     hearth_gen_probs probs, *pp = NULL;
     if (req->n_probs > 0) {
-        probs.n = hearth_sampler_top_probs(q->sampler, req->n_probs > 16 ? 16 : req->n_probs, probs.ids, probs.probs);
+        int k = req->n_probs > 16 ? 16 : req->n_probs;
+        probs.n = req->post_sampling_probs ? hearth_sampler_top_probs_post(q->sampler, k, probs.ids, probs.probs)
+                                           : hearth_sampler_top_probs(q->sampler, k, probs.ids, probs.probs);
+        probs.token_prob = req->post_sampling_probs ? hearth_sampler_post_prob(q->sampler, tok) : -1;
         if (probs.n > 0)
             pp = &probs;
     }
@@ -278,10 +341,13 @@ static void sample_row(hearth_gen_sched *s, seq *q, const float *logits)
         return;
     }
     /* the sampled token needs one more position to be fed back */
-    if ((req->n_predict >= 0 && q->n_gen >= req->n_predict) || q->n_tokens + 1 > s->m.n_ctx) {
+    if ((req->n_predict >= 0 && q->n_gen >= req->n_predict) ||
+        (q->n_tokens + 1 > s->m.n_ctx && !(req->context_shift && shift(s, q, tok)))) {
         finish(s, q, 0, HEARTH_GEN_LENGTH, NULL);
         return;
     }
+    if (q->refeed_end > q->n_tokens)
+        return; /* shifted: the kept tail and tok are fed as a prompt chunk first */
     q->next_token = tok;
     q->decoding = true;
 }
@@ -309,7 +375,8 @@ static bool step(hearth_gen_sched *s)
         seq *next = NULL;
         for (int i = 0; i < s->m.n_slots; i++) {
             seq *q = &s->seqs[i];
-            if (q->req && !q->decoding && q->n_prompt_done < q->req->n_prompt && (!next || q->admit_order < next->admit_order)) {
+            const int32_t *from;
+            if (q->req && !q->decoding && pending(q, &from) > 0 && (!next || q->admit_order < next->admit_order)) {
                 bool in_batch = false;
                 for (int k = 0; k < n && !in_batch; k++)
                     in_batch = s->b_slots[k] == q->slot;
@@ -319,10 +386,11 @@ static bool step(hearth_gen_sched *s)
         }
         if (!next || budget <= 0)
             break;
-        int64_t left = next->req->n_prompt - next->n_prompt_done;
+        const int32_t *from;
+        int64_t left = pending(next, &from);
         int64_t take = left < budget ? left : budget;
         for (int64_t k = 0; k < take; k++) {
-            s->b_tokens[n] = next->req->prompt[next->n_prompt_done + k];
+            s->b_tokens[n] = from[k];
             s->b_slots[n] = next->slot;
             s->b_want[n] = false;
             n++;
@@ -359,8 +427,9 @@ static bool step(hearth_gen_sched *s)
     uint64_t prompt_evaluated = 0;
     for (int k = 0; k < n; k++) {
         seq *q = &s->seqs[s->b_slots[k]];
+        bool prompt = !q->decoding && q->n_prompt_done < q->req->n_prompt; /* not a shift's tail */
         seq_push_token(q, s->b_tokens[k]);
-        if (!q->decoding) {
+        if (prompt) {
             q->n_prompt_done++;
             prompt_evaluated++;
         }

@@ -16,6 +16,11 @@
  * (--parallel) and, with the idle ones, the cached prefixes kept (the KV
  * memory budget). The log says "kept X of Y positions" per request.
  *
+ * A request with context_shift does not end when its sequence fills the
+ * context: the slot keeps the first n_keep positions, drops half of the rest
+ * and computes the tail that stays again (gen_sched.c says why not a cache
+ * rotation), and the stats count the shifts.
+ *
  * GET /slots reads a snapshot of every slot (hearth_gen_sched_slots), copied
  * under the scheduler's lock from fields the thread updates under it; the
  * slot actions (save, restore, erase) run as jobs on the scheduler thread
@@ -71,6 +76,7 @@ typedef struct hearth_gen_stats {
     int64_t n_prompt;         /* prompt tokens */
     int64_t n_cached;         /* of them, reused from the slot's cache (not recomputed) */
     int64_t n_gen;            /* tokens sampled (an end id included) */
+    int n_shifts;             /* times the context was shifted (context_shift) */
     double queue_ms;          /* waiting for a slot */
     double prompt_ms;         /* from admission to the first sampled token */
     double gen_ms;            /* from the first sampled token to the end */
@@ -82,6 +88,7 @@ typedef struct hearth_gen_probs {
     int n;
     int32_t ids[16];
     float probs[16];
+    float token_prob;         /* post_sampling_probs: the sampled token's, found among all candidates; else -1 */
 } hearth_gen_probs;
 
 /* Text that became final: whole UTF-8 characters, stop strings held back.
@@ -105,6 +112,14 @@ struct hearth_gen_req {
     bool cache_prompt;            /* reuse a cached prefix (llama-server's cache_prompt; default true) */
     bool ignore_eos;              /* keep going past end ids (llama-server's ignore_eos; benchmarks) */
     int n_probs;                  /* 0..16 */
+    bool post_sampling_probs;     /* n_probs after the sampler chain (llama-server's), not the raw softmax */
+    /* Context shift (llama-server's --context-shift): when the sequence
+     * fills the context, keep its first n_keep positions (the caller counts
+     * a BOS in them), drop n_discard of the rest (0: half) and go on. Off: it
+     * ends there with "length". */
+    bool context_shift;
+    int64_t n_keep;
+    int64_t n_discard;
     hearth_gen_text_cb on_text;
     hearth_gen_done_cb on_done;
     void *user;

@@ -489,3 +489,25 @@ int hearth_sampler_top_probs(hearth_sampler *s, int n, int32_t *ids, float *prob
     }
     return k;
 }
+
+int hearth_sampler_top_probs_post(hearth_sampler *s, int n, int32_t *ids, float *probs)
+{
+    if (s->last != LAST_GREEDY)
+        return hearth_sampler_top_probs(s, n, ids, probs);
+    int k = hearth_sampler_top_probs(s, n, ids, probs); /* the order by logit; the argmax first */
+    for (int i = 0; i < k; i++)
+        probs[i] = i == 0 ? 1.0f : 0.0f;
+    return k;
+}
+
+float hearth_sampler_post_prob(const hearth_sampler *s, int32_t id)
+{
+    if (s->last == LAST_NONE)
+        return -1;
+    if (s->last == LAST_GREEDY)
+        return argmax(s->work, s->n_vocab) == id ? 1.0f : 0.0f;
+    for (int32_t i = 0; i < s->n_cand; i++)
+        if (s->cand[i].id == id)
+            return (float)s->cand[i].p;
+    return 0;
+}

@@ -76,5 +76,13 @@ int32_t hearth_sampler_sample(hearth_sampler *s, const float *logits);
  * After a greedy sample the distribution is the softmax of the penalized
  * logits at temperature 1, which is what llama-server reports for n_probs. */
 int hearth_sampler_top_probs(hearth_sampler *s, int n, int32_t *ids, float *probs);
+/* The same after the whole chain (llama-server's post_sampling_probs): a
+ * greedy sample's distribution is one-hot, so the n best by logit come with
+ * 1 for the chosen and 0 for the rest; a drawn sample's are its surviving
+ * candidates (fewer than n when the filters kept fewer). */
+int hearth_sampler_top_probs_post(hearth_sampler *s, int n, int32_t *ids, float *probs);
+/* The probability of id after the whole chain in the last sample (0 when it
+ * did not survive the filters; -1 before any sample). */
+float hearth_sampler_post_prob(const hearth_sampler *s, int32_t id);
 
 #endif

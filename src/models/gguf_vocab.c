@@ -171,6 +171,15 @@ static int load_options(const hearth_gguf *g, hearth_vocab *v, hearth_err *err)
         {"tokenizer.ggml.padding_token_id", offsetof(hearth_vocab, pad)},
         {"tokenizer.ggml.cls_token_id", offsetof(hearth_vocab, cls)},
         {"tokenizer.ggml.mask_token_id", offsetof(hearth_vocab, mask)},
+        /* the older names first, so the newer win when a file has both */
+        {"tokenizer.ggml.prefix_token_id", offsetof(hearth_vocab, fim_pre)},
+        {"tokenizer.ggml.suffix_token_id", offsetof(hearth_vocab, fim_suf)},
+        {"tokenizer.ggml.middle_token_id", offsetof(hearth_vocab, fim_mid)},
+        {"tokenizer.ggml.fim_pre_token_id", offsetof(hearth_vocab, fim_pre)},
+        {"tokenizer.ggml.fim_suf_token_id", offsetof(hearth_vocab, fim_suf)},
+        {"tokenizer.ggml.fim_mid_token_id", offsetof(hearth_vocab, fim_mid)},
+        {"tokenizer.ggml.fim_rep_token_id", offsetof(hearth_vocab, fim_rep)},
+        {"tokenizer.ggml.fim_sep_token_id", offsetof(hearth_vocab, fim_sep)},
     };
     int rc;
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)

@@ -20,6 +20,7 @@ int hearth_vocab_init(hearth_vocab *v, int32_t n_tokens, hearth_err *err)
 {
     memset(v, 0, sizeof *v);
     v->bos = v->eos = v->eot = v->unk = v->sep = v->pad = v->cls = v->mask = -1;
+    v->fim_pre = v->fim_suf = v->fim_mid = v->fim_rep = v->fim_sep = -1;
     v->add_bos = v->add_eos = v->add_space_prefix = -1;
     if (n_tokens <= 0 || n_tokens > (1 << 24))
         return hearth_err_set(err, HEARTH_EINVAL, "vocab: %d tokens is out of range (1..16777216)", (int)n_tokens);

@@ -34,6 +34,9 @@ typedef struct hearth_vocab {
     char **merges;
     /* special ids, -1 when absent */
     int32_t bos, eos, eot, unk, sep, pad, cls, mask;
+    /* fill-in-the-middle markers (code models; llama-server's /infill): prefix,
+     * suffix, middle, repository and file separator; -1 when absent */
+    int32_t fim_pre, fim_suf, fim_mid, fim_rep, fim_sep;
     /* tokenizer options read from metadata */
     int add_bos, add_eos;     /* 1/0; -1 when the file does not say */
     int add_space_prefix;     /* SentencePiece's leading-space rule; -1 unknown */

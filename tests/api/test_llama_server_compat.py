@@ -317,8 +317,25 @@ def test_several_prompts():
     # what cannot be answered is refused before any work, naming the prompt
     st, doc = post_json(port, "/completion", {"prompt": [PROMPT, [1] + [403] * 3000], "n_predict": 2})
     assert st == 400 and "3001 tokens" in doc["error"]["message"], doc
-    st, doc = post_json(port, "/completion", {"prompt": ["a", "b"], "stream": True})
-    assert st == 400 and "stream" in doc["error"]["message"], doc
+    # streamed: one stream, every event naming its prompt ("index"), each prompt's pieces
+    # reading as its whole answer, one last event ("stop": true) per prompt
+    st, _, body = post(port, "/completion", {"prompt": prompts, "n_predict": 6, "temperature": 0, "stream": True})
+    ev = sse_events(body)
+    assert st == 200 and sorted({e["index"] for e in ev}) == [0, 1, 2], ev
+    for i in range(3):
+        mine = [e for e in ev if e["index"] == i]
+        assert [e["stop"] for e in mine].count(True) == 1 and mine[-1]["stop"] is True, mine
+        assert "".join(e["content"] for e in mine) == alone[i], (i, mine, alone[i])
+        assert mine[-1]["tokens_predicted"] == 6 and mine[-1]["truncated"] is False, mine[-1]
+    st, _, body = post(port, "/v1/completions", {"prompt": prompts[:2], "max_tokens": 6, "temperature": 0, "stream": True})
+    ev = sse_events(body)
+    assert st == 200 and ev[-1] == "[DONE]" and ev.count("[DONE]") == 1, ev
+    for i in range(2):
+        text = "".join(e["choices"][0]["text"] for e in ev[:-1] if e["choices"] and e["choices"][0]["index"] == i)
+        assert text == alone[i], (i, text, alone[i])
+    # a streamed list refused before any work is a plain error, not a stream
+    st, doc = post_json(port, "/completion", {"prompt": [PROMPT, [1] + [403] * 3000], "stream": True})
+    assert st == 400 and "3001 tokens" in doc["error"]["message"], doc
     st, doc = post_json(port, "/completion", {"prompt": ["a"] * 65})
     assert st == 400 and "65" in doc["error"]["message"], doc
     # ids and text mixed are one prompt (llama-server's): BOS then the text is the text alone
@@ -433,9 +450,226 @@ def serve_fails(*args):
     return r.stdout + r.stderr
 
 
+# ---- context shift (--context-shift, off by default as in newer llama-server) ----
+
+def truncated_len(n, n_ctx, n_keep):
+    """The length llama-server truncates a prompt of n tokens to (server.cpp at c392e50):
+    keep n_keep (at most n_ctx - 4), then drop blocks of (n_ctx - n_keep) / 2 from the middle."""
+    keep = n if n_keep < 0 else n_keep
+    keep = min(keep, n_ctx - 4)
+    block = (n_ctx - keep) // 2
+    erased = (n - keep - block) // block
+    return n - erased * block
+
+
+def test_context_shift():
+    """With --context-shift (-c 256 over 2 slots: 128 each): a prompt past the context is
+    truncated as llama-server truncates it; an answer that fills the context drops half of
+    it after n_keep (and the BOS) and goes on, and the text after a shift is what the
+    shifted history gives computed afresh; "truncated" says so. Without it, the 400 names
+    llama-server's words, and an answer that fills the context ends there, truncated."""
+    long_ids = [1] + [403 + (k % 50) for k in range(300)]
+    with Server("-m", STORIES, "-c", "256", "-np", "2", "--context-shift", "--log-level", "info", timeout=120) as s:
+        st, doc = post_json(s.port, "/completion", {"prompt": long_ids, "n_predict": 64, "temperature": 0})
+        assert st == 200, doc
+        assert doc["timings"]["prompt_n"] == truncated_len(301, 128, 0) == 109, doc["timings"]
+        assert doc["tokens_evaluated"] == 109 and doc["timings"]["predicted_n"] == 64 and doc["truncated"] is True, doc
+        st, doc = post_json(s.port, "/completion", {"prompt": long_ids, "n_predict": 4, "n_keep": 10, "temperature": 0})
+        assert st == 200 and doc["tokens_evaluated"] == truncated_len(301, 128, 10), doc
+        s.wait_log(r"prompt truncated")
+        # a short prompt runs past the context: 200 tokens, more than one shift
+        st, toks = post_json(s.port, "/tokenize", {"content": PROMPT, "add_special": True})
+        p = toks["tokens"]
+        n_keep = 3
+        st, doc = post_json(s.port, "/completion", {"prompt": PROMPT, "n_predict": 200, "temperature": 0, "n_keep": n_keep,
+                                                    "return_tokens": True, "cache_prompt": False, "n_probs": 3})
+        assert st == 200 and doc["tokens_predicted"] == 200 and doc["truncated"] is True, doc
+        assert doc["stop_type"] == "limit", doc
+        gen = doc["tokens"]
+        assert len(gen) == 200, gen
+        s.wait_log(r"context shift: kept %d, dropped" % (n_keep + 1))
+        # the first shift: the cache held 128 = prompt + gen[:k] when gen[k] was sampled; it
+        # keeps BOS + n_keep, drops half the rest, then takes gen[k] at its new place
+        k = 128 - len(p)
+        hist = p + gen[:k]
+        keep = n_keep + 1
+        d = (128 - keep) // 2
+        shifted = hist[:keep] + hist[keep + d:] + [gen[k]]
+        st, fresh = post_json(s.port, "/completion", {"prompt": shifted, "n_predict": 3, "temperature": 0,
+                                                      "return_tokens": True, "cache_prompt": False, "n_probs": 3})
+        assert st == 200 and fresh["tokens"] == gen[k + 1:k + 4], (fresh["tokens"], gen[k + 1:k + 4])
+        # stories260K repeats itself, so the ids alone hardly depend on what was dropped; the
+        # numbers do: dropping one position more or less moves them by 1e-3 or more
+        def tops(entries):
+            return [t["logprob"] for e in entries for t in e["top_logprobs"]]
+        got, want = tops(doc["completion_probabilities"][k + 1:k + 4]), tops(fresh["completion_probabilities"])
+        assert len(got) == len(want) == 9 and max(abs(a - b) for a, b in zip(got, want)) < 3e-4, (got, want)
+        # streamed: the last event says truncated
+        st, _, body = post(s.port, "/completion", {"prompt": PROMPT, "n_predict": 150, "temperature": 0, "stream": True})
+        ev = sse_events(body)
+        assert ev[-1]["stop"] is True and ev[-1]["truncated"] is True and ev[-1]["tokens_predicted"] == 150, ev[-1]
+        # an answer that fits is not truncated
+        st, doc = post_json(s.port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0})
+        assert doc["truncated"] is False, doc
+    # off (the default; --no-context-shift says so): llama-server's 400, and an answer ends at the context
+    with Server("-m", STORIES, "-c", "256", "-np", "2", "--no-context-shift", "--log-level", "warn", timeout=120) as s:
+        st, doc = post_json(s.port, "/completion", {"prompt": long_ids, "n_predict": 4})
+        assert st == 400 and "exceeds the available context size" in doc["error"]["message"], doc
+        st, doc = post_json(s.port, "/completion", {"prompt": PROMPT, "n_predict": -1, "temperature": 0, "ignore_eos": True})
+        assert st == 200 and doc["tokens_predicted"] == 128 - len(p) and doc["truncated"] is True, doc
+        st, doc = post_json(s.port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0})
+        assert doc["truncated"] is False, doc
+
+
+# ---- post_sampling_probs ----
+
+def test_post_sampling_probs():
+    """n_probs with post_sampling_probs (llama-server's): the probabilities after the sampler
+    chain, as "prob" and "top_probs" (no "logprob"): greedy, the chosen token has 1 and the
+    others 0; sampled, the candidates that survived top-k/top-p/min-p, summing to 1."""
+    port = srv().port
+    st, doc = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 5, "temperature": 0, "n_probs": 10,
+                                              "post_sampling_probs": True})
+    assert st == 200 and len(doc["completion_probabilities"]) == 5, doc
+    for tok in doc["completion_probabilities"]:
+        assert "logprob" not in tok and "top_logprobs" not in tok, tok
+        assert tok["prob"] == 1.0 and len(tok["top_probs"]) == 10, tok
+        assert tok["top_probs"][0]["id"] == tok["id"] and tok["top_probs"][0]["prob"] == 1.0, tok
+        assert all(p["prob"] == 0.0 and type(p["bytes"]) == list for p in tok["top_probs"][1:]), tok
+    # without it, the same request gives log-probabilities before sampling
+    st, pre = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 5, "temperature": 0, "n_probs": 10})
+    assert all("logprob" in t and len(t["top_logprobs"]) == 10 for t in pre["completion_probabilities"]), pre
+    assert [t["id"] for t in pre["completion_probabilities"]] == [t["id"] for t in doc["completion_probabilities"]]
+    st, doc = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 1.0, "top_k": 5,
+                                              "top_p": 1.0, "min_p": 0.0, "seed": 7, "n_probs": 10,
+                                              "post_sampling_probs": True})
+    for tok in doc["completion_probabilities"]:
+        tops = tok["top_probs"]
+        assert 1 <= len(tops) <= 5 and abs(sum(p["prob"] for p in tops) - 1.0) < 1e-4, tok
+        assert 0.0 < tok["prob"] <= 1.0 and tok["id"] in [p["id"] for p in tops], tok
+        assert [p["prob"] for p in tops] == sorted((p["prob"] for p in tops), reverse=True), tok
+    st, _, body = post(port, "/completion", {"prompt": PROMPT, "n_predict": 3, "temperature": 0, "n_probs": 2,
+                                             "post_sampling_probs": True, "stream": True})
+    parts = [e for e in sse_events(body) if not e["stop"]]
+    assert parts and all(p["prob"] == 1.0 and len(p["top_probs"]) == 2
+                         for e in parts for p in e["completion_probabilities"]), parts
+    st, doc = post_json(port, "/completion", {"prompt": PROMPT, "post_sampling_probs": 1})
+    assert st == 400 and "post_sampling_probs" in doc["error"]["message"], doc
+
+
+# ---- /infill ----
+
+def gguf_with_keys(src, dst, keys):
+    """Copies the GGUF at src to dst with keys (name -> uint32) added to its metadata: the
+    tensor data moves by the added bytes, padded again to the file's alignment (32: stories260K
+    names none). A few lines of the GGUF v3 layout, so the test needs no converter."""
+    import struct
+    f = open(src, "rb").read()
+    magic, version, n_tensors, n_kv = struct.unpack_from("<IIQQ", f, 0)
+    assert magic == 0x46554747 and version == 3
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+    def skip_str(o):
+        return o + 8 + struct.unpack_from("<Q", f, o)[0]
+
+    def skip_val(t, o):
+        if t == 8:
+            return skip_str(o)
+        if t == 9:
+            at, n = struct.unpack_from("<IQ", f, o)
+            o += 12
+            for _ in range(n):
+                o = skip_val(at, o)
+            return o
+        return o + sizes[t]
+    o = 24
+    for _ in range(n_kv):
+        o = skip_str(o)
+        t = struct.unpack_from("<I", f, o)[0]
+        o = skip_val(t, o + 4)
+    kv_end = o
+    for _ in range(n_tensors):
+        o = skip_str(o)
+        n_dims = struct.unpack_from("<I", f, o)[0]
+        o += 4 + 8 * n_dims + 4 + 8
+    align = 32
+    data = f[(o + align - 1) // align * align:]
+    added = b"".join(struct.pack("<Q", len(k)) + k.encode() + struct.pack("<II", 4, v) for k, v in keys.items())
+    head = struct.pack("<IIQQ", magic, version, n_tensors, n_kv + len(keys)) + f[24:kv_end] + added + f[kv_end:o]
+    head += b"\0" * ((-len(head)) % align)
+    with open(dst, "wb") as out:
+        out.write(head + data)
+
+
+def test_infill():
+    """POST /infill as llama-server's: the prompt is [extra] BOS FIM_PRE prefix prompt FIM_SUF
+    suffix FIM_MID (its format_infill's order and shares, here -b 64: the prefix's last 48
+    ids, the suffix's first 16 - 2 - the prompt's), from the GGUF's fim_* keys or the older
+    prefix/suffix/middle ones; the answer is /completion's, streamed too, the same as the
+    built ids sent to /completion. A model without FIM tokens gets llama-server's 501."""
+    PRE, SUF, MID, REP, SEP = 400, 401, 402, 403, 404
+    d = tempfile.mkdtemp(prefix="hearth-fim-")
+    new = os.path.join(d, "fim.gguf")
+    old = os.path.join(d, "fim-old.gguf")
+    gguf_with_keys(STORIES, new, {"tokenizer.ggml.fim_pre_token_id": PRE, "tokenizer.ggml.fim_suf_token_id": SUF,
+                                  "tokenizer.ggml.fim_mid_token_id": MID, "tokenizer.ggml.fim_rep_token_id": REP,
+                                  "tokenizer.ggml.fim_sep_token_id": SEP})
+    gguf_with_keys(STORIES, old, {"tokenizer.ggml.prefix_token_id": PRE, "tokenizer.ggml.suffix_token_id": SUF,
+                                  "tokenizer.ggml.middle_token_id": MID})
+    prefix = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun. " * 2
+    suffix = "They were happy.\nThe end."
+    body = {"input_prefix": prefix, "input_suffix": suffix, "prompt": "One day",
+            "input_extra": [{"filename": "a.txt", "text": "Tom had a red ball."}, {"text": "The sky was blue."}],
+            "n_predict": 6, "temperature": 0, "n_probs": 2}
+    try:
+        for path, has_sep in ((new, True), (old, False)):
+            with Server("-m", path, "-c", "256", "-np", "1", "-b", "64", "--log-level", "warn", timeout=120) as s:
+                def ids(text, special=False):
+                    st, doc = post_json(s.port, "/tokenize", {"content": text, "add_special": False,
+                                                              "parse_special": special})
+                    return doc["tokens"]
+                extra = []
+                if has_sep:
+                    extra = [REP] + ids("myproject\n")
+                for chunk in body["input_extra"]:
+                    extra += [SEP] + ids(chunk.get("filename", "tmp") + "\n") if has_sep else ids("\n\n--- snippet ---\n\n")
+                    extra += ids(chunk["text"])
+                if has_sep:
+                    extra += [SEP] + ids("filename\n")
+                pre, suf, prm = ids(prefix), ids(suffix), ids("One day", True)
+                assert len(pre) > 48, len(pre)
+                n_extra = min(256 - 64 + 2, len(extra))
+                want = extra[len(extra) - n_extra:] + [1, PRE] + pre[-48:] + prm + [SUF] + suf[:max(0, 16 - 2 - len(prm))] + [MID]
+                st, doc = post_json(s.port, "/infill", body)
+                assert st == 200 and doc["tokens_evaluated"] == len(want), (doc, len(want))
+                st, ref = post_json(s.port, "/completion", dict(body, prompt=want, input_extra=None))
+                assert doc["content"] == ref["content"] and doc["tokens_predicted"] == 6, (doc, ref)
+                assert doc["prompt"] == ref["prompt"], (doc["prompt"], ref["prompt"])
+                def tops(d):  # ids exact, numbers to 1e-4 (the second run reuses the cached prompt)
+                    return [(t["id"], round(t["logprob"], 4)) for p in d["completion_probabilities"] for t in p["top_logprobs"]]
+                assert tops(doc) == tops(ref), (tops(doc), tops(ref))
+                st, _, raw = post(s.port, "/infill", dict(body, stream=True))
+                ev = sse_events(raw)
+                assert st == 200 and ev[-1]["stop"] is True, ev
+                assert "".join(e["content"] for e in ev) == doc["content"], ev
+                # llama-server's 400s
+                for bad in ([{}], [{"filename": "ok"}], [{"filename": 123, "text": "abc"}], "x"):
+                    st, e = post_json(s.port, "/infill", dict(body, input_extra=bad))
+                    assert st == 400 and "error" in e, (bad, e)
+                st, e = post_json(s.port, "/infill", {"input_prefix": "a"})
+                assert st == 400 and "input_suffix" in e["error"]["message"], e
+                st, e = post_json(s.port, "/infill", dict(body, prompt=[1, 2]))
+                assert st == 400 and "prompt" in e["error"]["message"], e
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    st, e = post_json(srv().port, "/infill", body)
+    assert st == 501 and e["error"]["type"] == "not_supported_error", e
+    assert e["error"]["message"] == ("Infill is not supported by this model: prefix token is missing. "
+                                     "suffix token is missing. middle token is missing. "), e
+
+
 def test_flags_hearth_cannot_honour_are_refused():
     """A llama-server flag hearth cannot honour stops the start with a message naming it."""
-    assert "--context-shift" in serve_fails("-m", STORIES, "--context-shift")
     assert "--pooling" in serve_fails("-m", STORIES, "--pooling", "mean")
     assert "Jinja" in serve_fails("-m", STORIES, "--chat-template", "{% for m in messages %}{{ m.content }}{% endfor %}")
     assert "BERT" in serve_fails("-m", STORIES, "--embedding")
@@ -452,7 +686,8 @@ TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_
          test_chat_falls_back_to_chatml, test_models_route, test_completions_route_is_completion,
          test_embedding_routes_llama_shape, test_completion_fields, test_completion_stream_fields,
          test_chat_stream_last_chunk, test_response_fields_and_props, test_several_prompts,
-         test_openai_logprobs, test_llama_server_command_line,
+         test_openai_logprobs, test_llama_server_command_line, test_context_shift, test_post_sampling_probs,
+         test_infill,
          test_flags_hearth_cannot_honour_are_refused, test_threads_are_compute_threads, test_servers_exit_cleanly]
 
 if __name__ == "__main__":

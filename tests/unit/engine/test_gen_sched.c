@@ -3,7 +3,9 @@
  * to the wrong slot, out of order or twice changes the text. Checks: batched
  * == alone, prefix reuse (longest match over all idle slots), n_predict, end
  * ids, stop strings, cancellation, the queue bound, context limits, the
- * slot snapshot (GET /slots) and slot jobs (save/restore/erase). */
+ * slot snapshot (GET /slots), slot jobs (save/restore/erase) and the
+ * context shift (the text after a shift is what the fake gives for the
+ * shifted history, so a kept, dropped or re-fed position out of place shows). */
 #include "harness.h"
 
 #include "engine/gen_sched.h"
@@ -534,6 +536,96 @@ static void slot_snapshot_and_jobs(void)
     hearth_gen_sched_free(s);
 }
 
+/* The text the fake gives with context_shift: whenever the history fills
+ * CTX before a sampled token is fed, keep its first keep positions and drop
+ * half of the rest (llama-server's n_discard default). *shifts counts them. */
+static void expected_shifted(const int32_t *prompt, int n, int n_predict, int keep, char *out, int *shifts)
+{
+    int32_t hist[CTX];
+    memcpy(hist, prompt, (size_t)n * sizeof *prompt);
+    int64_t len = n;
+    int k = 0;
+    *shifts = 0;
+    for (int g = 0; g < n_predict; g++) {
+        int32_t t = next_of(hist, len);
+        if (t == END_ID)
+            break;
+        out[k++] = (char)('a' + t % 26);
+        if (g + 1 == n_predict)
+            break;
+        if (len + 1 > CTX) {
+            int64_t discard = (len - keep) / 2;
+            memmove(hist + keep, hist + keep + discard, (size_t)(len - keep - discard) * sizeof *hist);
+            len -= discard;
+            (*shifts)++;
+        }
+        hist[len++] = t;
+    }
+    out[k] = 0;
+}
+
+static void context_shift_goes_on(void)
+{
+    int32_t p[60];
+    for (int k = 0; k < 60; k++)
+        p[k] = 2 + (k * 7) % 29;
+    /* keep 0 and keep 5, a plain cache and one that rolls back only to
+     * multiples of 8 (so the kept head is partly computed again), with a
+     * second sequence decoding beside it in the same batches */
+    for (int variant = 0; variant < 4; variant++) {
+        fake f = {0};
+        f.checkpoint = variant >= 2 ? 8 : 0;
+        int keep = variant % 2 ? 5 : 0;
+        hearth_gen_sched *s = new_sched(&f, 2, 16, 16);
+        treq t, other;
+        make(&t, p, 60, 100);
+        t.req.context_shift = true;
+        t.req.n_keep = keep;
+        int32_t q[3] = {3, 4, 5};
+        make(&other, q, 3, 30);
+        hearth_gen_req *both[2] = {&t.req, &other.req};
+        CHECK_EQ_INT(hearth_gen_sched_submit_all(s, both, 2, NULL), 0);
+        wait_done(&t);
+        wait_done(&other);
+        char want[256];
+        int shifts;
+        expected_shifted(p, 60, 100, keep, want, &shifts);
+        CHECK(shifts >= 2); /* 100 tokens past a 64-token context: more than one shift */
+        CHECK_EQ_INT(t.status, 0);
+        CHECK_EQ_INT(t.stats.finish, HEARTH_GEN_LENGTH);
+        CHECK_EQ_INT(t.stats.n_gen, (int64_t)strlen(want));
+        CHECK_EQ_INT(t.stats.n_gen, 100);
+        CHECK_EQ_INT(t.stats.n_shifts, shifts);
+        CHECK_EQ_STR(t.text, want);
+        char want_other[64];
+        expected_text(q, 3, 30, want_other);
+        CHECK_EQ_STR(other.text, want_other);
+        CHECK_EQ_INT(other.stats.n_shifts, 0);
+        /* the slot's cache is the shifted history: a request that repeats it reuses it */
+        CHECK(f.len[t.stats.slot] <= CTX);
+        hearth_gen_sched_free(s);
+    }
+    /* off: the same request ends at the context */
+    fake f = {0};
+    hearth_gen_sched *s = new_sched(&f, 2, 16, 16);
+    treq t;
+    make(&t, p, 60, 100);
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.finish, HEARTH_GEN_LENGTH);
+    CHECK_EQ_INT(t.stats.n_gen, CTX - 60 + 1);
+    CHECK_EQ_INT(t.stats.n_shifts, 0);
+    /* n_keep past the context leaves nothing to drop: llama-server's bound (n_ctx - 4) still shifts */
+    make(&t, p, 60, 20);
+    t.req.context_shift = true;
+    t.req.n_keep = 1000;
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.n_gen, 20);
+    CHECK(t.stats.n_shifts >= 1);
+    hearth_gen_sched_free(s);
+}
+
 int main(void)
 {
     RUN(batched_equals_alone);
@@ -544,5 +636,6 @@ int main(void)
     RUN(free_with_live_requests);
     RUN(submit_all_starts_together);
     RUN(slot_snapshot_and_jobs);
+    RUN(context_shift_goes_on);
     TEST_EXIT();
 }

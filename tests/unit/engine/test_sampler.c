@@ -193,6 +193,48 @@ static void test_greedy(void)
     hearth_sampler_free(s);
 }
 
+/* post_sampling_probs: greedy is one-hot over the best by logit; a drawn
+ * sample's are its surviving candidates, which sum to 1, and the sampled
+ * token's probability is its candidate's (0 for a token the filters cut). */
+static void test_post_probs(void)
+{
+    int32_t ids[8];
+    float probs[8];
+    hearth_sampler *s = mk(0.0f, 40, 0.95f, 0.05f, 1, NV);
+    if (!s)
+        return;
+    CHECK_EQ_INT(hearth_sampler_post_prob(s, 1), -1); /* before any sample */
+    int32_t t = hearth_sampler_sample(s, base_logits);
+    int k = hearth_sampler_top_probs_post(s, 4, ids, probs);
+    CHECK_EQ_INT(k, 4);
+    CHECK_EQ_INT(ids[0], t);
+    CHECK(probs[0] == 1.0f && probs[1] == 0.0f && probs[3] == 0.0f);
+    CHECK(hearth_sampler_post_prob(s, t) == 1.0f && hearth_sampler_post_prob(s, ids[1]) == 0.0f);
+    hearth_sampler_free(s);
+    s = mk(1.0f, 3, 1.0f, 0.0f, 7, NV);
+    if (!s)
+        return;
+    t = hearth_sampler_sample(s, base_logits);
+    k = hearth_sampler_top_probs_post(s, 8, ids, probs);
+    CHECK_EQ_INT(k, 3); /* top-k 3 left three */
+    double sum = 0;
+    int found = -1;
+    for (int i = 0; i < k; i++) {
+        sum += probs[i];
+        if (ids[i] == t)
+            found = i;
+        CHECK(i == 0 || probs[i] <= probs[i - 1]);
+    }
+    CHECK(fabs(sum - 1.0) < 1e-5);
+    CHECK(found >= 0 && hearth_sampler_post_prob(s, t) == probs[found]);
+    int32_t cut = -1;
+    for (int32_t v = 0; v < NV && cut < 0; v++)
+        if (v != ids[0] && v != ids[1] && v != ids[2])
+            cut = v;
+    CHECK(hearth_sampler_post_prob(s, cut) == 0.0f);
+    hearth_sampler_free(s);
+}
+
 /* Greedy over a vocabulary of whole 16-blocks and a tail (the argmax works
  * block-wise): the first index of the maximum wherever it lies, against a
  * plain loop, for the maximum in the first element, a middle block, several
@@ -584,6 +626,7 @@ int main(void)
     RUN(test_defaults);
     RUN(test_greedy);
     RUN(test_greedy_wide);
+    RUN(test_post_probs);
     RUN(test_non_finite);
     RUN(test_top_k1_is_greedy);
     RUN(test_distributions);
