@@ -1,6 +1,7 @@
 /* bench.h: the private pieces of `hearth bench` (bench*.c), shared between
- * the command (bench.c), the client connections (bench_conn.c), the
- * response parser (bench_http.c), the Open Inference Protocol workload
+ * the command (bench.c), its requests (bench_workload.c), the client
+ * connections (bench_conn.c), the response parser (bench_http.c), what an
+ * answer's JSON says (bench_answer.c), the Open Inference Protocol workload
  * (bench_infer.c) and the report (bench_report.c). */
 #ifndef HEARTH_CLI_BENCH_H
 #define HEARTH_CLI_BENCH_H
@@ -51,6 +52,9 @@ typedef struct bench_cfg {
     bool stream;           /* answers are SSE: TTFT, ITL and tokens are measured */
     bool expect_json;      /* a 2xx body must parse as JSON */
     bool sequence;         /* --api infer --sequence-id: reqs[] holds the four sequence variants (bench_infer.c) */
+    int sentences;         /* embeddings/tei: inputs per request (1) */
+    int prompt_tokens;     /* completion/chat: the prompt's size asked for, 0: --prompt as given */
+    int max_tokens;        /* completion/chat: tokens to generate */
     char **reqs;           /* whole HTTP requests, sent in turn */
     size_t *req_lens;
     size_t n_reqs;
@@ -67,6 +71,7 @@ typedef struct bench_stats {
     int n_status;
     uint64_t status_other;
     double stream_rate_sum; /* sum over streams of their own decode tokens/s */
+    uint64_t prompt_tokens, usage_answers; /* usage.prompt_tokens summed over the counted answers that gave it */
     uint64_t backlog_max;   /* open loop: the most requests that waited for a free connection */
     uint64_t t_first_ns, t_last_ns; /* the counted window as this thread saw it */
     /* latency over time, by the second of the scheduled send, for --svg */
@@ -109,6 +114,26 @@ int bench_resp_eof(bench_resp *r);
  * until the next call), 0 when no whole event is buffered, negative when
  * out of memory. */
 int bench_sse_next(bench_resp *r, char **data, size_t *data_len);
+
+/* What a JSON answer or SSE event says, for the figures (bench_answer.c). */
+typedef struct bench_answer {
+    bool has_text;          /* a token's text: choices[0].text, .delta.content, or llama-server's "content" */
+    bool error;             /* an "error" member: the server gave up after its 200 */
+    int64_t prompt_tokens;  /* usage.prompt_tokens, or -1 when absent */
+    int64_t completion_tokens; /* usage.completion_tokens, or -1 when absent */
+} bench_answer;
+/* Reads json[0..len): 0 and *a, or -1 when it is not JSON. */
+int bench_answer_parse(const char *json, size_t len, bench_answer *a);
+
+/* Writes cfg->reqs for every API but infer (bench_workload.c): GET path for
+ * health (and raw without input), else POST path with bodies from input's
+ * lines or prompt, sized by cfg->sentences, prompt_tokens and max_tokens.
+ * 0, or -1 (said on stderr when it is the input's fault). */
+int bench_workload_build(bench_cfg *cfg, const char *path, const char *host, const char *model, const char *prompt,
+                         const char *input);
+/* The text of a --prompt-tokens prompt: about tokens tokens, its prefix
+ * numbered variant. Caller frees; NULL when out of memory. */
+char *bench_workload_prompt(int tokens, unsigned variant);
 
 /* Runs one thread's share of the load (bench_conn.c): conns connections,
  * n requests (or until end_ns), writing its figures to st. start_ns is the

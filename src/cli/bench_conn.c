@@ -25,7 +25,6 @@
 #include "base/clock.h"
 #include "net/loop.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -62,6 +61,7 @@ typedef struct bconn {
     const char *req;
     size_t req_len, req_off;
     uint64_t t_sched, t_first, t_prev, n_tok, usage_tok;
+    int64_t usage_prompt;      /* the answer's usage.prompt_tokens, 0 until seen */
     hearth_buf in;
     bench_resp resp;
     hearth_timer timer;        /* the request's timeout, or the connect back-off */
@@ -254,6 +254,7 @@ static void conn_begin(bconn *c, uint64_t sched)
     c->busy = true;
     c->bad_json = c->stream_error = false;
     c->t_first = c->t_prev = c->n_tok = c->usage_tok = 0;
+    c->usage_prompt = 0;
     bench_resp_reset(&c->resp);
     c->in.len = 0;
     hearth_loop_timer_start(t->loop, &c->timer, (uint64_t)cfg->timeout_ms);
@@ -292,28 +293,18 @@ static void on_event(bconn *c, const char *data, size_t len, uint64_t now)
 {
     if (len == 6 && !memcmp(data, "[DONE]", 6))
         return;
-    cJSON *j = cJSON_ParseWithLength(data, len);
-    if (!j) {
+    bench_answer a;
+    if (bench_answer_parse(data, len, &a)) {
         c->bad_json = true;
         return;
     }
-    const cJSON *text = NULL, *ch = cJSON_GetObjectItemCaseSensitive(j, "choices");
-    const cJSON *c0 = cJSON_IsArray(ch) ? cJSON_GetArrayItem(ch, 0) : NULL;
-    if (c0) {
-        text = cJSON_GetObjectItemCaseSensitive(c0, "text");
-        const cJSON *delta = cJSON_GetObjectItemCaseSensitive(c0, "delta");
-        if (!text && delta)
-            text = cJSON_GetObjectItemCaseSensitive(delta, "content");
-    } else {
-        text = cJSON_GetObjectItemCaseSensitive(j, "content"); /* llama-server's /completion */
-    }
-    if (cJSON_GetObjectItemCaseSensitive(j, "error"))
+    if (a.error)
         c->stream_error = true; /* the server gave up after its 200 */
-    const cJSON *usage = cJSON_GetObjectItemCaseSensitive(j, "usage");
-    const cJSON *ct = usage ? cJSON_GetObjectItemCaseSensitive(usage, "completion_tokens") : NULL;
-    if (cJSON_IsNumber(ct) && ct->valuedouble > 0)
-        c->usage_tok = (uint64_t)ct->valuedouble;
-    if (cJSON_IsString(text) && text->valuestring[0]) {
+    if (a.completion_tokens > 0)
+        c->usage_tok = (uint64_t)a.completion_tokens;
+    if (a.prompt_tokens > 0)
+        c->usage_prompt = a.prompt_tokens;
+    if (a.has_text) {
         if (!c->n_tok)
             c->t_first = now;
         else if (c->counted)
@@ -321,7 +312,6 @@ static void on_event(bconn *c, const char *data, size_t len, uint64_t now)
         c->t_prev = now;
         c->n_tok++;
     }
-    cJSON_Delete(j);
 }
 
 /* The answer on c is whole. */
@@ -335,9 +325,10 @@ static void conn_done(bconn *c, uint64_t now)
     if (ok2xx && cfg->api == BENCH_INFER) {
         c->bad_json = !bench_infer_answer_ok(r);
     } else if (ok2xx && cfg->expect_json && !cfg->stream) {
-        cJSON *j = cJSON_ParseWithLength(r->body.data ? r->body.data : "", r->body.len);
-        c->bad_json = !j;
-        cJSON_Delete(j);
+        bench_answer a;
+        c->bad_json = bench_answer_parse(r->body.data ? r->body.data : "", r->body.len, &a) != 0;
+        if (!c->bad_json && a.prompt_tokens > 0)
+            c->usage_prompt = a.prompt_tokens;
     }
     if (!ok2xx || c->bad_json || c->stream_error) {
         if (c->counted) {
@@ -357,6 +348,10 @@ static void conn_done(bconn *c, uint64_t now)
         if (cfg->deadline_ms > 0 && (double)lat > cfg->deadline_ms * 1e6)
             st->misses++;
         st->bytes += r->head_bytes + r->body.len;
+        if (c->usage_prompt > 0) {
+            st->prompt_tokens += (uint64_t)c->usage_prompt;
+            st->usage_answers++;
+        }
         if (cfg->stream && c->n_tok) {
             bench_hist_record(&st->ttft, c->t_first - c->t_sched);
             st->tokens += c->usage_tok ? c->usage_tok : c->n_tok;

@@ -57,6 +57,8 @@ void bench_stats_merge(bench_stats *d, const bench_stats *s)
     d->tokens += s->tokens;
     d->streams += s->streams;
     d->stream_rate_sum += s->stream_rate_sum;
+    d->prompt_tokens += s->prompt_tokens;
+    d->usage_answers += s->usage_answers;
     for (int k = 0; k < BENCH_ERR_N; k++)
         d->err_kind[k] += s->err_kind[k];
     for (int i = 0; i < s->n_status; i++)

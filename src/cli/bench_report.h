@@ -14,6 +14,8 @@ typedef struct bench_run_info {
     double rate;
     bool poisson, stream;
     double deadline_ms;
+    const char *sizes;              /* "sentences", "prompt" or NULL: which sizes the workload had */
+    int sentences, prompt_tokens, max_tokens;
 } bench_run_info;
 
 void bench_run_info_fill(bench_run_info *info, const bench_cfg *cfg, const char *url, double seconds);

@@ -58,6 +58,9 @@ void bench_report_summary(FILE *f, const bench_run_info *in, const bench_stats *
                 (unsigned long long)s->tokens, (double)s->tokens / secs,
                 s->streams ? s->stream_rate_sum / (double)s->streams : 0.0, (unsigned long long)s->streams);
     }
+    if (s->usage_answers)
+        fprintf(f, "  prompt tokens %.1f per request (the server's usage, over %llu answers)\n",
+                (double)s->prompt_tokens / (double)s->usage_answers, (unsigned long long)s->usage_answers);
     if (in->rate > 0 && s->backlog_max > 1)
         fprintf(f, "  open loop: up to %llu requests waited for a free connection\n",
                 (unsigned long long)s->backlog_max);
@@ -86,6 +89,15 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_st
                "\"rate\": %.3f, \"arrivals\": \"%s\", \"seconds\": %.4f,\n",
             in->api, in->mode, in->concurrency, in->threads, in->rate, in->poisson ? "poisson" : "fixed",
             in->seconds);
+    /* the workload's sizes, as asked: a reader compares runs of one size */
+    if (in->sizes && !strcmp(in->sizes, "sentences"))
+        fprintf(f, " \"sentences\": %d,\n", in->sentences);
+    else if (in->sizes)
+        fprintf(f, " \"prompt_tokens\": %d, \"max_tokens\": %d,\n", in->prompt_tokens, in->max_tokens);
+    /* and as the server counted them: usage.prompt_tokens, mean over the answers that gave it (0: none did) */
+    fprintf(f, " \"prompt_tokens_mean\": %.3f, \"usage_answers\": %llu,\n",
+            s->usage_answers ? (double)s->prompt_tokens / (double)s->usage_answers : 0.0,
+            (unsigned long long)s->usage_answers);
     fprintf(f, " \"requests\": %llu, \"errors\": %llu, \"rps\": %.3f, \"misses\": %llu, \"late\": %llu, "
                "\"deadline_ms\": %.3f, \"bytes\": %llu,\n",
             (unsigned long long)s->requests, (unsigned long long)s->errors, (double)s->requests / secs,
