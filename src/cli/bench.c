@@ -5,10 +5,10 @@
  *   hearth bench http://127.0.0.1:8080 --api infer --rate 20 --n 1200 --deadline-ms 50 --input frame.f32
  *
  * This file reads the flags, resolves the URL, asks /v1/models for the model
- * name when none is given, builds the requests of the workload (those of
- * --api infer in bench_infer.c, from the model's metadata; every
- * request is written out once, whole, before the run, so the hot path only
- * copies bytes to a socket), runs the threads (bench_run.c, bench_conn.c)
+ * name when none is given, has the requests of the workload built
+ * (bench_workload.c; those of --api infer in bench_infer.c, from the model's
+ * metadata; every request is written out once, whole, before the run, so
+ * the hot path only copies bytes to a socket), runs the threads (bench_run.c, bench_conn.c)
  * and prints their figures (bench_report_print.c, bench_svg.c), or with
  * --compare URL2 runs both servers in interleaved rounds (bench_compare.c).
  * Exit status: 0, 1 when the run had errors or could not run, 2 on a bad
@@ -160,118 +160,10 @@ static char *served_model(const bench_cfg *cfg, const char *host, const char *fa
     return name;
 }
 
-/* The JSON body of one request of the workload for text (a prompt or an input). */
-static char *make_body(enum bench_api api, const char *model, const char *text, int max_tokens, bool stream)
-{
-    cJSON *j = cJSON_CreateObject();
-    if (model && api != BENCH_TEI)
-        cJSON_AddStringToObject(j, "model", model);
-    switch (api) {
-    case BENCH_COMPLETION:
-    case BENCH_CHAT:
-        if (api == BENCH_COMPLETION) {
-            cJSON_AddStringToObject(j, "prompt", text);
-        } else {
-            cJSON *msgs = cJSON_AddArrayToObject(j, "messages"), *m = cJSON_CreateObject();
-            cJSON_AddStringToObject(m, "role", "user");
-            cJSON_AddStringToObject(m, "content", text);
-            cJSON_AddItemToArray(msgs, m);
-        }
-        cJSON_AddNumberToObject(j, "max_tokens", max_tokens);
-        cJSON_AddBoolToObject(j, "stream", stream);
-        break;
-    case BENCH_EMBEDDINGS:
-        cJSON_AddStringToObject(j, "input", text);
-        break;
-    case BENCH_TEI:
-        cJSON_AddStringToObject(j, "inputs", text);
-        break;
-    default:
-        break;
-    }
-    char *s = cJSON_PrintUnformatted(j);
-    cJSON_Delete(j);
-    return s;
-}
-
-static int add_request(bench_cfg *cfg, size_t *cap, const char *method, const char *path, const char *host,
-                       const char *body)
-{
-    if (cfg->n_reqs == *cap) {
-        size_t nc = *cap ? *cap * 2 : 16;
-        char **r = realloc(cfg->reqs, nc * sizeof *r);
-        if (!r)
-            return -1;
-        cfg->reqs = r;
-        size_t *l = realloc(cfg->req_lens, nc * sizeof *l);
-        if (!l)
-            return -1;
-        cfg->req_lens = l;
-        *cap = nc;
-    }
-    hearth_buf b;
-    hearth_buf_init(&b, (size_t)64 << 20);
-    int rc = body ? hearth_buf_printf(&b,
-                                      "%s %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
-                                      "Content-Length: %zu\r\n\r\n%s",
-                                      method, path, host, strlen(body), body)
-                  : hearth_buf_printf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\n\r\n", method, path, host);
-    if (rc) {
-        hearth_buf_deinit(&b);
-        return -1;
-    }
-    cfg->reqs[cfg->n_reqs] = b.data;
-    cfg->req_lens[cfg->n_reqs++] = b.len;
-    return 0;
-}
-
-/* The workload: one request per line of --input (a line that starts with
- * '{' is sent as the body as it is), else one made from --prompt. */
-static int build_requests(bench_cfg *cfg, const char *path, const char *host, const char *model, const char *prompt,
-                          const char *input, int max_tokens)
-{
-    size_t cap = 0;
-    bool get = cfg->api == BENCH_HEALTH || (cfg->api == BENCH_RAW && !input);
-    if (get)
-        return add_request(cfg, &cap, "GET", path, host, NULL);
-    if (!input) {
-        char *body = make_body(cfg->api, model, prompt, max_tokens, cfg->stream);
-        int rc = body ? add_request(cfg, &cap, "POST", path, host, body) : -1;
-        free(body);
-        return rc;
-    }
-    FILE *f = fopen(input, "r");
-    if (!f) {
-        fprintf(stderr, "hearth bench: --input %s: %s\n", input, strerror(errno));
-        return -1;
-    }
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t n;
-    int rc = 0;
-    while (rc == 0 && (n = getline(&line, &lcap, f)) >= 0) {
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-            line[--n] = 0;
-        if (!n)
-            continue;
-        char *body = line[0] == '{' || cfg->api == BENCH_RAW ? strdup(line)
-                                                            : make_body(cfg->api, model, line, max_tokens, cfg->stream);
-        rc = body ? add_request(cfg, &cap, "POST", path, host, body) : -1;
-        free(body);
-    }
-    free(line);
-    fclose(f);
-    if (rc == 0 && !cfg->n_reqs) {
-        fprintf(stderr, "hearth bench: --input %s has no requests\n", input);
-        return -1;
-    }
-    return rc;
-}
-
 /* Resolves url into cfg->addr and builds cfg's requests for it; the model
  * is asked of the server when none is given (*found_model then owns it). */
 static int setup_target(bench_cfg *cfg, const char *url, const char *model, const char *prompt, const char *input,
-                        int max_tokens, const bench_infer_opts *infer, char **found_model)
+                        const bench_infer_opts *infer, char **found_model)
 {
     url_parts u;
     if (parse_url(url, &u)) {
@@ -311,7 +203,7 @@ static int setup_target(bench_cfg *cfg, const char *url, const char *model, cons
         if (!model)
             fprintf(stderr, "hearth bench: GET /v1/models named no model; sending requests without \"model\"\n");
     }
-    if (build_requests(cfg, path, host, model, prompt, input, max_tokens)) {
+    if (bench_workload_build(cfg, path, host, model, prompt, input)) {
         fprintf(stderr, "hearth bench: could not build the requests\n");
         return -1;
     }
@@ -324,6 +216,7 @@ int hearth_cmd_bench(int argc, char **argv)
     const char *input = NULL, *compare_url = NULL, *sequence_id = NULL;
     const char *prompt = "Write a short story about a lighthouse keeper.";
     int concurrency = 0, threads = 1, max_tokens = 64, timeout_ms = 30000, rounds = 3, binary = 1;
+    int sentences = 1, prompt_tokens = 0;
     float rate = 0, duration = 0, warmup = 0, deadline_ms = 0;
     uint64_t n = 0;
     bool stream = true, send_deadline = false;
@@ -354,6 +247,16 @@ int hearth_cmd_bench(int argc, char **argv)
                                                "JSON arrays (0)", true},
         {"sequence-id", 0, OPT_STR, &sequence_id, "ID", "infer: send Triton's sequence_id, with sequence_start first "
                                                         "and sequence_end last (closed loop, concurrency 1, --n)",
+         true},
+        {"sentences", 0, OPT_INT, &sentences, "N", "embeddings/tei: N inputs per request, each a different text "
+                                                   "(N lines of --input in turn, or the --prompt text numbered) (1)",
+         true},
+        {"prompt-tokens", 0, OPT_INT, &prompt_tokens, "N", "completion/chat: a prompt of about N tokens instead of "
+                                                           "--prompt: a prefix numbered per request (so no prompt "
+                                                           "cache serves it) then common words, one token each in "
+                                                           "most vocabularies; what the server counted "
+                                                           "(usage.prompt_tokens) is reported as "
+                                                           "prompt_tokens_mean, a chat template's tokens included",
          true},
         {"max-tokens", 0, OPT_INT, &max_tokens, "N", "completion/chat: tokens to generate (64)", true},
         {"stream", 0, OPT_BOOL, &stream, NULL, "completion/chat: ask for SSE and measure TTFT, ITL, tokens/s (on)",
@@ -390,7 +293,8 @@ int hearth_cmd_bench(int argc, char **argv)
         goto done;
     }
     if (api < 0 || (strcmp(arrivals, "fixed") && strcmp(arrivals, "poisson")) || threads < 1 || threads > 256 ||
-        concurrency < 0 || rate < 0 || duration < 0 || warmup < 0 || timeout_ms < 1 || max_tokens < 1 || rounds < 1) {
+        concurrency < 0 || rate < 0 || duration < 0 || warmup < 0 || timeout_ms < 1 || max_tokens < 1 || rounds < 1 ||
+        sentences < 1 || sentences > 65536 || prompt_tokens < 0 || prompt_tokens > 1000000) {
         fprintf(stderr, "hearth bench: need --api health|completion|chat|embeddings|tei|raw|infer, --arrivals "
                         "fixed|poisson, --threads 1..256 and no negative figures; see --help\n");
         goto done;
@@ -398,6 +302,16 @@ int hearth_cmd_bench(int argc, char **argv)
     bool infer = api == BENCH_INFER;
     if (!infer && (sequence_id || send_deadline || binary != 1)) {
         fprintf(stderr, "hearth bench: --sequence-id, --send-deadline and --binary are for --api infer\n");
+        goto done;
+    }
+    bool embeds = api == BENCH_EMBEDDINGS || api == BENCH_TEI, generates = api == BENCH_COMPLETION || api == BENCH_CHAT;
+    if ((sentences != 1 && !embeds) || (prompt_tokens && !generates)) {
+        fprintf(stderr, "hearth bench: --sentences is for --api embeddings|tei, --prompt-tokens for --api "
+                        "completion|chat\n");
+        goto done;
+    }
+    if (prompt_tokens && input) {
+        fprintf(stderr, "hearth bench: --prompt-tokens makes the prompts: give it or --input, not both\n");
         goto done;
     }
     if (binary != 0 && binary != 1) {
@@ -433,10 +347,13 @@ int hearth_cmd_bench(int argc, char **argv)
     cfg.timeout_ms = timeout_ms;
     cfg.stream = stream && (cfg.api == BENCH_COMPLETION || cfg.api == BENCH_CHAT);
     cfg.expect_json = cfg.api != BENCH_RAW;
+    cfg.sentences = sentences;
+    cfg.prompt_tokens = prompt_tokens;
+    cfg.max_tokens = max_tokens;
     bench_infer_opts infer_opts = {.input = input, .binary = binary == 1, .send_deadline = send_deadline,
                                    .sequence_id = sequence_id};
 
-    if (setup_target(&cfg, pos[0], model_given, prompt, input, max_tokens, &infer_opts, &found_model)) {
+    if (setup_target(&cfg, pos[0], model_given, prompt, input, &infer_opts, &found_model)) {
         status = 1;
         goto done;
     }
@@ -444,7 +361,7 @@ int hearth_cmd_bench(int argc, char **argv)
     if (compare_url) {
         cfg_b = cfg;
         cfg_b.reqs = NULL, cfg_b.req_lens = NULL, cfg_b.n_reqs = 0;
-        if (setup_target(&cfg_b, compare_url, model_given, prompt, input, max_tokens, &infer_opts, &found_model_b)) {
+        if (setup_target(&cfg_b, compare_url, model_given, prompt, input, &infer_opts, &found_model_b)) {
             status = 1;
             goto done;
         }
