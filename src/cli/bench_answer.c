@@ -25,9 +25,18 @@ static int64_t count_of(const cJSON *usage, const char *key)
 int bench_answer_parse(const char *json, size_t len, bench_answer *a)
 {
     *a = (bench_answer){.prompt_tokens = -1, .completion_tokens = -1};
-    cJSON *j = cJSON_ParseWithLength(json, len);
+    /* cJSON stops at the end of the first value: what follows it, but
+     * whitespace, makes the answer not JSON */
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithLengthOpts(json, len, &end, 0);
     if (!j)
         return -1;
+    while (end < json + len && (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n'))
+        end++;
+    if (end != json + len) {
+        cJSON_Delete(j);
+        return -1;
+    }
     const cJSON *text = NULL, *ch = cJSON_GetObjectItemCaseSensitive(j, "choices");
     const cJSON *c0 = cJSON_IsArray(ch) ? cJSON_GetArrayItem(ch, 0) : NULL;
     if (c0) {
