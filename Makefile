@@ -117,7 +117,7 @@ $(BUILD)/obj/$(1)/%.o: src/$(1)/%.c $(BUILD)/inc/$(1).stamp
 $(BUILD)/obj/$(1)/%.cu.o: src/$(1)/%.cu $(BUILD)/inc/$(1).stamp
 	@mkdir -p $$(dir $$@)
 	$$(NVCC) $$(NVCCFLAGS) -I$(BUILD)/inc/$(1) -c $$< -o $$@
-$(BUILD)/lib$(1).a: $(call objs_of,$(1))
+$(BUILD)/lib$(1).a: $(filter-out $(BUILD)/obj/cli/main.o,$(call objs_of,$(1)))
 	@mkdir -p $$(dir $$@)
 	@rm -f $$@
 	ar rcs $$@ $$^
@@ -158,9 +158,13 @@ $(BUILD)/hearth: $(call objs_of,cli) $(LIBS)
 # unit tests: tests/unit/<component>/test_*.c, one binary each
 TEST_SRCS = $(shell find tests/unit -name 'test_*.c' | sort)
 TEST_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+# The cli tests also link libcli.a: the subcommands' objects without main.o
+# (hearth itself links the objects, main.o included, and no libcli.a).
+TEST_LIBS_cli = $(BUILD)/libcli.a
+$(filter $(BUILD)/tests/cli/%,$(TEST_BINS)): $(BUILD)/libcli.a
 $(BUILD)/tests/%: tests/unit/%.c tests/harness.h $(LIBS) $(BUILD)/inc/tests.stamp
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(GEN_CFLAGS) -I$(BUILD)/inc/tests -Itests -Isrc -o $@ $< $(LINK_LIBS) $(LDFLAGS) $(LDLIBS)
+	$(CC) $(CFLAGS_BASE) $(GEN_CFLAGS) -I$(BUILD)/inc/tests -Itests -Isrc -o $@ $< $(TEST_LIBS_$(firstword $(subst /, ,$*))) $(LINK_LIBS) $(LDFLAGS) $(LDLIBS)
 $(BUILD)/tests.stamp: $(TEST_BINS)
 	@touch $@
 
