@@ -2,7 +2,9 @@
 timing is known: fixed answer times read back as percentiles, a stall that
 the open loop shows and the closed loop hides, SSE time to first token and
 inter-token latency, and every kind of bad server counted as errors (exit
-status 1, no crash). Last, one run against `hearth serve` itself."""
+status 1, no crash). Last, runs against `hearth serve` itself: /health, and
+the workload sizes (--sentences read back from the server's metrics,
+--prompt-tokens from its usage.prompt_tokens)."""
 import json
 import os
 import socket
@@ -14,7 +16,11 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, Server, free_port, run  # noqa: E402
+from hearth_test import BIN, SHARED, Server, free_port, request, run  # noqa: E402
+
+BUILD = os.environ.get("HEARTH_BUILD") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
+DEMO_TOOL = os.path.join(BUILD, "tests", "models", "test_llama_demo_tool")
+TMP = tempfile.mkdtemp(prefix="hearth-bench-tool-")
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -290,8 +296,57 @@ def test_against_hearth_serve():
     assert 0 < j["latency_ms"]["p50"] <= j["latency_ms"]["p99"] <= j["latency_ms"]["max"], out
 
 
+def embed_sequences(port):
+    """hearth_embed_sequences_total from /metrics: the inputs the server embedded."""
+    st, _, body = request(port, "GET", "/metrics")
+    assert st == 200, st
+    return sum(float(line.split()[-1]) for line in body.decode().splitlines()
+               if line.startswith("hearth_embed_sequences_total"))
+
+
+def test_sentences_reach_hearth_serve():
+    """--sentences N: the server embeds N inputs per request, under both APIs."""
+    with Server("--demo", "--demo-dir", os.path.join(TMP, "demo"), "--log-level", "warn", timeout=120) as srv:
+        for api, n_sent, n_req in (("embeddings", 4, 10), ("tei", 3, 7), ("embeddings", 1, 5)):
+            before = embed_sequences(srv.port)
+            rc, j, out = bench(srv.port, "--api", api, "--sentences", str(n_sent), "--n", str(n_req))
+            assert rc == 0 and j["errors"] == 0 and j["requests"] == n_req, out
+            assert j["sentences"] == n_sent, j
+            seen = embed_sequences(srv.port) - before
+            assert seen == n_sent * n_req, (api, n_sent, n_req, seen, out)
+            if api == "embeddings":  # OpenAI's answer has usage; TEI's has none
+                assert j["usage_answers"] == n_req and j["prompt_tokens_mean"] > 0, j
+            else:
+                assert j["usage_answers"] == 0, j
+
+
+def test_prompt_tokens_reach_hearth_serve():
+    """--prompt-tokens N: the server counts about N prompt tokens. The model
+    is the tiny random-weight llama with phi-3's vocabulary (32k SentencePiece
+    tokens, where the prompt's words are one token each, as in real models;
+    the serve demo's own vocabulary is mostly bytes)."""
+    path = os.path.join(TMP, "phi3-tiny.gguf")
+    r = subprocess.run([DEMO_TOOL, "write", path, "llama", "q8_0",
+                        os.path.join(SHARED, "vocab", "ggml-vocab-phi-3.gguf")], capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    with Server("--model", path, "--log-level", "warn", timeout=120) as srv:
+        for api, n, stream in (("completion", 40, True), ("completion", 200, False), ("chat", 120, True),
+                               ("chat", 120, False)):
+            rc, j, out = bench(srv.port, "--api", api, "--prompt-tokens", str(n), "--max-tokens", "2", "--n", "6",
+                               *([] if stream else ["--no-stream"]))
+            assert rc == 0 and j["errors"] == 0 and j["requests"] == 6, out
+            assert j["prompt_tokens"] == n and j["max_tokens"] == 2 and j["usage_answers"] == 6, j
+            got = j["prompt_tokens_mean"]
+            # completion: the prompt alone; chat: plus the template's few tokens
+            low, high = (n * 0.95, n * 1.05) if api == "completion" else (n, n + 20)
+            assert low <= got <= high, (api, n, stream, got, out)
+
+
 def test_bad_command_lines():
-    for args in (["--api", "nope"], ["--rate", "-1"], ["--n", "5", "--duration", "2"], []):
+    for args in (["--api", "nope"], ["--rate", "-1"], ["--n", "5", "--duration", "2"], [],
+                 ["--api", "chat", "--sentences", "4"], ["--api", "tei", "--prompt-tokens", "100"],
+                 ["--api", "embeddings", "--sentences", "0"],
+                 ["--api", "completion", "--prompt-tokens", "100", "--input", "/dev/null"]):
         p = subprocess.run([BIN, "bench", *(["http://127.0.0.1:9"] if args else []), *args],
                            capture_output=True, text=True, timeout=10)
         assert p.returncode == 2 and "hearth bench" in p.stderr, (args, p.returncode, p.stderr)
@@ -302,4 +357,4 @@ def test_bad_command_lines():
 if __name__ == "__main__":
     run([test_fixed_time_percentiles, test_open_loop_shows_a_stall_the_closed_loop_hides, test_sse_ttft_and_itl,
          test_stream_errors_are_counted, test_compare_two_servers, test_unreachable_port_is_an_error, test_bad_servers_are_counted, test_against_hearth_serve,
-         test_bad_command_lines])
+         test_sentences_reach_hearth_serve, test_prompt_tokens_reach_hearth_serve, test_bad_command_lines])
