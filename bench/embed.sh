@@ -13,23 +13,27 @@
 # ROUNDS: default 3. Environment: LLAMA_SERVER (required), HEARTH_BIN
 #   (default build/hearth), HEARTH_ARGS (extra flags for `hearth serve`,
 #   default "--log-level warn"), HEARTH_API (tei: POST /embed, default; or
-#   openai: POST /v1/embeddings), DURATION (seconds per wrk run, default 10),
-#   CONNS (wrk connections, default 8), PYTHON (default /usr/bin/python3).
+#   openai: POST /v1/embeddings), DURATION (seconds per load run, default 10),
+#   CONNS (connections, default 8), PYTHON (default /usr/bin/python3).
 #
-# Needs (Debian 12): wrk, curl, python3-torch, python3-numpy, python3-uvicorn,
+# Needs (Debian 12): curl, python3-torch, python3-numpy, python3-uvicorn,
 #   libopenblas0-pthread (python3-uvloop, python3-httptools used if present).
 #
-# Two shapes: one ~10-word sentence per request, and 8 per request. Bodies come
-# from bench/wrk/embed_{tei,openai}.lua (64 varied sentences, rotating).
+# The load comes from `hearth bench` (closed loop, CONNS connections, one
+# client thread), as wrk with Lua scripts did before; bench/http.sh keeps wrk
+# as the outside check of hearth bench itself.
+# Two shapes: one ~10-word sentence per request, and 8 per request
+# (--sentences 8), from bench/embed_sentences.txt (64 varied sentences, taken
+# in turn, so no server can answer from a cache of one body).
 # Every arm gets 2 compute threads: hearth by its defaults on this 2-core box,
 # llama-server by -t 2, Python by torch.set_num_threads(2). llama-server runs
-# with -np 8 (one slot per wrk connection, so it can batch concurrent requests
+# with -np 8 (one slot per client connection, so it can batch concurrent requests
 # as hearth's scheduler does; with the default -np 1 it would serve them one
 # by one) and -c 4096 (512 tokens per slot, the model's context).
 # The Python arm serves one request at a time: that is the baseline as people
 # deploy it, not a straw man; it batches the inputs within one request.
 #
-# Delayed ACK: wrk sets TCP_NODELAY on its sockets, but llama-server's HTTP
+# Delayed ACK: hearth bench (like wrk) sets TCP_NODELAY on its sockets, but llama-server's HTTP
 # library (cpp-httplib) leaves Nagle on unless built with CPPHTTPLIB_TCP_NODELAY,
 # and it writes headers and body in two send()s: the body waits for the ACK of
 # the headers, which the client delays ~40 ms. Measured at c392e50 on a 1-layer
@@ -39,7 +43,7 @@
 # This script probes every server for that stall (GET /health four times on one
 # connection) and refuses to compare against one that stalls (FORCE=1 to go on).
 #
-# wrk runs on the same cores as the servers: read the ratios, not the absolute
+# The load generator runs on the same cores as the servers: read the ratios, not the absolute
 # numbers, and run it on an otherwise idle machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,7 +62,6 @@ LPORT=18512
 PPORT=18513
 
 die() { echo "embed.sh: $*" >&2; exit 1; }
-command -v wrk >/dev/null || die "wrk is not installed: apt-get install -y wrk"
 command -v curl >/dev/null || die "curl is not installed: apt-get install -y curl"
 [ -n "${LLAMA_SERVER:-}" ] || die "set LLAMA_SERVER to the llama-server binary"
 [ -x "$LLAMA_SERVER" ] || die "LLAMA_SERVER=$LLAMA_SERVER is not executable"
@@ -78,9 +81,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# server name -> "port lua-api"
+# server name -> port, body flavour, and hearth bench's --api for it
 declare -A PORT=([hearth]=$HPORT [llama]=$LPORT [python]=$PPORT)
 declare -A API=([hearth]=$HEARTH_API [llama]=openai [python]=tei)
+declare -A BENCH_API=([tei]=tei [openai]=embeddings)
 
 # shellcheck disable=SC2086 # HEARTH_ARGS is a list of flags
 "$HEARTH" serve --model "$MODEL_DIR" --port $HPORT $HEARTH_ARGS >"$work/hearth.log" 2>&1 &
@@ -117,10 +121,9 @@ done
 
 body_for() { # api shape -> a JSON body with the first SHAPE sentences
     "$PY" - "$1" "$2" <<'PY'
-import json, re, sys
+import json, sys
 api, n = sys.argv[1], int(sys.argv[2])
-lua = open("bench/wrk/embed_common.lua").read()
-sents = re.findall(r'^  "(.*)",$', lua, re.M)[:n]
+sents = open("bench/embed_sentences.txt").read().split("\n")[:n]
 print(json.dumps({"inputs": sents} if api == "tei" else {"input": sents, "encoding_format": "float"}))
 PY
 }
@@ -161,23 +164,23 @@ for name in ("hearth", "llama"):
 sys.exit(1 if bad else 0)
 PY
 
-run_wrk() { # server shape -> "sentences_per_s p50_ms p99_ms errors"
-    local s=$1 shape=$2
-    wrk -t1 -c"$CONNS" -d"${DUR}s" --timeout 30s -s "bench/wrk/embed_${API[$s]}.lua" \
-        "http://127.0.0.1:${PORT[$s]}" -- "$shape" >"$work/wrk.out" 2>&1 || true
-    grep -q '^WRK_RESULT requests=[1-9]' "$work/wrk.out" || { cat "$work/wrk.out" >&2; tail -5 "$work/$s.log" >&2; }
-    awk -v shape="$shape" '
-        /^WRK_RESULT/ {
-            for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-            printf "%.2f %.2f %.2f %d\n", v["requests"] * shape / (v["duration_us"] / 1e6),
-                v["p50_us"] / 1000, v["p99_us"] / 1000, v["status_errors"] + v["other_errors"]
-        }' "$work/wrk.out"
+run_load() { # server shape seconds -> "sentences_per_s p50_ms p99_ms errors"
+    local s=$1 shape=$2 secs=$3
+    rm -f "$work/bench.json"
+    "$HEARTH" bench "http://127.0.0.1:${PORT[$s]}" --api "${BENCH_API[${API[$s]}]}" --concurrency "$CONNS" \
+        --duration "$secs" --timeout-ms 30000 --input bench/embed_sentences.txt --sentences "$shape" \
+        --json "$work/bench.json" >"$work/bench.out" 2>&1 || true
+    [ -s "$work/bench.json" ] || { cat "$work/bench.out" >&2; tail -5 "$work/$s.log" >&2; return; }
+    "$PY" - "$work/bench.json" "$shape" <<'PY'
+import json, sys
+j, shape = json.load(open(sys.argv[1])), int(sys.argv[2])
+print("%.2f %.2f %.2f %d" % (j["rps"] * shape, j["latency_ms"]["p50"], j["latency_ms"]["p99"], j["errors"]))
+PY
 }
 
 echo "# warm-up"
 for s in hearth llama python; do for shape in 1 8; do
-    wrk -t1 -c"$CONNS" -d2s --timeout 30s -s "bench/wrk/embed_${API[$s]}.lua" \
-        "http://127.0.0.1:${PORT[$s]}" -- "$shape" >/dev/null
+    run_load "$s" "$shape" 2 >/dev/null
 done; done
 
 results=$work/results
@@ -188,8 +191,8 @@ for r in $(seq "$ROUNDS"); do
     order=${orders[$(((r - 1) % 3))]}
     for shape in 1 8; do
         for s in $order; do
-            line=$(run_wrk "$s" "$shape")
-            [ -n "$line" ] || die "wrk printed no result for $s shape $shape"
+            line=$(run_load "$s" "$shape" "$DUR")
+            [ -n "$line" ] || die "hearth bench wrote no result for $s shape $shape"
             echo "$r $shape $s $line" >>"$results"
             # shellcheck disable=SC2086 # line holds four numbers
             printf '%-5s %-5s %-7s %12s %9s %9s %6s\n' "$r" "$shape" "$s" $line

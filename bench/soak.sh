@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # bench/soak.sh: a long mixed soak against one `hearth serve` (the demo encoder
 # and the demo llama): N requests (default 1,000,000) of /health, TEI /embed,
-# OpenAI /v1/embeddings, /completion and a streamed chat (bench/wrk/soak_mix.lua
-# says the mix), until both N requests and N/100 model requests are done, in slices of SLICE seconds, two wrk at once, one sending
-# /health on 2 connections and one the model requests on 6 connections.
+# OpenAI /v1/embeddings, /completion and a streamed chat, until both N requests
+# and N/100 model requests are done, in slices of SLICE seconds. Each slice
+# runs five `hearth bench` at once (closed loop), so the cheap requests make up
+# the count while the model requests run all along beside them:
+#   /health on 2 connections; TEI /embed of 1-3 sentences on 2; OpenAI
+#   /v1/embeddings on 1; llama-server's /completion of 4 tokens (--api raw,
+#   a seed per request) on 1; a streamed chat of 4 tokens on 1.
+# (Before, two wrk with a Lua mix did this, the model requests in a fixed
+# rotation on 6 connections; now each kind has its own connections.)
 # After each slice it reads the server's resident memory (VmRSS); at the end it
-# prints the requests, the errors (non-2xx answers and socket errors, both must
-# be 0; wrk waits 60 s for an answer, the sanitizer build's passes are slow) and the RSS after the warm-up slice against the last and the highest
+# prints the requests, the errors (non-2xx answers and other errors: refused,
+# closed, timed out, not JSON; both must be 0; an answer may take 60 s, the sanitizer build's passes are slow) and the RSS after the warm-up slice against the last and the highest
 # (memory is flat when the last is within 5% of the first).
 # Then the same mix, N/SAN_DIV requests, against the sanitizer build
 # (build-san/hearth, if built): the server must stop cleanly on SIGTERM with no
@@ -21,7 +27,6 @@ N=${1:-1000000}
 SLICE=${2:-10}
 SAN_DIV=${SAN_DIV:-20}
 PORT=${PORT:-18431}
-command -v wrk >/dev/null || { echo "wrk is not installed (scripts/deps.sh)"; exit 1; }
 work=$(mktemp -d)
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
@@ -29,6 +34,25 @@ trap cleanup EXIT
 
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 
+# the bodies of the kinds that vary: TEI inputs of 1-3 sentences, /completion with a seed each
+texts=("a short sentence" "the quick brown fox jumps over the lazy dog" "embedding servers batch requests from many clients")
+for i in $(seq 0 11); do
+    m=$((i % 3 + 1)) parts=()
+    for j in $(seq 1 $m); do parts+=("\"${texts[$(((i + j) % 3))]}\""); done
+    (IFS=,; echo "{\"inputs\":[${parts[*]}]}")
+done >"$work/tei.jsonl"
+printf '%s\n' "${texts[@]}" >"$work/texts.txt"
+for i in $(seq 1 64); do echo "{\"prompt\":\"Once upon a time\",\"n_predict\":4,\"seed\":$i}"; done >"$work/completion.jsonl"
+# kind -> connections and hearth bench arguments (the URL's path, when given, follows the port)
+kinds=(health tei embeddings completion chat)
+declare -A CONNS=([health]=2 [tei]=2 [embeddings]=1 [completion]=1 [chat]=1)
+declare -A ARGS=([health]="--api health" [tei]="--api tei --input $work/tei.jsonl"
+                 [embeddings]="--api embeddings --input $work/texts.txt"
+                 [completion]="/completion --api raw --input $work/completion.jsonl"
+                 [chat]="--api chat --prompt hi --max-tokens 4")
+
+# the load generator: the plain build, also when the server is the sanitizer one
+BENCH=${HEARTH_BIN:-build/hearth}
 # soak BIN N LABEL: runs the mix; sets ok=0 on any failure
 soak() {
     local bin=$1 n=$2 label=$3
@@ -38,20 +62,29 @@ soak() {
     curl -sf "localhost:$PORT/health" >/dev/null || { echo "$label: the server did not start"; cat "$work/$label.log"; ok=0; return; }
     local done_n=0 done_m=0 bad=0 sock=0 first="" max=0 last=0 slices=0 t0=$SECONDS
     while [ "$done_n" -lt "$n" ] || [ "$done_m" -lt $((n / 100)) ]; do
-        wrk -t1 -c2 -d"${SLICE}s" --timeout 60s -s bench/wrk/soak_mix.lua "http://127.0.0.1:$PORT" -- health >"$work/h.out" &
-        wrk -t1 -c6 -d"${SLICE}s" --timeout 60s -s bench/wrk/soak_mix.lua "http://127.0.0.1:$PORT" -- models >"$work/m.out"
-        wait $!
-        local f line r b s
-        for f in h m; do
-            line=$(grep -h '^SOAK_RESULT' "$work/$f.out" || true)
-            r=$(sed 's/.*requests=\([0-9]*\).*/\1/' <<<"$line")
-            b=$(sed 's/.*non2xx=\([0-9]*\).*/\1/' <<<"$line")
-            s=$(sed 's/.*socket_errors=\([0-9]*\).*/\1/' <<<"$line")
-            [ -n "$r" ] || continue
-            done_n=$((done_n + r)); bad=$((bad + b)); sock=$((sock + s))
-            [ $f = m ] && done_m=$((done_m + r))
+        local k bpids=()
+        for k in "${kinds[@]}"; do
+            local path="" args=${ARGS[$k]}
+            [ "${args#/}" != "$args" ] && { path=${args%% *}; args=${args#* }; }
+            rm -f "$work/$k.json"
+            # shellcheck disable=SC2086 # args is a list of flags
+            "$BENCH" bench "http://127.0.0.1:$PORT$path" $args --concurrency "${CONNS[$k]}" --duration "$SLICE" \
+                --timeout-ms 60000 --json "$work/$k.json" >"$work/$k.out" 2>&1 &
+            bpids+=($!)
         done
-        [ "$(cat "$work/h.out" "$work/m.out" | grep -c '^SOAK_RESULT')" -eq 2 ] || { echo "$label: a wrk run printed no result"; cat "$work/h.out" "$work/m.out"; ok=0; break; }
+        # exit status 1 means errors, counted below from the JSON
+        for k in "${bpids[@]}"; do wait "$k" || true; done
+        local r b s
+        for k in "${kinds[@]}"; do
+            [ -s "$work/$k.json" ] || { echo "$label: hearth bench --api $k wrote no result"; cat "$work/$k.out"; ok=0; break 2; }
+            read -r r b s < <("${PYTHON:-python3}" -c 'import json, sys
+j = json.load(open(sys.argv[1]))
+st = j["errors_by_kind"]["status"]
+print(j["requests"] + j["errors"], st, j["errors"] - st)' "$work/$k.json")
+            [ "$r" -gt 0 ] || { echo "$label: --api $k got no answer in a slice"; cat "$work/$k.out"; ok=0; }
+            done_n=$((done_n + r)); bad=$((bad + b)); sock=$((sock + s))
+            [ "$k" != health ] && done_m=$((done_m + r))
+        done
         slices=$((slices + 1))
         last=$(rss_kb "$pid")
         [ -z "$first" ] && first=$last
@@ -63,7 +96,7 @@ soak() {
     wait "$pid" || rc=$?
     pid=""
     local secs=$((SECONDS - t0))
-    printf '%s: %d requests (%d of them to the models) in %d s (%d/s), non-2xx %d, socket errors %d; rss after warm-up %d kB, last %d kB (%+.1f%%), highest %d kB; exit %d\n' \
+    printf '%s: %d requests (%d of them to the models) in %d s (%d/s), non-2xx %d, other errors %d; rss after warm-up %d kB, last %d kB (%+.1f%%), highest %d kB; exit %d\n' \
         "$label" "$done_n" "$done_m" "$secs" $((done_n / (secs > 0 ? secs : 1))) "$bad" "$sock" "$first" "$last" \
         "$(awk -v a="$first" -v b="$last" 'BEGIN { print (b - a) * 100 / a }')" "$max" "$rc"
     [ "$bad" -eq 0 ] && [ "$sock" -eq 0 ] && [ "$rc" -eq 0 ] || ok=0
