@@ -46,6 +46,7 @@
 #include "oip_parse.h"
 
 #include "base/clock.h"
+#include "net/http_parse.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -180,32 +181,6 @@ static void server_metadata(hearth_request *req, void *ctx)
 
 enum { ACT_METADATA, ACT_READY, ACT_INFER };
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)(c | 0x20);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Percent-decodes s[0..n) into out; false when it does not fit or holds a NUL. */
-static bool percent_decode(const char *s, size_t n, char *out, size_t out_size)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%' && i + 2 < n && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
-            c = (char)(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
-            i += 2;
-        }
-        if (c == 0 || k + 1 >= out_size)
-            return false;
-        out[k++] = c;
-    }
-    out[k] = 0;
-    return true;
-}
-
 static bool ends_with(const char *s, size_t n, const char *tail)
 {
     size_t t = strlen(tail);
@@ -237,7 +212,7 @@ static hearth_frame_entry *model_of(hearth_request *req, hearth_api *api, int *a
         }
     }
     hearth_frame_entry *e = NULL;
-    if (n && percent_decode(rest, n, name, name_size))
+    if (n && hearth_http_percent_decode(rest, n, name, name_size) >= 0)
         e = hearth_api_find_frame(api, name);
     if (!e) {
         char list[512] = "";

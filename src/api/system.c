@@ -12,6 +12,8 @@
 #include "models.h"
 #include "respond.h"
 
+#include "net/http_parse.h"
+
 #include <cjson/cJSON.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -70,41 +72,13 @@ static void models(hearth_request *req, void *ctx)
     cJSON_Delete(doc);
 }
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = (char)(c | 0x20);
-    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Percent-decodes s[0..n) into out (NUL-terminated); a '%' not followed by two
- * hex digits stays as it is. Returns the decoded length, or -1 when it does not
- * fit (no model name is that long) or would hold a NUL. */
-static long percent_decode(const char *s, size_t n, char *out, size_t out_size)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (c == '%' && i + 2 < n && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
-            c = (char)(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
-            i += 2;
-        }
-        if (c == 0 || k + 1 >= out_size)
-            return -1;
-        out[k++] = c;
-    }
-    out[k] = 0;
-    return (long)k;
-}
-
 static void model_one(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
     size_t n;
     const char *rest = hearth_request_rest(req, &n);
     char id[sizeof api->models[0].name];
-    if (percent_decode(rest, n, id, sizeof id) >= 0) {
+    if (hearth_http_percent_decode(rest, n, id, sizeof id) >= 0) {
         for (int i = 0; i < api->n_models; i++) {
             if (strcmp(api->models[i].name, id) == 0) {
                 cJSON *doc = model_json(&api->models[i]);

@@ -478,3 +478,28 @@ const hearth_http_header *hearth_http_find_header(const hearth_http_request *req
             return &req->headers[i];
     return NULL;
 }
+
+static int url_hex(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = (char)(c | 0x20);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+long hearth_http_percent_decode(const char *s, size_t n, char *out, size_t out_size)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '%' && i + 2 < n && url_hex(s[i + 1]) >= 0 && url_hex(s[i + 2]) >= 0) {
+            c = (char)(url_hex(s[i + 1]) * 16 + url_hex(s[i + 2]));
+            i += 2;
+        }
+        if (c == 0 || k + 1 >= out_size)
+            return -1;
+        out[k++] = c;
+    }
+    out[k] = 0;
+    return (long)k;
+}

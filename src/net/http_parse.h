@@ -75,6 +75,12 @@ long hearth_http_parse_request(const char *buf, size_t len, const hearth_http_li
 /* Case-insensitive lookup; NULL when absent. */
 const hearth_http_header *hearth_http_find_header(const hearth_http_request *req, const char *name);
 
+/* Percent-decodes a path segment s[0..n) into out (NUL-terminated): "%2F"
+ * becomes '/', a '%' not followed by two hex digits stays as it is. The
+ * decoded length, or -1 when it does not fit out_size or would hold a NUL.
+ * For names routes take from the path (/v1/models/{id}, /v2/models/{m}). */
+long hearth_http_percent_decode(const char *s, size_t n, char *out, size_t out_size);
+
 /* Chunked transfer coding decoder state (caller-owned). */
 typedef struct hearth_http_chunked {
     int state;

@@ -753,6 +753,22 @@ static void chunked_random_round_trip(void)
 #undef RND
 }
 
+/* Path segments as routes decode them: escapes, stray '%', NUL and overflow refused. */
+static void percent_decoding(void)
+{
+    char out[16];
+    CHECK_EQ_INT(hearth_http_percent_decode("face%2Fv2", 9, out, sizeof out), 7);
+    CHECK_EQ_STR(out, "face/v2");
+    CHECK_EQ_INT(hearth_http_percent_decode("a%zz%4", 6, out, sizeof out), 6); /* not escapes: kept */
+    CHECK_EQ_STR(out, "a%zz%4");
+    CHECK_EQ_INT(hearth_http_percent_decode("%41%62", 6, out, sizeof out), 2);
+    CHECK_EQ_STR(out, "Ab");
+    CHECK_EQ_INT(hearth_http_percent_decode("x%00y", 5, out, sizeof out), -1); /* would hold a NUL */
+    CHECK_EQ_INT(hearth_http_percent_decode("0123456789abcdef", 16, out, sizeof out), -1); /* no room for the NUL */
+    CHECK_EQ_INT(hearth_http_percent_decode("", 0, out, sizeof out), 0);
+    CHECK_EQ_STR(out, "");
+}
+
 int main(void)
 {
     if (guard_setup() != 0) {
@@ -780,6 +796,7 @@ int main(void)
     RUN(chunked_overflow_and_limits);
     RUN(chunked_after_done_and_error);
     RUN(chunked_random_round_trip);
+    RUN(percent_decoding);
     munmap(g_map, GUARD_ROOM + g_page);
     TEST_EXIT();
 }
