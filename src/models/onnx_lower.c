@@ -375,6 +375,33 @@ static void bcast_strides(const plan_value *v, const int64_t *dims, int nd, int6
     (void)dims;
 }
 
+/* Drops size-1 dims and merges dims k-1 and k where both stride lists step
+ * through them as one, into od, oa, ob (HEARTH_VIS_DIMS each): the merged
+ * count (0 when every dim is 1), or -1 when more than HEARTH_VIS_DIMS stay.
+ * Binary ops and strided copies both run on the merged shape. */
+static int merge_dims(int nd, const int64_t *dims, const int64_t *sa, const int64_t *sb, int64_t *od, int64_t *oa,
+                      int64_t *ob)
+{
+    int m = 0;
+    for (int k = 0; k < nd; k++) {
+        if (dims[k] == 1)
+            continue;
+        if (m > 0 && sa[k] * dims[k] == oa[m - 1] && sb[k] * dims[k] == ob[m - 1]) {
+            od[m - 1] *= dims[k];
+            oa[m - 1] = sa[k];
+            ob[m - 1] = sb[k];
+            continue;
+        }
+        if (m == HEARTH_VIS_DIMS)
+            return -1;
+        od[m] = dims[k];
+        oa[m] = sa[k];
+        ob[m] = sb[k];
+        m++;
+    }
+    return m;
+}
+
 /* Y (named after the node's output) = in[0] op in[1]. */
 static int binary_step(hearth_plan *p, int node, const int *in, hearth_binary_op op, hearth_err *err)
 {
@@ -396,25 +423,10 @@ static int binary_step(hearth_plan *p, int node, const int *in, hearth_binary_op
         sa[0] = sb[0] = 0;
         p->v[id].ndim = 0;
     }
-    /* merge dims k-1 and k where every operand steps through them as one */
     hearth_binary_desc d = {.op = op};
-    int m = 0;
-    for (int k = 0; k < ndim; k++) {
-        if (dims[k] == 1)
-            continue;
-        if (m > 0 && sa[k] * dims[k] == d.a_stride[m - 1] && sb[k] * dims[k] == d.b_stride[m - 1]) {
-            d.dims[m - 1] *= dims[k];
-            d.a_stride[m - 1] = sa[k];
-            d.b_stride[m - 1] = sb[k];
-            continue;
-        }
-        if (m == HEARTH_VIS_DIMS)
-            return unsupported(p, node, "a broadcast over more than 6 dims", err);
-        d.dims[m] = dims[k];
-        d.a_stride[m] = sa[k];
-        d.b_stride[m] = sb[k];
-        m++;
-    }
+    int m = merge_dims(ndim, dims, sa, sb, d.dims, d.a_stride, d.b_stride);
+    if (m < 0)
+        return unsupported(p, node, "a broadcast over more than 6 dims", err);
     if (m == 0) {
         d.dims[0] = 1;
         m = 1;
@@ -571,23 +583,9 @@ static int copy_step(hearth_plan *p, int node, int src, int64_t a_off, int y, in
                      const int64_t *sst, const int64_t *dst, hearth_err *err)
 {
     hearth_strided_desc d = {.elem_bytes = 4};
-    int m = 0;
-    for (int k = 0; k < nd; k++) {
-        if (dims[k] == 1)
-            continue;
-        if (m > 0 && sst[k] * dims[k] == d.src_stride[m - 1] && dst[k] * dims[k] == d.dst_stride[m - 1]) {
-            d.dims[m - 1] *= dims[k];
-            d.src_stride[m - 1] = sst[k];
-            d.dst_stride[m - 1] = dst[k];
-            continue;
-        }
-        if (m == HEARTH_VIS_DIMS)
-            return unsupported(p, node, "a copy over more than 6 dims", err);
-        d.dims[m] = dims[k];
-        d.src_stride[m] = sst[k];
-        d.dst_stride[m] = dst[k];
-        m++;
-    }
+    int m = merge_dims(nd, dims, sst, dst, d.dims, d.src_stride, d.dst_stride);
+    if (m < 0)
+        return unsupported(p, node, "a copy over more than 6 dims", err);
     if (m == 0) {
         d.dims[0] = 1;
         d.src_stride[0] = d.dst_stride[0] = 1;
