@@ -7,6 +7,7 @@
  * the host's runs the same cases. Also: bad arguments come back as a status,
  * and the stream's arena keeps its address while its size does not grow. */
 #include "harness.h"
+#include "dev_test.h"
 
 #include "base/err.h"
 #include "base/pool.h"
@@ -19,58 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-static float frand(void)
-{
-    return (float)((double)rnd() / 2147483648.0 - 1.0);
-}
-static float *frands(int64_t n)
-{
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    for (int64_t i = 0; i < n; i++)
-        p[i] = frand();
-    return p;
-}
-
 static const int64_t ROWS[] = {1, 3, 17, 130};
 static const int64_t WIDTHS[] = {7, 33, 100, 384};
 #define NROWS (int)(sizeof ROWS / sizeof ROWS[0])
 #define NWIDTHS (int)(sizeof WIDTHS / sizeof WIDTHS[0])
 
-/* The device under test and its stream. Device buffers come from alloc and
- * are filled by upload, so the same code runs on any device. */
-static hearth_dev *g_dev;
-static hearth_stream g_st;
-static const hearth_dev_ops *D;
 static const char *g_where;
-
-static void *dput(const void *host, size_t bytes)
-{
-    void *p = D->alloc(g_dev, bytes ? bytes : 1, NULL);
-    if (p && bytes)
-        D->upload(&g_st, p, host, bytes);
-    return p;
-}
-static float *dputf(const float *host, int64_t n)
-{
-    return dput(host, (size_t)(n > 0 ? n : 0) * sizeof(float));
-}
-static void dget(void *host, const void *dev, size_t bytes)
-{
-    D->download(&g_st, host, dev, bytes);
-    D->sync(&g_st);
-}
-static void dfree(void *p)
-{
-    D->free(g_dev, p);
-}
 
 /* |got - want| <= atol + rtol |want| over n values; reports the first miss. */
 static int near_all(const char *what, const float *got, const double *want, int64_t n, double atol, double rtol)

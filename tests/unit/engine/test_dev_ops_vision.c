@@ -14,6 +14,8 @@
  * HEARTH_VISION_BENCH=1 also times the convs of UltraFace RFB-320 on one
  * thread on each device (informational, never a failure). */
 #include "harness.h"
+#define DEV_TEST_SEED 0x9e3779b97f4a7c15ull
+#include "dev_test.h"
 
 #include "base/clock.h"
 #include "base/err.h"
@@ -25,52 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 32);
-}
-static float frand(void)
-{
-    return (float)((double)rnd() / 2147483648.0 - 1.0);
-}
-static float *frands(int64_t n)
-{
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    for (int64_t i = 0; i < n; i++)
-        p[i] = frand();
-    return p;
-}
-
-static hearth_dev *g_dev;
-static hearth_stream g_st;
-static const hearth_dev_ops *D;
 static const hearth_dev_vision_ops *V;
 static char g_where[160];
-
-static void *dput(const void *host, size_t bytes)
-{
-    void *p = D->alloc(g_dev, bytes ? bytes : 1, NULL);
-    if (p && bytes)
-        D->upload(&g_st, p, host, bytes);
-    return p;
-}
-static float *dputf(const float *host, int64_t n)
-{
-    return dput(host, (size_t)(n > 0 ? n : 0) * sizeof(float));
-}
-static void dget(void *host, const void *dev, size_t bytes)
-{
-    D->download(&g_st, host, dev, bytes);
-    D->sync(&g_st);
-}
-static void dfree(void *p)
-{
-    D->free(g_dev, p);
-}
 
 /* |got - want| <= atol + rtol |want| (or + bound[i] when given); reports the first miss. */
 static int near_all(const char *what, const float *got, const double *want, const double *bound, int64_t n,
