@@ -555,6 +555,10 @@ def test_post_sampling_probs():
                          for e in parts for p in e["completion_probabilities"]), parts
     st, doc = post_json(port, "/completion", {"prompt": PROMPT, "post_sampling_probs": 1})
     assert st == 400 and "post_sampling_probs" in doc["error"]["message"], doc
+    # the context-shift fields refuse what they cannot mean, naming themselves
+    for field, bad in (("n_keep", -2), ("n_keep", "all"), ("n_discard", -1), ("n_discard", 1.5)):
+        st, doc = post_json(port, "/completion", {"prompt": PROMPT, "n_predict": 1, field: bad})
+        assert st == 400 and field in doc["error"]["message"], (field, bad, doc)
 
 
 # ---- /infill ----
