@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 sys.path.insert(0, os.path.dirname(__file__))
 from hearth_test import BIN, free_port, run  # noqa: E402
-from test_bench_tool import bench, quantile, slow_samples, within  # noqa: E402
+from test_bench_tool import bench, quantile, read_request, slow_samples, within  # noqa: E402
 
 SHAPE = [1, 3, 4, 5]
 FRAME_BYTES = 4 * 60
@@ -34,18 +34,10 @@ class _Handler(socketserver.StreamRequestHandler):
     def handle(self):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while True:
-            line = self.rfile.readline()
-            if not line:
+            r = read_request(self.rfile)
+            if r is None:
                 return
-            method, path, _ = line.decode("latin-1").split(" ", 2)
-            headers = {}
-            while True:
-                h = self.rfile.readline()
-                if h in (b"\r\n", b"\n", b""):
-                    break
-                k, v = h.decode("latin-1").split(":", 1)
-                headers[k.strip().lower()] = v.strip()
-            body = self.rfile.read(int(headers.get("content-length", "0")))
+            method, path, headers, body = r
             status, extra, out = self.server.route(method, path, headers, body)
             head = "HTTP/1.1 %d X\r\nContent-Length: %d\r\n%s\r\n" % (status, len(out), extra)
             self.connection.sendall(head.encode() + out)

@@ -23,6 +23,23 @@ DEMO_TOOL = os.path.join(BUILD, "tests", "models", "test_llama_demo_tool")
 TMP = tempfile.mkdtemp(prefix="hearth-bench-tool-")
 
 
+def read_request(rfile):
+    """One HTTP/1.1 request off a keep-alive connection: (method, path,
+    headers with lower-case names, body), or None when the client closed."""
+    line = rfile.readline()
+    if not line:
+        return None
+    method, path, _ = line.decode("latin-1").split(" ", 2)
+    headers = {}
+    while True:
+        h = rfile.readline()
+        if h in (b"\r\n", b"\n", b""):
+            break
+        k, v = h.decode("latin-1").split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    return method, path, headers, rfile.read(int(headers.get("content-length", "0")))
+
+
 class _Handler(socketserver.StreamRequestHandler):
     """One keep-alive connection: reads requests, lets the server's answer
     function write each response."""
@@ -30,18 +47,10 @@ class _Handler(socketserver.StreamRequestHandler):
     def handle(self):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         while True:
-            line = self.rfile.readline()
-            if not line:
+            r = read_request(self.rfile)
+            if r is None:
                 return
-            method, path, _ = line.decode("latin-1").split(" ", 2)
-            headers = {}
-            while True:
-                h = self.rfile.readline()
-                if h in (b"\r\n", b"\n", b""):
-                    break
-                k, v = h.decode("latin-1").split(":", 1)
-                headers[k.strip().lower()] = v.strip()
-            body = self.rfile.read(int(headers.get("content-length", "0")))
+            method, path, _, body = r
             if self.server.answer(self.connection, method, path, body) is False:
                 return
 
