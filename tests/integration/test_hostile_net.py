@@ -149,7 +149,8 @@ def refused_within(port, seconds):
     while time.time() - t0 < seconds:
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=seconds)
-        except ConnectionRefusedError:
+        except (ConnectionRefusedError, ConnectionResetError):
+            # reset during the handshake: the listener closed with the SYN queued, a refusal too
             return time.time() - t0
         try:
             s.settimeout(max(0.01, seconds - (time.time() - t0)))
