@@ -1,7 +1,12 @@
 /* debug.c: the debug endpoints. Each delayed reply runs on its own
  * detached thread, which is fine for a test aid and keeps this file free of
  * engine code; the cancel callback flips a flag the thread polls, exactly the
- * contract a real engine job follows. */
+ * contract a real engine job follows. Like an engine, the threads must be
+ * gone before the server frees its loops: they are counted, and
+ * hearth_api_debug_stop (the process-exit hook, after every connection was
+ * closed and so every job cancelled) waits for the count to reach zero. A
+ * thread that still slept when the loops went wrote into freed queues (CI
+ * saw the segfault after a drain timeout). */
 #include "debug.h"
 
 #include "base/log.h"
@@ -20,6 +25,26 @@ typedef struct job {
     _Atomic int cancelled;
     _Atomic int refs; /* the thread and the connection: whoever drops the last frees */
 } job;
+
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t live_gone = PTHREAD_COND_INITIALIZER;
+static int live; /* threads started and not yet returned */
+
+static void thread_done(void)
+{
+    pthread_mutex_lock(&live_lock);
+    if (--live == 0)
+        pthread_cond_broadcast(&live_gone);
+    pthread_mutex_unlock(&live_lock);
+}
+
+void hearth_api_debug_stop(void)
+{
+    pthread_mutex_lock(&live_lock);
+    while (live > 0)
+        pthread_cond_wait(&live_gone, &live_lock);
+    pthread_mutex_unlock(&live_lock);
+}
 
 static void job_unref(job *j)
 {
@@ -55,6 +80,18 @@ static void sleep_ms(long ms)
     nanosleep(&d, NULL);
 }
 
+/* Sleeps ms in 10 ms slices; false when j was cancelled meanwhile (so a
+ * stopping server never waits a whole long interval for the thread). */
+static bool sleep_unless_cancelled(job *j, long ms)
+{
+    for (long t = 0; t < ms; t += 10) {
+        if (atomic_load(&j->cancelled))
+            return false;
+        sleep_ms(ms - t < 10 ? ms - t : 10);
+    }
+    return !atomic_load(&j->cancelled);
+}
+
 static void echo(hearth_request *req, void *ctx)
 {
     size_t len;
@@ -70,15 +107,14 @@ static void echo(hearth_request *req, void *ctx)
 static void *sleep_thread(void *arg)
 {
     job *j = arg;
-    for (long t = 0; t < j->ms && !atomic_load(&j->cancelled); t += 10)
-        sleep_ms(j->ms - t < 10 ? j->ms - t : 10);
-    if (!atomic_load(&j->cancelled)) {
+    if (sleep_unless_cancelled(j, j->ms)) {
         char body[64];
         int n = snprintf(body, sizeof body, "{\"slept_ms\":%ld}", j->ms);
         hearth_response res = {200, "application/json", NULL, body, (size_t)n};
         hearth_reply_send(j->s, j->reply, &res);
     }
     job_unref(j);
+    thread_done();
     return NULL;
 }
 
@@ -86,9 +122,7 @@ static void *stream_thread(void *arg)
 {
     job *j = arg;
     hearth_reply_stream_begin(j->s, j->reply, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
-    for (long i = 0; i < j->n && !atomic_load(&j->cancelled); i++) {
-        if (j->ms)
-            sleep_ms(j->ms);
+    for (long i = 0; i < j->n && sleep_unless_cancelled(j, j->ms); i++) {
         char ev[64];
         int n = snprintf(ev, sizeof ev, "data: {\"i\":%ld}\n\n", i);
         hearth_reply_stream_write(j->s, j->reply, ev, (size_t)n);
@@ -98,6 +132,7 @@ static void *stream_thread(void *arg)
         hearth_reply_stream_end(j->s, j->reply);
     }
     job_unref(j);
+    thread_done();
     return NULL;
 }
 
@@ -117,7 +152,11 @@ static void start_job(hearth_request *req, hearth_server *s, void *(*fn)(void *)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&live_lock);
+    live++;
+    pthread_mutex_unlock(&live_lock);
     if (pthread_create(&t, &attr, fn, j) != 0) {
+        thread_done();
         hearth_response res = {503, "application/json", NULL, "{}", 2};
         hearth_reply_send(s, j->reply, &res);
         job_unref(j); /* the thread's reference; the connection's goes with the reply */

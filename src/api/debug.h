@@ -11,4 +11,8 @@
  * GET  /debug/stream?n=N&ms=M  N server-sent events, one every M ms, from another thread */
 int hearth_api_register_debug(hearth_server *s);
 
+/* Waits for the endpoints' threads to return; called at process exit, after
+ * the connections closed (which cancels every job), before the loops go. */
+void hearth_api_debug_stop(void);
+
 #endif

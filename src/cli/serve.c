@@ -42,7 +42,11 @@ static int on_process_start(hearth_server *s, void *ctx)
     return rc;
 }
 
-static void on_process_exit(hearth_server *s, void *ctx) { hearth_api_unload_models(ctx); }
+static void on_process_exit(hearth_server *s, void *ctx)
+{
+    hearth_api_debug_stop(); /* its threads write replies too: gone before the loops */
+    hearth_api_unload_models(ctx);
+}
 
 /* The flags llama-server's command lines bring: each honoured, noted or
  * refused here with a message (an unknown flag is refused by opts_parse). */
