@@ -26,7 +26,10 @@
  * plan also fixes the work size the model's arena must hold); Winograd for
  * the 3x3 convs (the dense 3x3s here are a small part of a face detector's
  * MACs and Winograd's transforms change the rounding the tests bound);
- * threads inside the kernels (one policy, here). */
+ * threads inside the kernels (one policy, here); a direct conv for the
+ * im2col shapes with few output channels, the GEMM tile loading B's rows
+ * from X per tile (tried 2026-12-03: 10-15% slower than im2col + GEMM on
+ * RFB-320's first conv and its 30x40 3x3s, in alternating runs). */
 #include "engine/cpu/vision.h"
 #include "engine/cpu/dev_cpu.h"
 #include "engine/cpu/matmul.h"

@@ -25,13 +25,97 @@ bool hearth_vis_dw_avx512_takes(const hearth_conv_desc *d)
            d->pad_l < ((int64_t)1 << 30);
 }
 
+/* The lanes j of a vector of 16 input columns ix0 + j that lie inside
+ * [0, w): the rest read as zero padding. Masked-out lanes are never touched
+ * (AVX-512 masked loads do not fault), so no padded copy and no gather. */
+static inline __mmask16 cols_in(int64_t ix0, int64_t w)
+{
+    return (__mmask16)(vis_tail(w - ix0) & (__mmask16)~vis_tail(-ix0));
+}
+
+/* One output row of the common 3x3, dilation 1, pad_l 1 case: the nine
+ * weights live in registers, the input rows out of the image are skipped
+ * once per row, and stride 2 loads each input row once per 16 outputs (two
+ * vectors split into even and odd columns; the kj = 0 tap is the odd vector
+ * shifted one lane, its first lane carried from the previous 16). */
+static inline __attribute__((always_inline)) void dw3_row(const float *const rows[3], const __m512 wv[9],
+                                                          __m512 bias, float *y, int64_t W, int64_t wo, int sw,
+                                                          const hearth_conv_desc *d)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512 oprev[3] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t x0 = 0; x0 < wo; x0 += 16) {
+        __mmask16 om = vis_tail(wo - x0);
+        __m512 acc = bias;
+        if (sw == 1) {
+            __mmask16 m0 = om & cols_in(x0 - 1, W), m1 = om & cols_in(x0, W), m2 = om & cols_in(x0 + 1, W);
+#pragma GCC unroll 3
+            for (int i = 0; i < 3; i++) {
+                const float *r = rows[i];
+                if (!r)
+                    continue;
+                acc = _mm512_fmadd_ps(wv[3 * i + 0], _mm512_maskz_loadu_ps(m0, r + x0 - 1), acc);
+                acc = _mm512_fmadd_ps(wv[3 * i + 1], _mm512_maskz_loadu_ps(m1, r + x0), acc);
+                acc = _mm512_fmadd_ps(wv[3 * i + 2], _mm512_maskz_loadu_ps(m2, r + x0 + 1), acc);
+            }
+        } else {
+            int64_t c0 = 2 * x0;
+            __mmask16 mlo = vis_tail(W - c0), mhi = vis_tail(W - c0 - 16);
+#pragma GCC unroll 3
+            for (int i = 0; i < 3; i++) {
+                const float *r = rows[i];
+                if (!r)
+                    continue;
+                __m512 lo = _mm512_maskz_loadu_ps(mlo, r + c0), hi = _mm512_maskz_loadu_ps(mhi, r + c0 + 16);
+                __m512 e = _mm512_permutex2var_ps(lo, even, hi), o = _mm512_permutex2var_ps(lo, odd, hi);
+                __m512 left = _mm512_castsi512_ps(
+                    _mm512_alignr_epi32(_mm512_castps_si512(o), _mm512_castps_si512(oprev[i]), 15));
+                oprev[i] = o;
+                acc = _mm512_fmadd_ps(wv[3 * i + 0], left, acc);
+                acc = _mm512_fmadd_ps(wv[3 * i + 1], e, acc);
+                acc = _mm512_fmadd_ps(wv[3 * i + 2], o, acc);
+            }
+        }
+        _mm512_mask_storeu_ps(y + x0, om, vis_act16(acc, d));
+    }
+}
+
+static void dw3(const hearth_conv *c, const float *X, float *Y, int64_t p0, int64_t p1)
+{
+    const hearth_conv_desc *d = &c->d;
+    const int64_t H = d->h, W = d->w, ho = d->h_out, wo = d->w_out;
+    for (int64_t p = p0; p < p1; p++) {
+        int64_t ch = p % d->c_out;
+        const float *x = X + p * H * W;
+        float *y = Y + p * ho * wo;
+        __m512 wv[9];
+        for (int k = 0; k < 9; k++)
+            wv[k] = _mm512_set1_ps(c->w[ch * 9 + k]);
+        __m512 bias = _mm512_set1_ps(c->bias[ch]);
+        for (int64_t oy = 0; oy < ho; oy++) {
+            const float *rows[3];
+            for (int i = 0; i < 3; i++) {
+                int64_t iy = oy * d->stride_h + i - d->pad_t;
+                rows[i] = iy >= 0 && iy < H ? x + iy * W : NULL;
+            }
+            if (d->stride_w == 1)
+                dw3_row(rows, wv, bias, y + oy * wo, W, wo, 1, d);
+            else
+                dw3_row(rows, wv, bias, y + oy * wo, W, wo, 2, d);
+        }
+    }
+}
+
 void hearth_vis_dw_avx512(const hearth_conv *c, const float *X, float *Y, int64_t p0, int64_t p1)
 {
     const hearth_conv_desc *d = &c->d;
+    if (d->kh == 3 && d->kw == 3 && d->dil_h == 1 && d->dil_w == 1 && d->pad_l == 1) {
+        dw3(c, X, Y, p0, p1);
+        return;
+    }
     const int64_t H = d->h, W = d->w, ho = d->h_out, wo = d->w_out, sw = d->stride_w, kw = d->kw;
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i lane_sw = _mm512_mullo_epi32(lane, _mm512_set1_epi32((int)sw));
     for (int64_t p = p0; p < p1; p++) {
         int64_t ch = p % d->c_out;
         const float *x = X + p * H * W;       /* (h, w) */
@@ -49,23 +133,15 @@ void hearth_vis_dw_avx512(const hearth_conv *c, const float *X, float *Y, int64_
                         continue;
                     const float *row = x + iy * W;
                     for (int64_t kj = 0; kj < kw; kj++) {
-                        int64_t ix0 = x0 * sw + kj * d->dil_w - d->pad_l, last = ix0 + sw * (nv - 1);
+                        int64_t ix0 = x0 * sw + kj * d->dil_w - d->pad_l;
                         __m512 v;
-                        if (ix0 >= 0 && last < W) {
-                            if (sw == 1) {
-                                v = _mm512_maskz_loadu_ps(om, row + ix0);
-                            } else {
-                                int64_t cnt = last - ix0 + 1; /* input columns spanned, <= 31 */
-                                __m512 lo = _mm512_maskz_loadu_ps(vis_tail(cnt), row + ix0);
-                                __m512 hi = cnt > 16 ? _mm512_maskz_loadu_ps(vis_tail(cnt - 16), row + ix0 + 16)
-                                                     : _mm512_setzero_ps();
-                                v = _mm512_permutex2var_ps(lo, even, hi);
-                            }
+                        if (sw == 1) {
+                            v = _mm512_maskz_loadu_ps(om & cols_in(ix0, W), row + ix0);
                         } else {
-                            __m512i idx = _mm512_add_epi32(_mm512_set1_epi32((int)ix0), lane_sw);
-                            __mmask16 in = om & _mm512_cmpge_epi32_mask(idx, _mm512_setzero_si512()) &
-                                           _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32((int)W));
-                            v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), in, idx, row, 4);
+                            int64_t cnt = sw * (nv - 1) + 1; /* input columns spanned, <= 31 */
+                            __m512 lo = _mm512_maskz_loadu_ps(vis_tail(cnt) & cols_in(ix0, W), row + ix0);
+                            __m512 hi = _mm512_maskz_loadu_ps(vis_tail(cnt - 16) & cols_in(ix0 + 16, W), row + ix0 + 16);
+                            v = _mm512_permutex2var_ps(lo, even, hi);
                         }
                         acc = _mm512_fmadd_ps(_mm512_set1_ps(wk[ki * kw + kj]), v, acc);
                     }

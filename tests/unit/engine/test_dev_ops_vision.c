@@ -73,6 +73,20 @@ static const conv_case CONVS[] = {
     {1, 3, 30, 41, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    /* over the threads' split threshold */
     {1, 33, 19, 23, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   /* pointwise over the threshold */
     {1, 32, 21, 45, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 32},  /* depthwise over the threshold */
+    /* the CPU's 3x3 pad-1 depthwise path: row pads on one side, right pad
+     * or none, stride-2 rows spanning three vectors, a map narrower than one */
+    {1, 8, 6, 33, 8, 3, 3, 2, 2, 1, 1, 0, 1, 2, 1, 8},      /* stride 2, pad below only, 17 outputs */
+    {1, 8, 11, 50, 8, 3, 3, 2, 1, 1, 1, 1, 1, 1, 0, 8},     /* strides 2x1, no right pad */
+    {1, 4, 5, 70, 4, 3, 3, 1, 2, 1, 1, 2, 1, 0, 1, 4},      /* stride 2 along w, 35 outputs, pad above 2 */
+    {1, 6, 4, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6},       /* 4x5 map */
+    {1, 5, 8, 31, 5, 3, 3, 2, 2, 1, 1, 1, 1, 0, 0, 5},      /* stride 2, no pad right or below */
+    /* im2col convs over maps wider than a 32-pixel tile */
+    {1, 3, 9, 70, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},     /* first conv, 35 wide: a block of 32 and of 3 */
+    {1, 8, 6, 40, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1},     /* dilation 2, 12 outputs (a part block) */
+    {1, 8, 5, 36, 10, 3, 3, 1, 1, 1, 1, 1, 0, 1, 2, 2},     /* grouped, pads left 0 right 2 */
+    {1, 4, 7, 80, 20, 5, 5, 1, 2, 1, 1, 2, 2, 2, 1, 1},     /* 5x5, strides 1x2 */
+    {1, 5, 4, 70, 9, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1},      /* 1x1 stride 2 */
+    {2, 3, 40, 96, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    /* over the threshold, batch 2, 4 channel blocks */
 };
 
 static const hearth_act ACTS[] = {HEARTH_ACT_NONE, HEARTH_ACT_RELU, HEARTH_ACT_CLIP, HEARTH_ACT_SIGMOID,
