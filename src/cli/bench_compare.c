@@ -13,9 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { F_RPS, F_P50, F_P99, F_MAX, F_MISSES, F_TTFT50, F_ITL50, F_TOKS, F_N };
+/* The figures after F_TTFT50 are a stream's. prompt_tokens_mean is the
+ * servers' own count (usage.prompt_tokens): two tokenizers or chat
+ * templates make different prompts of the same text, and a tokens/s ratio
+ * is read next to it. */
+enum { F_RPS, F_P50, F_P99, F_MAX, F_MISSES, F_TTFT50, F_ITL50, F_TOKS, F_PTOK, F_N };
 static const char *const fig_names[F_N] = {"rps", "p50_ms", "p99_ms", "max_ms", "misses", "ttft_p50_ms",
-                                           "itl_p50_ms", "tokens_per_s"};
+                                           "itl_p50_ms", "tokens_per_s", "prompt_tokens_mean"};
 
 static int cmp_double(const void *x, const void *y)
 {
@@ -47,6 +51,7 @@ static void figures(const bench_stats *s, double seconds, double *f)
     f[F_TTFT50] = (double)bench_hist_quantile(&s->ttft, 0.5) * ms;
     f[F_ITL50] = (double)bench_hist_quantile(&s->itl, 0.5) * ms;
     f[F_TOKS] = (double)s->tokens / secs;
+    f[F_PTOK] = s->usage_answers ? (double)s->prompt_tokens / (double)s->usage_answers : 0.0;
 }
 
 int bench_compare(const bench_cfg *a, const bench_cfg *b, const char *url_a, const char *url_b, int rounds,

@@ -186,7 +186,7 @@ def test_open_loop_shows_a_stall_the_closed_loop_hides():
     assert slow_open >= 30 * slow_closed, (slow_open, slow_closed)
 
 
-def sse_server(ttft_s=0.050, itl_s=0.020, tokens=10, seen=None, took=None):
+def sse_server(ttft_s=0.050, itl_s=0.020, tokens=10, seen=None, took=None, prompt_tokens=None):
     """Streams tokens events; took (if given) gets the delays the server
     really kept: ("ttft", ms) and ("itl", ms) pairs."""
     def answer(sock, method, path, body):
@@ -207,8 +207,11 @@ def sse_server(ttft_s=0.050, itl_s=0.020, tokens=10, seen=None, took=None):
             if took is not None:
                 took.append(("itl" if i else "ttft", (t1 - t0) * 1e3))
             t0 = t1
+        usage = b'"completion_tokens":%d' % tokens
+        if prompt_tokens is not None:
+            usage += b',"prompt_tokens":%d' % prompt_tokens
         done = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"length"}],' \
-               b'"usage":{"completion_tokens":%d}}\n\ndata: [DONE]\n\n' % tokens
+               b'"usage":{%s}}\n\ndata: [DONE]\n\n' % usage
         sock.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
     return TestServer(answer)
 
@@ -260,6 +263,20 @@ def test_compare_two_servers():
     r = j["ratio_b_over_a"]
     assert 1.7 <= r["p50_ms"] <= 2.1 and 0.45 <= r["rps"] <= 0.6, (r, out)
     assert "B / A" in out and "round 2 B" in out, out
+
+
+def test_compare_streams_shows_prompt_sizes():
+    # two servers that count the same prompt as 12 and 18 tokens: the
+    # comparison says so beside the tokens/s it compares
+    with sse_server(ttft_s=0.01, itl_s=0.005, prompt_tokens=12) as a, \
+            sse_server(ttft_s=0.01, itl_s=0.005, prompt_tokens=18) as b:
+        rc, j, out = bench(a.port, "--api", "chat", "--compare", "http://127.0.0.1:%d" % b.port, "--rounds", "2",
+                           "--n", "6", "--max-tokens", "10")
+    assert rc == 0, out
+    m = j["median"]
+    assert m["a"]["prompt_tokens_mean"] == 12 and m["b"]["prompt_tokens_mean"] == 18, (m, out)
+    assert abs(j["ratio_b_over_a"]["prompt_tokens_mean"] - 1.5) < 1e-9, j
+    assert "prompt_tokens_mean" in out and "tokens_per_s" in out, out
 
 
 def test_unreachable_port_is_an_error():
@@ -365,5 +382,5 @@ def test_bad_command_lines():
 
 if __name__ == "__main__":
     run([test_fixed_time_percentiles, test_open_loop_shows_a_stall_the_closed_loop_hides, test_sse_ttft_and_itl,
-         test_stream_errors_are_counted, test_compare_two_servers, test_unreachable_port_is_an_error, test_bad_servers_are_counted, test_against_hearth_serve,
+         test_stream_errors_are_counted, test_compare_two_servers, test_compare_streams_shows_prompt_sizes, test_unreachable_port_is_an_error, test_bad_servers_are_counted, test_against_hearth_serve,
          test_sentences_reach_hearth_serve, test_prompt_tokens_reach_hearth_serve, test_bad_command_lines])
