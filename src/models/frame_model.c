@@ -52,6 +52,7 @@ struct hearth_frame_model {
     size_t io_bytes;              /* inputs and outputs, each 64-byte aligned: the pinned staging a GPU copies through */
     bool profile;                 /* HEARTH_FRAME_PROFILE=1: time the phases (with a sync between), logged at close */
     uint64_t prof_ns[3], prof_frames; /* upload, walk, download */
+    uint64_t *prof_step_ns;       /* HEARTH_FRAME_PROFILE=steps: also each step (a sync after each), per step */
     const void *const *in_place;  /* during a run on host memory: the caller's inputs, read where they are */
 };
 
@@ -94,6 +95,34 @@ static char *state_file(const char *path)
     return r;
 }
 
+/* The slowest steps of HEARTH_FRAME_PROFILE=steps, at most 24, slowest
+ * first, each with its node, op and share of the walk. */
+static void log_step_profile(const hearth_frame_model *m)
+{
+    const hearth_plan *p = &m->plan;
+    uint64_t total = 0;
+    for (int i = 0; i < p->n_steps; i++)
+        total += m->prof_step_ns[i];
+    bool *shown = calloc((size_t)p->n_steps, sizeof *shown);
+    if (!shown || !total) {
+        free(shown);
+        return;
+    }
+    HLOG_INFO("frame: %s: %d steps, %.1f us per frame in all (synced after each)", m->info.path, p->n_steps,
+              total / 1e3 / m->prof_frames);
+    for (int k = 0; k < 24 && k < p->n_steps; k++) {
+        int best = -1;
+        for (int i = 0; i < p->n_steps; i++)
+            if (!shown[i] && (best < 0 || m->prof_step_ns[i] > m->prof_step_ns[best]))
+                best = i;
+        shown[best] = true;
+        const hearth_onnx_node *nd = &p->model->nodes[p->steps[best].node];
+        HLOG_INFO("  step %3d %-18s %-22.22s %8.1f us %5.1f%%", best, nd->op_type, nd->name,
+                  m->prof_step_ns[best] / 1e3 / m->prof_frames, 100.0 * (double)m->prof_step_ns[best] / (double)total);
+    }
+    free(shown);
+}
+
 void hearth_frame_model_close(hearth_frame_model *m)
 {
     if (!m)
@@ -103,6 +132,9 @@ void hearth_frame_model_close(hearth_frame_model *m)
                   m->info.path, (unsigned long long)m->prof_frames, m->prof_ns[0] / 1e3 / m->prof_frames,
                   m->prof_ns[1] / 1e3 / m->prof_frames, m->prof_ns[2] / 1e3 / m->prof_frames);
     hearth_plan *p = &m->plan;
+    if (m->prof_step_ns && m->prof_frames)
+        log_step_profile(m);
+    free(m->prof_step_ns);
     if (m->ops) {
         for (int i = 0; i < p->n_steps; i++) {
             if (m->convs && m->convs[i])
@@ -250,6 +282,8 @@ hearth_frame_model *hearth_frame_model_open(const char *path, const hearth_frame
     }
     const char *prof = getenv("HEARTH_FRAME_PROFILE");
     m->profile = prof && *prof && strcmp(prof, "0") != 0;
+    if (prof && !strcmp(prof, "steps"))
+        m->prof_step_ns = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *m->prof_step_ns);
     snprintf(m->device_name, sizeof m->device_name, "%s", o->device ? o->device : "cpu");
     m->info = (hearth_frame_info){.path = path, .platform = "onnxruntime_onnx", .opset = m->onnx->opset,
                                   .n_inputs = p->n_inputs, .n_outputs = p->n_outputs, .inputs = m->ins,
@@ -291,6 +325,7 @@ static int walk(hearth_frame_model *m, hearth_stream *st, int slot, hearth_err *
 {
     const hearth_plan *p = &m->plan;
     const hearth_dev_vision_ops *vo = m->vo;
+    uint64_t t_step = m->prof_step_ns ? hearth_now_ns() : 0;
     for (int i = 0; i < p->n_steps; i++) {
         const plan_step *s = &p->steps[i];
         float *a = vptr(m, s->a, slot), *y = vptr(m, s->y, slot);
@@ -310,6 +345,11 @@ static int walk(hearth_frame_model *m, hearth_stream *st, int slot, hearth_err *
             break;
         }
         default: rc = HEARTH_EINVAL;
+        }
+        if (!rc && m->prof_step_ns && !(rc = m->ops->sync(st))) {
+            uint64_t now = hearth_now_ns();
+            m->prof_step_ns[i] += now - t_step;
+            t_step = now;
         }
         if (rc) {
             const hearth_onnx_node *nd = &p->model->nodes[s->node];

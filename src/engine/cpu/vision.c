@@ -180,7 +180,10 @@ static void conv_dw_rows(void *job, int64_t r0, int64_t r1)
 static void im2col_rows(void *job, int64_t r0, int64_t r1)
 {
     const conv_job *J = job;
-    hearth_vis_im2col(J->c, J->X, J->g, J->work, r0, r1);
+    if (vis_avx512())
+        hearth_vis_im2col_avx512(J->c, J->X, J->g, J->work, r0, r1);
+    else
+        hearth_vis_im2col(J->c, J->X, J->g, J->work, r0, r1);
 }
 
 static void gemm_rows(void *job, int64_t r0, int64_t r1)
@@ -284,7 +287,10 @@ static void unary_rows(void *job, int64_t r0, int64_t r1)
 {
     const op_job *J = job;
     int64_t i0 = r0 * VIS_CHUNK, i1 = r1 * VIS_CHUNK < J->n ? r1 * VIS_CHUNK : J->n;
-    hearth_vis_unary_ref((hearth_unary_op)J->op, J->A + i0, J->Y + i0, i1 - i0, J->a, J->b);
+    if (vis_avx512() && hearth_vis_unary_avx512_takes((hearth_unary_op)J->op))
+        hearth_vis_unary_avx512((hearth_unary_op)J->op, J->A + i0, J->Y + i0, i1 - i0, J->a, J->b);
+    else
+        hearth_vis_unary_ref((hearth_unary_op)J->op, J->A + i0, J->Y + i0, i1 - i0, J->a, J->b);
 }
 
 static int unary_run(hearth_stream *st, hearth_unary_op op, const float *X, float *Y, int64_t n, float a, float b)

@@ -5,7 +5,8 @@
  * layout) and the split of every op over the stream's pool; vision_ref.c
  * the scalar version of every op (the oracle and the fallback for any shape
  * a SIMD kernel does not take); vision_conv_avx512.c the GEMM tile behind
- * 1x1 and im2col convs; vision_dw_avx512.c the depthwise conv. This header
+ * 1x1 and im2col convs and the im2col itself; vision_dw_avx512.c the
+ * depthwise conv; vision_elem_avx512.c the elementwise ops. This header
  * is what they share: the placed conv, the kernels' entry points and the
  * fused activation. */
 #ifndef HEARTH_ENGINE_CPU_VISION_H
@@ -81,7 +82,7 @@ void hearth_vis_strided_ref(const hearth_strided_desc *d, const void *src, void 
 /* Output rows [r0, r1) of the (n * c * h_out) rows. */
 void hearth_vis_resize_ref(const hearth_resize_desc *d, const float *X, float *Y, int64_t r0, int64_t r1);
 
-/* ---- AVX-512 (vision_conv_avx512.c, vision_dw_avx512.c) ---- */
+/* ---- AVX-512 (vision_conv_avx512.c, vision_dw_avx512.c, vision_elem_avx512.c) ---- */
 
 /* As hearth_vis_gemm_ref. */
 void hearth_vis_gemm_avx512(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
@@ -90,5 +91,11 @@ void hearth_vis_gemm_avx512(const hearth_conv *c, const float *panels, const flo
 bool hearth_vis_dw_avx512_takes(const hearth_conv_desc *d);
 /* Planes [p0, p1) of the (n * c) planes, as hearth_vis_conv_ref. */
 void hearth_vis_dw_avx512(const hearth_conv *c, const float *X, float *Y, int64_t p0, int64_t p1);
+/* As hearth_vis_im2col (B row by row, the strided copies in vectors). */
+void hearth_vis_im2col_avx512(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t k0, int64_t k1);
+/* Whether hearth_vis_unary_avx512 has op in vectors (else it calls the scalar twin). */
+bool hearth_vis_unary_avx512_takes(hearth_unary_op op);
+/* As hearth_vis_unary_ref. */
+void hearth_vis_unary_avx512(hearth_unary_op op, const float *X, float *Y, int64_t n, float a, float b);
 
 #endif

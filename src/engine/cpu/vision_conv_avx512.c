@@ -75,3 +75,56 @@ void hearth_vis_gemm_avx512(const hearth_conv *c, const float *panels, const flo
             tile(1, wp, K, B + px0, hwo, vis_tail(nc), 0, y, hwo, mr, bias + co0, &c->d);
     }
 }
+
+/* The im2col rows [k0, k1) of group g, as hearth_vis_im2col; a row's
+ * inside columns in vectors: stride 1 a copy, stride 2 two loads and the
+ * even lanes (the scalar twin's strided loop was half of RFB-320's first
+ * conv, K = 27 rows of 19,200 pixels); other strides go to the twin. */
+void hearth_vis_im2col_avx512(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t k0, int64_t k1)
+{
+    const hearth_conv_desc *d = &c->d;
+    if (d->stride_w > 2) {
+        hearth_vis_im2col(c, X, g, B, k0, k1);
+        return;
+    }
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const int64_t khw = d->kh * d->kw, hwo = d->h_out * d->w_out, wo = d->w_out, sw = d->stride_w;
+    for (int64_t k = k0; k < k1; k++) {
+        int64_t ci = k / khw, ki = k % khw / d->kw, kj = k % d->kw;
+        const float *x = X + (g * c->cin_g + ci) * d->h * d->w;
+        float *b = B + k * hwo;
+        /* the output columns whose input column is inside: [lo, hi) */
+        int64_t off = kj * d->dil_w - d->pad_l;
+        int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+        int64_t hi = d->w - off <= 0 ? 0 : (d->w - off - 1) / sw + 1;
+        hi = hi > wo ? wo : hi;
+        lo = lo > hi ? hi : lo;
+        for (int64_t oy = 0; oy < d->h_out; oy++) {
+            float *row = b + oy * wo;
+            int64_t iy = oy * d->stride_h + ki * d->dil_h - d->pad_t;
+            if (iy < 0 || iy >= d->h) {
+                for (int64_t ox = 0; ox < wo; ox += 16)
+                    _mm512_mask_storeu_ps(row + ox, vis_tail(wo - ox), _mm512_setzero_ps());
+                continue;
+            }
+            const float *xr = x + iy * d->w + off; /* xr[ox * sw] for ox in [lo, hi) */
+            for (int64_t ox = 0; ox < lo; ox++)
+                row[ox] = 0;
+            for (int64_t ox = lo; ox < hi; ox += 16) {
+                int64_t n = hi - ox < 16 ? hi - ox : 16;
+                __m512 v;
+                if (sw == 1) {
+                    v = _mm512_maskz_loadu_ps(vis_tail(n), xr + ox);
+                } else {
+                    int64_t cnt = 2 * n - 1; /* input columns spanned */
+                    __m512 l = _mm512_maskz_loadu_ps(vis_tail(cnt), xr + 2 * ox);
+                    __m512 h = _mm512_maskz_loadu_ps(vis_tail(cnt - 16), xr + 2 * ox + 16);
+                    v = _mm512_permutex2var_ps(l, even, h);
+                }
+                _mm512_mask_storeu_ps(row + ox, vis_tail(n), v);
+            }
+            for (int64_t ox = hi; ox < wo; ox++)
+                row[ox] = 0;
+        }
+    }
+}
