@@ -771,7 +771,7 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
         return false;
     if (r == 0 && c->model->sampling.seed != HEARTH_SAMPLER_SEED_RANDOM)
         seed = (int64_t)c->model->sampling.seed; /* serve --seed: the seed of requests that name none */
-    p->seed = seed >= 0 ? (uint64_t)seed : hearth_random_u64() >> 11; /* 53 bits: exact as a JSON number */
+    p->seed = seed >= 0 ? (uint64_t)seed : (uint32_t)hearth_random_u64(); /* 32 bits: all the sampler uses, as llama.cpp */
     if ((r = hearth_gen_opt_int(req, doc, "n_probs", 0, 16, &i)) < 0)
         return false;
     if (r)
