@@ -61,7 +61,7 @@ static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch
         hearth_chat_template_kind k;
         if (hearth_chat_template_by_name(c->chat_template, &k) != 0) {
             fprintf(stderr, "hearth serve: --chat-template '%s' is not one hearth renders (chatml, llama3, phi3, "
-                            "gemma, mistral, llama2); Jinja source is not interpreted\n", c->chat_template);
+                            "gemma, mistral, llama2, command-r); Jinja source is not interpreted\n", c->chat_template);
             return 2;
         }
     }
