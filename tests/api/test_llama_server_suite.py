@@ -82,5 +82,155 @@ def test_seeded_texts_are_llama_servers():
     assert " fun with the sea. While the temple, Tom found a big race and st".startswith(doc["content"])
 
 
+def test_system_fingerprint_starts_with_b():
+    """llama-server's system_fingerprint is "b<build>-<commit>"; clients check the "b"."""
+    port = srv().port
+    for path, doc in (("/v1/chat/completions", {"messages": BOOK, "max_tokens": 2}),
+                      ("/v1/completions", {"prompt": "Hi", "max_tokens": 2})):
+        st, ans = post_json(port, path, doc)
+        assert st == 200 and ans["system_fingerprint"].startswith("b"), ans
+
+
+def test_timings_per_token():
+    """"timings_per_token": true puts timings (prompt_per_second, predicted_per_second,
+    predicted_n so far) in every streamed event, as llama-server's partial results."""
+    port = srv().port
+    st, body = post(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "test"}], "max_tokens": 10,
+                                                   "stream": True, "timings_per_token": True})
+    ev = sse_events(body)
+    assert st == 200 and ev[-1] == "[DONE]", ev
+    seen = []
+    for e in ev[:-1]:
+        t = e["timings"]
+        assert "prompt_per_second" in t and "predicted_per_second" in t and t["predicted_n"] <= 10, e
+        seen.append(t["predicted_n"])
+    assert seen == sorted(seen) and seen[-1] == 10, seen
+    st, body = post(port, "/completion", {"prompt": "test", "n_predict": 5, "stream": True, "timings_per_token": True})
+    ev = sse_events(body)
+    assert st == 200 and all("timings" in e for e in ev), ev
+    assert [e["timings"]["predicted_n"] for e in ev[:-1]] == [1, 2, 3, 4, 5], ev
+    # off by default: only the last event has timings
+    st, body = post(port, "/completion", {"prompt": "test", "n_predict": 3, "stream": True})
+    ev = sse_events(body)
+    assert ["timings" in e for e in ev] == [False, False, False, True], ev
+
+
+def test_streamed_chat_logprobs_in_every_chunk():
+    """Asked for logprobs, every chunk before the last has them (llama-server sends no
+    role chunk; hearth's has an empty list), and their tokens spell the content."""
+    port = srv().port
+    st, body = post(port, "/v1/chat/completions", {"messages": BOOK, "max_tokens": 5, "temperature": 0, "stream": True,
+                                                   "logprobs": True, "top_logprobs": 10})
+    ev = sse_events(body)
+    assert st == 200 and ev[-1] == "[DONE]", ev
+    content, spelled = "", ""
+    for e in ev[:-1]:
+        ch = e["choices"][0]
+        if ch["finish_reason"] is not None:
+            continue
+        content += ch["delta"].get("content", "")
+        assert ch["logprobs"] is not None, e
+        for tok in ch["logprobs"]["content"]:
+            assert tok["logprob"] <= 0 and tok["bytes"] is not None and len(tok["top_logprobs"]) > 0, tok
+            spelled += tok["token"]
+    assert content and spelled == content, (spelled, content)
+    # greedy from the suite's prompt: llama-server's first tokens
+    assert content.startswith("\"He"), content
+
+
+def test_grammar_is_refused():
+    """hearth has no grammar-constrained sampling: "grammar" and "json_schema" are
+    refused with a 400 naming them, never ignored (an unconstrained answer would look
+    like a constrained one); an empty grammar is no grammar."""
+    port = srv().port
+    for path, base in (("/completion", {"prompt": "a", "n_predict": 2}),
+                       ("/v1/chat/completions", {"messages": BOOK, "max_tokens": 2})):
+        st, doc = post_json(port, path, dict(base, grammar='root ::= "a"{5,5}'))
+        assert st == 400 and "grammar" in doc["error"]["message"], doc
+        st, doc = post_json(port, path, dict(base, json_schema={"const": "42"}))
+        assert st == 400 and "json_schema" in doc["error"]["message"], doc
+        st, doc = post_json(port, path, dict(base, grammar=""))
+        assert st == 200, doc
+
+
+def test_slots_list_has_parallel_length():
+    """GET /slots lists --parallel slots, as llama-server's (hearth's extra cache slots
+    are not listed unless running a request, which at most --parallel do)."""
+    with Server(*SUITE_FLAGS, "--slots", "--log-level", "warn", timeout=120) as s:
+        st, _, out = request(s.port, "GET", "/slots")
+        doc = json.loads(out)
+        assert st == 200 and len(doc) == 2, doc
+        assert doc[0]["n_ctx"] == 128 and doc[0]["params"]["seed"] == 42, doc[0]
+
+
+def test_id_slot_and_slot_files():
+    """id_slot runs a request in that slot: llama.cpp's test_slot_save_restore, whose
+    numbers are llama-server's: 21 prompt tokens computed, 84 saved (21 + 64 - 1), 6 of
+    the next prompt computed in the slot holding the first, 1 when all is cached."""
+    d = tempfile.mkdtemp(prefix="hearth-idslot-")
+    flags = list(SUITE_FLAGS)
+    flags[flags.index("--temp") + 1] = "0.0"
+    with Server(*flags, "--slot-save-path", d, "--log-level", "warn", timeout=120) as s:
+        p = s.port
+        france = {"prompt": "What is the capital of France?", "id_slot": 1, "cache_prompt": True}
+        germany = dict(france, prompt="What is the capital of Germany?")
+        st, doc = post_json(p, "/completion", france)
+        assert st == 200 and doc["id_slot"] == 1 and doc["timings"]["prompt_n"] == 21, doc
+        assert "Whiskers" in doc["content"] or "Flana" in doc["content"], doc
+        st, doc = post_json(p, "/slots/1?action=save", {"filename": "slot1.bin"})
+        assert st == 200 and doc["n_saved"] == 84, doc
+        st, doc = post_json(p, "/completion", germany)
+        assert st == 200 and doc["id_slot"] == 1 and doc["timings"]["prompt_n"] == 6, doc
+        st, doc = post_json(p, "/slots/0?action=restore", {"filename": "slot1.bin"})
+        assert st == 200 and doc["n_restored"] == 84, doc
+        st, doc = post_json(p, "/completion", dict(germany, id_slot=0))
+        assert st == 200 and doc["id_slot"] == 0 and doc["timings"]["prompt_n"] == 6, doc
+        st, doc = post_json(p, "/completion", germany)
+        assert st == 200 and doc["timings"]["prompt_n"] == 1, doc
+        # erased, the slot computes the whole prompt again
+        st, doc = post_json(p, "/slots/1?action=erase", {})
+        assert st == 200, doc
+        st, doc = post_json(p, "/completion", france)
+        assert st == 200 and doc["timings"]["prompt_n"] == 21, doc
+        # a slot the server does not have
+        st, doc = post_json(p, "/completion", dict(france, id_slot=99))
+        assert st == 400 and "id_slot" in doc["error"]["message"], doc
+
+
+def test_apply_template_and_command_r():
+    """POST /apply-template renders the messages with the model's template and
+    generates nothing; --chat-template command-r is llama.cpp's built-in (the text of
+    llama.cpp's test_apply_chat_template)."""
+    with Server(*SUITE_FLAGS, "--chat-template", "command-r", "--log-level", "warn", timeout=120) as s:
+        st, doc = post_json(s.port, "/apply-template", {"messages": [{"role": "system", "content": "You are a test."},
+                                                                     {"role": "user", "content": "Hi there"}]})
+        assert st == 200, doc
+        assert doc["prompt"] == ("<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|>"
+                                 "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|>"
+                                 "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>"), doc
+        st, doc = post_json(s.port, "/apply-template", {"messages": "no"})
+        assert st == 400, doc
+
+
+def test_verbose_answers_carry_verbose():
+    """With -v, llama-server's OpenAI answers carry "__verbose", its /completion answer,
+    whose prompt is the rendered template as tokens shown as text (llama.cpp's
+    test_chat_template: llama3 on stories260K)."""
+    with Server(*SUITE_FLAGS, "--chat-template", "llama3", "--verbose", timeout=120) as s:
+        st, doc = post_json(s.port, "/chat/completions", {"messages": BOOK, "max_tokens": 8})
+        assert st == 200, doc
+        v = doc["__verbose"]
+        assert v["prompt"] == ("<s> <|start_header_id|>system<|end_header_id|>\n\nBook<|eot_id|><|start_header_id|>user"
+                               "<|end_header_id|>\n\nWhat is the best book<|eot_id|><|start_header_id|>assistant"
+                               "<|end_header_id|>\n\n"), v
+        assert v["content"] == doc["choices"][0]["message"]["content"], v
+        assert v["tokens_predicted"] == doc["usage"]["completion_tokens"] and v["tokens_evaluated"] == 125, (v, doc)
+    # without -v, no such field
+    st, doc = post_json(srv().port, "/chat/completions", {"messages": BOOK, "max_tokens": 2})
+    assert st == 200 and "__verbose" not in doc, doc
+
+
 if __name__ == "__main__":
-    run([test_seeded_texts_are_llama_servers])
+    run([test_seeded_texts_are_llama_servers, test_system_fingerprint_starts_with_b, test_timings_per_token,
+         test_streamed_chat_logprobs_in_every_chunk, test_grammar_is_refused, test_slots_list_has_parallel_length,
+         test_id_slot_and_slot_files, test_apply_template_and_command_r, test_verbose_answers_carry_verbose])
