@@ -157,6 +157,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"slot-save-path", 0, OPT_STR, &api.cfg.slot_save_path, "DIR", "POST /slots/{id}?action=save|restore|erase keeps slot files in DIR, made if missing (none: 501)"},
         {"cont-batching", 0, OPT_BOOL, &cont_batching, NULL, "accepted for llama-server's command lines: generation is always batched continuously (--no-cont-batching is refused)", .dash_name = "cb"},
         {"webui", 0, OPT_BOOL, &webui, NULL, "refused: hearth has no web UI (--no-webui is accepted)"},
+        {"spm-infill", 0, OPT_BOOL, &api.cfg.spm_infill, NULL, "/infill puts the suffix before the prefix, as llama-server's --spm-infill (the order some code models were trained on)"},
         {"verbose", 0, OPT_BOOL, &verbose, NULL, "the same as --log-level debug, and OpenAI answers carry llama-server's __verbose object (llama-server's -v)", .dash_name = "v"},
         {"device", 0, OPT_STR, &api.cfg.device, "cpu|cuda[:N][,...]", "where generation and frame models run (cpu); a comma list gives each --spawn worker the next in turn"},
         {"shape", 0, OPT_STR, &api.cfg.frame_shapes, "NAME=DIMS[,...]", "frame models: fixed dims for inputs the ONNX file leaves dynamic, e.g. input=1x3x320x320"},

@@ -10,6 +10,7 @@ copied) for the fields, routes and shapes.
 """
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -230,7 +231,34 @@ def test_verbose_answers_carry_verbose():
     assert st == 200 and "__verbose" not in doc, doc
 
 
+def test_spm_infill_puts_the_suffix_first():
+    """--spm-infill as llama-server's (its format_infill): [BOS] FIM_SUF suffix FIM_PRE
+    prefix prompt FIM_MID, the parts cut to the same shares as without it (-b 64: the
+    prefix's last 48 ids, the suffix's first 16 - 2 - the prompt's)."""
+    from test_llama_server_compat import gguf_with_keys
+    PRE, SUF, MID = 400, 401, 402
+    d = tempfile.mkdtemp(prefix="hearth-spm-")
+    path = os.path.join(d, "fim.gguf")
+    gguf_with_keys(STORIES, path, {"tokenizer.ggml.fim_pre_token_id": PRE, "tokenizer.ggml.fim_suf_token_id": SUF,
+                                   "tokenizer.ggml.fim_mid_token_id": MID})
+    prefix = "Once upon a time, there was a little girl named Lily. She loved to play outside in the sun. " * 2
+    body = {"input_prefix": prefix, "input_suffix": "They were happy.\nThe end.", "prompt": "One day",
+            "n_predict": 6, "temperature": 0}
+    try:
+        with Server("-m", path, "-c", "256", "-np", "1", "-b", "64", "--spm-infill", "--log-level", "warn",
+                    timeout=120) as s:
+            def ids(text, special=False):
+                return post_json(s.port, "/tokenize", {"content": text, "add_special": False,
+                                                       "parse_special": special})[1]["tokens"]
+            pre, suf, prm = ids(prefix), ids(body["input_suffix"]), ids("One day", True)
+            want = [1, SUF] + suf[:max(0, 16 - 2 - len(prm))] + [PRE] + pre[-48:] + prm + [MID]
+            st, doc = post_json(s.port, "/infill", body)
+            st2, ref = post_json(s.port, "/completion", {"prompt": want, "n_predict": 6, "temperature": 0})
+            assert st == 200 and st2 == 200 and doc["tokens_evaluated"] == len(want), (doc, len(want))
+            assert doc["content"] == ref["content"] and doc["prompt"] == ref["prompt"], (doc, ref)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    run([test_seeded_texts_are_llama_servers, test_system_fingerprint_starts_with_b, test_timings_per_token,
-         test_streamed_chat_logprobs_in_every_chunk, test_grammar_is_refused, test_slots_list_has_parallel_length,
-         test_id_slot_and_slot_files, test_apply_template_and_command_r, test_verbose_answers_carry_verbose])
+    run([test_seeded_texts_are_llama_servers, test_system_fingerprint_starts_with_b, test_timings_per_token, test_streamed_chat_logprobs_in_every_chunk, test_grammar_is_refused, test_slots_list_has_parallel_length, test_id_slot_and_slot_files, test_apply_template_and_command_r, test_verbose_answers_carry_verbose, test_spm_infill_puts_the_suffix_first])
