@@ -260,5 +260,21 @@ def test_spm_infill_puts_the_suffix_first():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def test_cors_preflight_as_llama_servers():
+    """llama.cpp's test_cors_options: a preflight is answered 200 with the origin it names,
+    credentials allowed and "GET, POST". The allowed headers are the ones asked for, not
+    llama-server's "*", which browsers never let cover Authorization."""
+    port = srv().port
+    for origin in ("localhost", "web.mydomain.fr"):
+        st, h, _ = request(port, "OPTIONS", "/completions", headers={
+            "Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "Authorization"})
+        assert st == 200 and h["access-control-allow-origin"] == origin, (st, h)
+        assert h["access-control-allow-credentials"] == "true" and h["access-control-allow-methods"] == "GET, POST", h
+        assert h["access-control-allow-headers"] == "Authorization", h
+
+
 if __name__ == "__main__":
-    run([test_seeded_texts_are_llama_servers, test_system_fingerprint_starts_with_b, test_timings_per_token, test_streamed_chat_logprobs_in_every_chunk, test_grammar_is_refused, test_slots_list_has_parallel_length, test_id_slot_and_slot_files, test_apply_template_and_command_r, test_verbose_answers_carry_verbose, test_spm_infill_puts_the_suffix_first])
+    run([test_seeded_texts_are_llama_servers, test_system_fingerprint_starts_with_b, test_timings_per_token,
+         test_streamed_chat_logprobs_in_every_chunk, test_grammar_is_refused, test_slots_list_has_parallel_length,
+         test_id_slot_and_slot_files, test_apply_template_and_command_r, test_verbose_answers_carry_verbose,
+         test_spm_infill_puts_the_suffix_first, test_cors_preflight_as_llama_servers])
