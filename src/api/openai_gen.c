@@ -34,8 +34,8 @@
  * stream, each chunk's choice naming its prompt, [DONE] once).
  *
  * What hearth does not do is refused with a 400 naming it, never ignored:
- * n > 1, tools, echo, suffix, best_of > 1, structured output, several
- * prompts streamed. */
+ * n > 1, tools, echo, suffix, best_of > 1, structured output (response_format
+ * other than text, and llama-server's grammar and json_schema: gen_common.c). */
 #include "gen_common.h"
 #include "respond.h"
 
