@@ -47,6 +47,8 @@ typedef struct hearth_api_config {
     bool context_shift;          /* --context-shift: shift a full context, truncate a long prompt (off, as llama-server's) */
     bool embedding_only;         /* --embedding: serve embedding models only, as llama-server's */
     bool slots;                  /* --slots: GET /slots lists the slots (off, as llama-server's at c392e50) */
+    bool verbose;                /* -v/--verbose: OpenAI answers carry llama-server's "__verbose" object too */
+    bool spm_infill;             /* --spm-infill: /infill puts the suffix before the prefix (llama-server's) */
     const char *slot_save_path;  /* --slot-save-path DIR: POST /slots/{id}?action=save|restore|erase files (NULL: 501) */
     int max_queue;               /* --max-queue waiting generation requests (64) */
     int batch_size;              /* --batch-size tokens per forward pass (512) */

@@ -51,20 +51,6 @@
 #define HEARTH_FIELDS_MAX 64
 #define HEARTH_FIELD_MAX 256
 
-static const char *stop_type(const hearth_gen_stats *st)
-{
-    switch (st->finish) {
-    case HEARTH_GEN_EOS:
-        return "eos";
-    case HEARTH_GEN_STOP:
-        return "word";
-    case HEARTH_GEN_LENGTH:
-        return "limit";
-    default:
-        return "none";
-    }
-}
-
 static int append_probs_field(hearth_gen_call *c, hearth_buf *out)
 {
     if (c->g.n_probs <= 0)
@@ -102,25 +88,15 @@ static int fmt_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf 
                                (long long)c->n_gen, (long long)c->prompt.n);
     if (!rc)
         rc = append_probs_field(c, out);
+    if (!rc && c->timings_per_token) {
+        rc = hearth_buf_appends(out, ",");
+        if (!rc)
+            rc = hearth_gen_append_timings_now(out, c);
+    }
     if (!rc)
         rc = hearth_buf_appends(out, "}");
     if (!rc)
         rc = hearth_gen_sse_close(out);
-    return rc;
-}
-
-/* ,"prompt": the prompt's ids as text, control tokens shown ("<s> I believe
- * ..."), as llama-server's answer gives it. */
-static int append_prompt(hearth_gen_call *c, hearth_buf *out)
-{
-    hearth_buf text;
-    hearth_buf_init(&text, (size_t)64 << 20);
-    int rc = hearth_tokenizer_decode(hearth_decoder_tokenizer(c->model->dec), c->prompt.v, c->prompt.n, true, &text);
-    if (!rc)
-        rc = hearth_buf_appends(out, ",\"prompt\":");
-    if (!rc)
-        rc = hearth_json_quote(out, text.data ? text.data : "", text.len);
-    hearth_buf_deinit(&text);
     return rc;
 }
 
@@ -144,14 +120,14 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
                                "\"has_new_line\":%s,\"truncated\":%s,\"stop_type\":\"%s\",\"stopping_word\":",
                                (long long)st->n_gen, (long long)st->n_prompt, (long long)st->n_cached,
                                c->has_new_line ? "true" : "false", hearth_gen_truncated(c, st) ? "true" : "false",
-                               stop_type(st));
+                               hearth_gen_stop_type(st));
     const char *word = st->finish == HEARTH_GEN_STOP && st->stop_index >= 0 && st->stop_index < c->g.n_stop
                            ? c->stop[st->stop_index]
                            : "";
     if (!rc)
         rc = hearth_json_quote(out, word, strlen(word));
     if (!rc)
-        rc = append_prompt(c, out);
+        rc = hearth_gen_append_prompt(c, out);
     if (!rc)
         rc = hearth_buf_appends(out, ",\"generation_settings\":");
     if (!rc)
@@ -222,7 +198,7 @@ static int fmt_end_fields(hearth_gen_call *c, const hearth_gen_stats *st, hearth
     return rc;
 }
 
-static const hearth_gen_format completion_format = {NULL, fmt_piece, fmt_end_fields};
+static const hearth_gen_format completion_format = {NULL, fmt_piece, fmt_end_fields, false};
 
 /* "response_fields": [path] into c->fields; false after a 400. */
 static bool parse_fields(hearth_request *req, const cJSON *doc, hearth_gen_call *c)

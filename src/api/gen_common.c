@@ -120,7 +120,6 @@ struct hearth_gen_group {
     hearth_reply reply;
     bool stream;
     bool begun;                    /* streamed: the head is out (scheduler thread) */
-    bool done_marker;              /* streamed: a call's end held "data: [DONE]", sent once at the end */
 };
 
 /* ---- replying (scheduler thread) ---- */
@@ -243,8 +242,8 @@ static void on_text(hearth_gen_req *g, const char *text, size_t n, int32_t token
 {
     hearth_gen_call *c = g->user;
     int rc = 0;
-    if (token >= 0)
-        c->n_gen++;
+    if (token >= 0 && !c->n_gen++)
+        c->first_ns = hearth_now_ns();
     if (n && memchr(text, '\n', n))
         c->has_new_line = true;
     /* a streamed event lists the ids it carries, as llama-server's do; a whole answer only with return_tokens */
@@ -307,7 +306,7 @@ static void group_stream_end(hearth_gen_group *g)
         hearth_gen_sse_close(&ev);
         break;
     }
-    if (!ev.len && g->done_marker)
+    if (!ev.len && g->calls[0]->fmt->done_marker)
         hearth_buf_appends(&ev, "data: [DONE]\n\n");
     if (!g->begun) /* every prompt failed before its first event: cannot happen without an error */
         hearth_reply_stream_begin(g->server, g->reply, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
@@ -420,16 +419,13 @@ static void on_done(hearth_gen_req *g, int status, const char *msg, const hearth
         if (rc) {
             send_error(c, 500, "server_error", "the answer did not fit in memory");
         } else if (c->group && c->stream) {
-            static const char done[] = "data: [DONE]\n\n";
-            size_t k = sizeof done - 1;
-            if (c->scratch.len >= k && !memcmp(c->scratch.data + c->scratch.len - k, done, k)) {
-                c->scratch.len -= k; /* the stream's end, once, when the last prompt is done */
-                c->group->done_marker = true;
-            }
+            /* the stream's end ([DONE] included) is the group's, when its last prompt is done */
             hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
         } else if (c->group) {
             ; /* the answer stays in c->scratch for the group's */
         } else if (c->stream) {
+            if (c->fmt->done_marker && hearth_buf_appends(&c->scratch, "data: [DONE]\n\n"))
+                HLOG_WARN("generation %s: no room for the stream's [DONE]", c->id);
             hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
             hearth_reply_stream_end(c->server, c->reply);
         } else {
@@ -534,6 +530,7 @@ static bool call_prepare(hearth_request *req, hearth_api *api, hearth_gen_call *
 static bool call_enqueue(hearth_api *api, hearth_gen_call *c)
 {
     hearth_err err = {0};
+    c->submit_ns = hearth_now_ns();
     int rc = hearth_gen_sched_submit(c->model->sched, &c->g, &err);
     if (rc == 0)
         return true;
@@ -589,6 +586,9 @@ void hearth_gen_group_submit(hearth_request *req, hearth_api *api, hearth_gen_ca
         calls[i]->reply = g->reply;
     /* all queued at once, or none: admitted together, they share the first forward passes */
     hearth_err err = {0};
+    uint64_t now = hearth_now_ns();
+    for (int i = 0; i < n; i++)
+        calls[i]->submit_ns = now;
     int rc = hearth_gen_sched_submit_all(calls[0]->model->sched, reqs, n, &err);
     if (rc) {
         if (rc == HEARTH_ELIMIT)
@@ -771,7 +771,7 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
         return false;
     if (r == 0 && c->model->sampling.seed != HEARTH_SAMPLER_SEED_RANDOM)
         seed = (int64_t)c->model->sampling.seed; /* serve --seed: the seed of requests that name none */
-    p->seed = seed >= 0 ? (uint64_t)seed : hearth_random_u64() >> 11; /* 53 bits: exact as a JSON number */
+    p->seed = seed >= 0 ? (uint64_t)seed : (uint32_t)hearth_random_u64(); /* 32 bits: all the sampler uses, as llama.cpp */
     if ((r = hearth_gen_opt_int(req, doc, "n_probs", 0, 16, &i)) < 0)
         return false;
     if (r)
@@ -779,12 +779,27 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
     if (hearth_gen_opt_bool(req, doc, "post_sampling_probs", &c->post_sampling_probs) < 0)
         return false;
     c->g.post_sampling_probs = c->post_sampling_probs;
+    /* llama-server's constrained sampling: hearth has no grammar engine, and
+     * an answer that ignored the constraint would look valid and not be */
+    const cJSON *gr = cJSON_GetObjectItemCaseSensitive(doc, "grammar");
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(doc, "json_schema");
+    if ((gr && !cJSON_IsNull(gr) && !(cJSON_IsString(gr) && !gr->valuestring[0])) || (js && !cJSON_IsNull(js))) {
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "'%s' (grammar-constrained sampling) is not supported by hearth", gr && !cJSON_IsNull(gr) ? "grammar" : "json_schema");
+        return false;
+    }
+    int64_t id_slot = -1; /* llama-server's: run in that slot (its cached prefix), waiting for it while busy */
+    if (hearth_gen_opt_int(req, doc, "id_slot", -1, INT32_MAX, &id_slot) < 0)
+        return false;
+    c->g.pin_slot = id_slot >= 0;
+    c->g.id_slot = (int)id_slot;
     if (hearth_gen_opt_int(req, doc, "n_keep", -1, INT32_MAX, &c->n_keep) < 0 ||
         hearth_gen_opt_int(req, doc, "n_discard", 0, INT32_MAX, &c->g.n_discard) < 0)
         return false;
     if (hearth_gen_opt_bool(req, doc, "cache_prompt", &c->g.cache_prompt) < 0 ||
         hearth_gen_opt_bool(req, doc, "ignore_eos", &c->g.ignore_eos) < 0 ||
-        hearth_gen_opt_bool(req, doc, "stream", &c->stream) < 0)
+        hearth_gen_opt_bool(req, doc, "stream", &c->stream) < 0 ||
+        hearth_gen_opt_bool(req, doc, "timings_per_token", &c->timings_per_token) < 0)
         return false;
     const cJSON *stop = cJSON_GetObjectItemCaseSensitive(doc, "stop");
     if (stop && !cJSON_IsNull(stop)) {
@@ -932,6 +947,15 @@ int hearth_gen_append_timings(hearth_buf *out, const hearth_gen_stats *st)
                              per(st->gen_ms, gn), per(gn * 1e3, st->gen_ms));
 }
 
+int hearth_gen_append_timings_now(hearth_buf *out, const hearth_gen_call *c)
+{
+    uint64_t now = hearth_now_ns(), first = c->first_ns ? c->first_ns : now;
+    hearth_gen_stats st = {.n_prompt = (int64_t)c->prompt.n, .n_gen = c->n_gen};
+    st.prompt_ms = first > c->submit_ns ? (double)(first - c->submit_ns) / 1e6 : 0;
+    st.gen_ms = (double)(now - first) / 1e6;
+    return hearth_gen_append_timings(out, &st);
+}
+
 int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g)
 {
     const hearth_sampler_params *p = &g->sampling;
@@ -959,6 +983,33 @@ bool hearth_gen_truncated(const hearth_gen_call *c, const hearth_gen_stats *st)
 {
     return c->prompt_truncated || st->n_shifts > 0 ||
            (st->finish == HEARTH_GEN_LENGTH && st->n_prompt + st->n_gen >= c->model->n_ctx);
+}
+
+const char *hearth_gen_stop_type(const hearth_gen_stats *st)
+{
+    switch (st->finish) {
+    case HEARTH_GEN_EOS:
+        return "eos";
+    case HEARTH_GEN_STOP:
+        return "word";
+    case HEARTH_GEN_LENGTH:
+        return "limit";
+    default:
+        return "none";
+    }
+}
+
+int hearth_gen_append_prompt(hearth_gen_call *c, hearth_buf *out)
+{
+    hearth_buf text;
+    hearth_buf_init(&text, (size_t)64 << 20);
+    int rc = hearth_tokenizer_decode(hearth_decoder_tokenizer(c->model->dec), c->prompt.v, c->prompt.n, true, &text);
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"prompt\":");
+    if (!rc)
+        rc = hearth_json_quote(out, text.data ? text.data : "", text.len);
+    hearth_buf_deinit(&text);
+    return rc;
 }
 
 const char *hearth_gen_finish_reason(const hearth_gen_stats *st)

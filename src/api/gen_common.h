@@ -30,9 +30,13 @@ typedef struct hearth_gen_format {
     int (*start)(hearth_gen_call *c, hearth_buf *out);
     /* stream: the event(s) for one piece of final text (whole UTF-8 characters) */
     int (*piece)(hearth_gen_call *c, const char *text, size_t n, hearth_buf *out);
-    /* stream: every event after the last piece ([DONE] included where the API has it);
+    /* stream: every event after the last piece, [DONE] left out;
      * not streamed: the whole JSON body, the text being in c->text */
     int (*end)(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out);
+    /* streamed, the stream ends with "data: [DONE]" (OpenAI's; not
+     * llama-server's /completion), sent by gen_common once per stream: after
+     * the call's end, or a group's last call's */
+    bool done_marker;
 } hearth_gen_format;
 
 /* One generation request, shared by the connection and the scheduler; freed
@@ -51,6 +55,10 @@ struct hearth_gen_call {
     bool begun;                    /* the stream's head has been posted (scheduler thread) */
     bool return_tokens;            /* llama-server's return_tokens: the answer lists the generated ids */
     bool has_new_line;             /* some generated text held a '\n' (llama-server's has_new_line) */
+    bool timings_per_token;        /* llama-server's timings_per_token: every streamed event carries "timings" */
+    bool verbose;                  /* serve -v: OpenAI answers carry llama-server's "__verbose" */
+    uint64_t submit_ns;            /* when the call was queued (hearth_now_ns) */
+    uint64_t first_ns;             /* when its first token came (0: none yet) */
     int64_t n_gen;                 /* tokens generated so far (a streamed event's tokens_predicted) */
     int64_t n_keep;                /* llama-server's n_keep: prompt tokens a truncation or shift keeps (-1: all) */
     bool prompt_truncated;         /* the prompt was past the context and lost middle blocks (--context-shift) */
@@ -123,7 +131,8 @@ int hearth_gen_opt_bool(hearth_request *req, const cJSON *doc, const char *key, 
  * frequency_penalty, seed (absent or -1: drawn here, so the answer can say
  * which), stop (a string or a list of at most HEARTH_GEN_MAX_STOP; empty
  * strings are ignored), n_probs (0..16), post_sampling_probs, n_keep (-1..),
- * n_discard (0: half), cache_prompt, stream. False after a 400. */
+ * n_discard (0: half), cache_prompt, stream, timings_per_token, id_slot (-1: any; a slot past the
+ * server's is refused at submission, 400). False after a 400. */
 bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen_call *c);
 
 /* Appends the ids of text to c->prompt: BOS/EOS as the vocabulary says when
@@ -159,12 +168,23 @@ int hearth_gen_sse_close(hearth_buf *out);
 /* Appends "timings":{...} as llama-server names them (prompt_n counts the
  * tokens computed, cache_n those reused). */
 int hearth_gen_append_timings(hearth_buf *out, const hearth_gen_stats *st);
+/* Appends "timings":{...} for the events of a stream before its end
+ * (timings_per_token), from the call's own clock: the prompt's time runs from
+ * the queueing to the first token (its wait for a slot included), the
+ * generation's from there to now, and every prompt token counts as computed
+ * (which were reused from the cache is known at the end only). */
+int hearth_gen_append_timings_now(hearth_buf *out, const hearth_gen_call *c);
 /* Appends a JSON object of the sampling settings of g (llama-server's
  * generation_settings / params); seed is printed as -1 when random. */
 int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g);
 /* llama-server's "truncated": the prompt lost middle blocks, the context
  * shifted, or the answer ended because the context was full. */
 bool hearth_gen_truncated(const hearth_gen_call *c, const hearth_gen_stats *st);
+/* llama-server's stop_type: "eos", "word" (a stop string), "limit", or "none". */
+const char *hearth_gen_stop_type(const hearth_gen_stats *st);
+/* Appends ,"prompt": the prompt's ids as text, control tokens shown
+ * ("<s> I believe ..."), as llama-server's answers give it. */
+int hearth_gen_append_prompt(hearth_gen_call *c, hearth_buf *out);
 /* "stop" for an end token or a stop string, "length" otherwise (OpenAI's finish_reason). */
 const char *hearth_gen_finish_reason(const hearth_gen_stats *st);
 

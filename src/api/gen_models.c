@@ -27,7 +27,7 @@ static void find_template(hearth_gen_entry *g, const char *override)
         return;
     }
     if (override && *override)
-        HLOG_WARN("--chat-template '%s' is not one hearth knows (chatml, llama3, phi3, gemma, mistral, llama2)", override);
+        HLOG_WARN("--chat-template '%s' is not one hearth knows (chatml, llama3, phi3, gemma, mistral, llama2, command-r)", override);
     const char *src;
     size_t len;
     bool in_gguf = hearth_decoder_chat_template(g->dec, &src, &len) == 0;
@@ -38,7 +38,7 @@ static void find_template(hearth_gen_entry *g, const char *override)
     g->tmpl = HEARTH_TMPL_CHATML;
     snprintf(g->tmpl_source, sizeof g->tmpl_source, "fallback");
     HLOG_WARN("model '%s': %s: chat falls back to chatml, as llama-server's does; it may answer poorly "
-              "(--chat-template chatml, llama3, phi3, gemma, mistral or llama2 chooses another)",
+              "(--chat-template chatml, llama3, phi3, gemma, mistral, llama2 or command-r chooses another)",
               g->info->name, in_gguf ? "its chat template is not one hearth recognises" : "its GGUF has no chat template");
 }
 

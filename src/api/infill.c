@@ -17,13 +17,15 @@
  * same call (completion.c). Texts are tokenized without special tokens, the
  * prompt with them, as llama-server does.
  *
+ * With --spm-infill (llama-server's) the two parts swap places:
+ *
+ *     [extra] [BOS] FIM_SUF suffix FIM_PRE prefix prompt FIM_MID
+ *
  * A model whose vocabulary lacks FIM_PRE, FIM_SUF or FIM_MID (GGUF's
  * tokenizer.ggml.fim_{pre,suf,mid}_token_id, or the older prefix/suffix/
- * middle keys) gets llama-server's 501 naming what is missing.
- *
- * Not done: llama-server's --spm-infill (suffix before prefix), and finding
- * FIM tokens by their text when the GGUF names none (llama.cpp guesses from
- * "<|fim_prefix|>" and kin; hearth takes the file's word only). */
+ * middle keys, or, when the file names none, tokens with llama.cpp's texts
+ * for them: hearth_vocab_guess_fim) gets llama-server's 501 naming what is
+ * missing. */
 #include "gen_common.h"
 
 #include <stdio.h>
@@ -200,14 +202,20 @@ static bool build(hearth_request *req, hearth_api *api, hearth_gen_call *c, cons
             ok = push(req, out, extra.v[i]);
         if (ok && t->add_bos && v->bos >= 0)
             ok = push(req, out, v->bos);
-        ok = ok && push(req, out, v->fim_pre);
-        for (size_t i = pre.n - n_pre; i < pre.n && ok; i++)
-            ok = push(req, out, pre.v[i]);
-        for (size_t i = 0; i < prm.n && ok; i++)
-            ok = push(req, out, prm.v[i]);
-        ok = ok && push(req, out, v->fim_suf);
-        for (size_t i = 0; i < n_suf && ok; i++)
-            ok = push(req, out, suf.v[i]);
+        /* FIM_PRE prefix prompt, then FIM_SUF suffix; --spm-infill: the other way round */
+        for (int part = 0; part < 2 && ok; part++) {
+            if ((part == 0) != api->cfg.spm_infill) {
+                ok = push(req, out, v->fim_pre);
+                for (size_t i = pre.n - n_pre; i < pre.n && ok; i++)
+                    ok = push(req, out, pre.v[i]);
+                for (size_t i = 0; i < prm.n && ok; i++)
+                    ok = push(req, out, prm.v[i]);
+            } else {
+                ok = push(req, out, v->fim_suf);
+                for (size_t i = 0; i < n_suf && ok; i++)
+                    ok = push(req, out, suf.v[i]);
+            }
+        }
         ok = ok && push(req, out, v->fim_mid);
     }
     hearth_ids_deinit(&pre);

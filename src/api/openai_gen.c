@@ -34,9 +34,10 @@
  * stream, each chunk's choice naming its prompt, [DONE] once).
  *
  * What hearth does not do is refused with a 400 naming it, never ignored:
- * n > 1, tools, echo, suffix, best_of > 1, structured output, several
- * prompts streamed. */
+ * n > 1, tools, echo, suffix, best_of > 1, structured output (response_format
+ * other than text, and llama-server's grammar and json_schema: gen_common.c). */
 #include "gen_common.h"
+#include "respond.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +60,9 @@ static int chunk_head(hearth_gen_call *c, const char *object, hearth_buf *out)
     if (!rc)
         rc = hearth_json_quote(out, c->model->info->name, strlen(c->model->info->name));
     if (!rc)
-        rc = hearth_buf_appends(out, ",\"system_fingerprint\":\"hearth-" HEARTH_VERSION "\"");
+        /* llama-server's is "b<build>-<commit>", and its clients (its own tests
+         * among them) check the leading "b" */
+        rc = hearth_buf_appends(out, ",\"system_fingerprint\":\"b-hearth-" HEARTH_VERSION "\"");
     return rc;
 }
 
@@ -89,7 +92,7 @@ static int append_logprobs(hearth_gen_call *c, hearth_buf *out)
     return rc;
 }
 
-/* The events after the last piece: the finishing chunk, the usage chunk, [DONE]. */
+/* The events after the last piece: the finishing chunk, the usage chunk (gen_common adds [DONE]). */
 static int stream_tail(hearth_gen_call *c, const hearth_gen_stats *st, const char *object, const char *empty_choice,
                        hearth_buf *out)
 {
@@ -126,8 +129,28 @@ static int stream_tail(hearth_gen_call *c, const hearth_gen_stats *st, const cha
         if (!rc)
             rc = hearth_gen_sse_close(out);
     }
+    return rc;
+}
+
+/* ,"__verbose":{...}: what llama-server's -v adds to an OpenAI answer, its
+ * /completion answer for the same generation (the fields clients read:
+ * content, prompt as text, the token counts, stop_type, timings). */
+static int append_verbose(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
+{
+    int rc = hearth_buf_appends(out, ",\"__verbose\":{\"content\":");
     if (!rc)
-        rc = hearth_buf_appends(out, "data: [DONE]\n\n");
+        rc = hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
+    if (!rc)
+        rc = hearth_gen_append_prompt(c, out);
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"tokens_predicted\":%lld,\"tokens_evaluated\":%lld,\"tokens_cached\":%lld,"
+                                    "\"stop_type\":\"%s\",\"truncated\":%s,",
+                               (long long)st->n_gen, (long long)st->n_prompt, (long long)st->n_cached,
+                               hearth_gen_stop_type(st), hearth_gen_truncated(c, st) ? "true" : "false");
+    if (!rc)
+        rc = hearth_gen_append_timings(out, st);
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
     return rc;
 }
 
@@ -152,6 +175,8 @@ static int whole(hearth_gen_call *c, const hearth_gen_stats *st, const char *obj
         rc = hearth_buf_appends(out, ",");
     if (!rc)
         rc = hearth_gen_append_timings(out, st);
+    if (!rc && c->verbose) /* serve -v: llama-server's "__verbose", the answer /completion would give */
+        rc = append_verbose(c, st, out);
     if (!rc)
         rc = hearth_buf_appends(out, "}");
     return rc;
@@ -173,7 +198,14 @@ static int piece_chunk(hearth_gen_call *c, const char *object, const char *field
     if (!rc)
         rc = append_logprobs(c, out);
     if (!rc)
-        rc = hearth_buf_appends(out, ",\"finish_reason\":null}]}");
+        rc = hearth_buf_appends(out, ",\"finish_reason\":null}]");
+    if (!rc && c->timings_per_token) {
+        rc = hearth_buf_appends(out, ",");
+        if (!rc)
+            rc = hearth_gen_append_timings_now(out, c);
+    }
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
     if (!rc)
         rc = hearth_gen_sse_close(out);
     return rc;
@@ -186,9 +218,22 @@ static int chat_start(hearth_gen_call *c, hearth_buf *out)
     int rc = hearth_gen_sse_open(out);
     if (!rc)
         rc = chunk_head(c, "chat.completion.chunk", out);
+    /* OpenAI's first chunk names the role. With logprobs asked, its logprobs
+     * is an empty list, not null: llama-server (which sends no such chunk)
+     * has logprobs in every chunk before the last, and clients rely on it */
     if (!rc)
-        rc = hearth_buf_appends(out, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
-                                     "\"logprobs\":null,\"finish_reason\":null}]}");
+        rc = hearth_buf_appends(out, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},");
+    if (!rc) /* (c->probs may hold the first piece's already: it goes out with that piece) */
+        rc = hearth_buf_appends(out, c->g.n_probs > 0 ? "\"logprobs\":{\"content\":[]}" : "\"logprobs\":null");
+    if (!rc)
+        rc = hearth_buf_appends(out, ",\"finish_reason\":null}]");
+    if (!rc && c->timings_per_token) {
+        rc = hearth_buf_appends(out, ",");
+        if (!rc)
+            rc = hearth_gen_append_timings_now(out, c);
+    }
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
     if (!rc)
         rc = hearth_gen_sse_close(out);
     return rc;
@@ -206,7 +251,7 @@ static int chat_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *
     return whole(c, st, "chat.completion", "\"message\":{\"role\":\"assistant\",\"content\":", "}", out);
 }
 
-static const hearth_gen_format chat_format = {chat_start, chat_piece, chat_end};
+static const hearth_gen_format chat_format = {chat_start, chat_piece, chat_end, true};
 
 /* ---- completions ---- */
 
@@ -222,7 +267,7 @@ static int text_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *
     return whole(c, st, "text_completion", "\"text\":", "", out);
 }
 
-static const hearth_gen_format text_format = {NULL, text_piece, text_end};
+static const hearth_gen_format text_format = {NULL, text_piece, text_end, true};
 
 /* ---- parsing ---- */
 
@@ -328,17 +373,15 @@ static char *content_text(hearth_request *req, const cJSON *content, int i)
     return b.data; /* owned by the caller now */
 }
 
-/* Renders messages with the model's template and tokenizes the result into c->prompt. */
-static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *messages)
+/* Renders messages with m's template into text (a buffer the caller
+ * initialised); false after responding. */
+static bool render_messages(hearth_request *req, hearth_gen_entry *m, const cJSON *messages, hearth_buf *text)
 {
-    hearth_gen_entry *m = c->model;
     if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0)
         return refuse(req, "'messages' must be a non-empty list of {\"role\", \"content\"}");
     int n = cJSON_GetArraySize(messages);
     hearth_chat_msg *msgs = calloc((size_t)n, sizeof *msgs);
     char **texts = calloc((size_t)n, sizeof *texts);
-    hearth_buf text;
-    hearth_buf_init(&text, CHAT_TEXT_MAX);
     bool ok = false;
     if (!msgs || !texts) {
         hearth_respond_error(req, 503, "unavailable_error", "out of memory");
@@ -369,7 +412,7 @@ static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *me
         i++;
     }
     hearth_err err = {0};
-    int rc = hearth_chat_template_render(m->tmpl, msgs, (size_t)n, true, m->bos_text, &text, &err);
+    int rc = hearth_chat_template_render(m->tmpl, msgs, (size_t)n, true, m->bos_text, text, &err);
     if (rc) {
         if (rc == HEARTH_EINVAL)
             hearth_respond_error(req, 400, "invalid_request_error", "the %s template: %s", hearth_chat_template_name(m->tmpl),
@@ -378,21 +421,62 @@ static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *me
             hearth_respond_error(req, 413, "request_too_large", "the conversation is too long");
         goto out;
     }
-    const hearth_tokenizer *t = hearth_decoder_tokenizer(m->dec);
-    size_t bos_len = strlen(m->bos_text);
-    bool wrote_bos = bos_len && text.len >= bos_len && !memcmp(text.data, m->bos_text, bos_len);
-    if (!wrote_bos && t->add_bos && t->bos >= 0 && hearth_ids_push(&c->prompt, t->bos) != 0) {
-        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
-        goto out;
-    }
-    ok = hearth_gen_encode(req, c, text.data ? text.data : "", text.len, false);
+    ok = true;
 out:
     for (int k = 0; texts && k < n; k++)
         free(texts[k]);
     free(texts);
     free(msgs);
+    return ok;
+}
+
+/* Renders messages with the model's template and tokenizes the result into c->prompt. */
+static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *messages)
+{
+    hearth_gen_entry *m = c->model;
+    hearth_buf text;
+    hearth_buf_init(&text, CHAT_TEXT_MAX);
+    bool ok = render_messages(req, m, messages, &text);
+    if (ok) {
+        const hearth_tokenizer *t = hearth_decoder_tokenizer(m->dec);
+        size_t bos_len = strlen(m->bos_text);
+        bool wrote_bos = bos_len && text.len >= bos_len && !memcmp(text.data, m->bos_text, bos_len);
+        if (!wrote_bos && t->add_bos && t->bos >= 0 && hearth_ids_push(&c->prompt, t->bos) != 0) {
+            hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+            ok = false;
+        }
+    }
+    ok = ok && hearth_gen_encode(req, c, text.data ? text.data : "", text.len, false);
     hearth_buf_deinit(&text);
     return ok;
+}
+
+/* llama-server's POST /apply-template: {"messages": [...]} -> {"prompt":
+ * the text the chat endpoints would tokenize}, the model's template applied
+ * and nothing generated. */
+static void apply_template(hearth_request *req, void *ctx)
+{
+    hearth_api *api = ctx;
+    cJSON *doc = hearth_gen_parse_body(req);
+    if (!doc)
+        return;
+    const char *name;
+    hearth_gen_entry *m;
+    hearth_buf text, out;
+    hearth_buf_init(&text, CHAT_TEXT_MAX);
+    hearth_buf_init(&out, 2 * CHAT_TEXT_MAX);
+    if (hearth_gen_model_name(req, doc, &name) && (m = hearth_gen_find_or_respond(req, api, name)) &&
+        render_messages(req, m, cJSON_GetObjectItemCaseSensitive(doc, "messages"), &text)) {
+        int rc = hearth_buf_appends(&out, "{\"prompt\":");
+        if (!rc)
+            rc = hearth_json_quote(&out, text.data ? text.data : "", text.len);
+        if (!rc)
+            rc = hearth_buf_appends(&out, "}");
+        hearth_api_send_buf(req, &out, rc, "prompt");
+    }
+    hearth_buf_deinit(&text);
+    hearth_buf_deinit(&out);
+    cJSON_Delete(doc);
 }
 
 /* Starts a call for the model doc names, with the fields both endpoints share; NULL after responding. */
@@ -409,6 +493,7 @@ static hearth_gen_call *start_call(hearth_request *req, hearth_api *api, const c
         return NULL;
     }
     hearth_gen_call_set_id(c, id_prefix);
+    c->verbose = api->cfg.verbose;
     if (!parse_openai(req, doc, c, fmt == &chat_format, n_predict)) {
         hearth_gen_call_free(c);
         return NULL;
@@ -480,6 +565,8 @@ static void completions(hearth_request *req, void *ctx)
 int hearth_api_register_openai_gen(hearth_api *api, hearth_server *s)
 {
     int rc = hearth_server_route(s, "POST", "/v1/chat/completions", chat_completions, api);
+    if (!rc)
+        rc = hearth_server_route(s, "POST", "/apply-template", apply_template, api);
     if (!rc)
         rc = hearth_server_route(s, "POST", "/chat/completions", chat_completions, api);
     if (!rc)

@@ -9,11 +9,16 @@
  * request in the slot, or of the last one; the server's defaults for a slot
  * never used), prompt (the live request's, as text; left out when idle,
  * where llama-server shows the last prompt and hearth no longer has it) and
- * next_token (has_next_token, n_remain, n_decoded). It lists every slot of
- * the cache: --parallel live ones and the --cache-slots idle ones kept for
- * prefix reuse, since a completion's id_slot may name any of them, so it is
- * llama-server's length only with --cache-slots 0. ?fail_on_no_slot=1 answers
- * 503 when none is idle, as llama-server.
+ * next_token (has_next_token, n_remain, n_decoded). hearth's cache has
+ * --parallel + --cache-slots slots, any of which may run a request (it takes
+ * the idle one holding the longest prefix of its prompt), at most --parallel
+ * at once; the list has llama-server's length, --parallel: every slot
+ * running a request, then idle ones by id, each under its own id (so an id
+ * may be past --parallel - 1; a completion's id_slot may name any slot).
+ * Rejected: listing every slot (clients, llama.cpp's tests among them, read
+ * the list's length as --parallel); listing slots 0..--parallel-1 only (a
+ * running request could be missing from it). ?fail_on_no_slot=1 answers 503
+ * when --parallel requests are running, as llama-server when none is idle.
  *
  * Actions run as jobs on the scheduler thread (it owns the cache), on an
  * idle slot only: a busy one is a 409 (llama-server waits for it instead;
@@ -292,10 +297,11 @@ static void slots_list(hearth_request *req, void *ctx)
         return;
     }
     char fail[8] = "";
-    bool idle = false;
+    int n_show = m->n_parallel < n ? m->n_parallel : n, n_busy = 0;
     for (int i = 0; i < n; i++)
-        idle |= !info[i].processing;
-    if (query_value(req, "fail_on_no_slot", fail, sizeof fail) && strcmp(fail, "0") != 0 && strcmp(fail, "false") != 0 && !idle) {
+        n_busy += info[i].processing;
+    if (query_value(req, "fail_on_no_slot", fail, sizeof fail) && strcmp(fail, "0") != 0 && strcmp(fail, "false") != 0 &&
+        n_busy >= n_show) {
         for (int i = 0; i < n; i++)
             free(info[i].prompt);
         free(info);
@@ -305,8 +311,11 @@ static void slots_list(hearth_request *req, void *ctx)
     hearth_buf out;
     hearth_buf_init(&out, (size_t)256 << 20);
     int rc = hearth_buf_appends(&out, "[");
+    int idle_left = n_show - n_busy, shown = 0;
     for (int i = 0; i < n && !rc; i++) {
-        if (i)
+        if (!info[i].processing && idle_left-- <= 0)
+            continue;
+        if (shown++)
             rc = hearth_buf_appends(&out, ",");
         if (!rc)
             rc = append_slot(&out, m, &info[i]);

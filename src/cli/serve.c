@@ -61,7 +61,7 @@ static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch
         hearth_chat_template_kind k;
         if (hearth_chat_template_by_name(c->chat_template, &k) != 0) {
             fprintf(stderr, "hearth serve: --chat-template '%s' is not one hearth renders (chatml, llama3, phi3, "
-                            "gemma, mistral, llama2); Jinja source is not interpreted\n", c->chat_template);
+                            "gemma, mistral, llama2, command-r); Jinja source is not interpreted\n", c->chat_template);
             return 2;
         }
     }
@@ -157,7 +157,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"slot-save-path", 0, OPT_STR, &api.cfg.slot_save_path, "DIR", "POST /slots/{id}?action=save|restore|erase keeps slot files in DIR, made if missing (none: 501)"},
         {"cont-batching", 0, OPT_BOOL, &cont_batching, NULL, "accepted for llama-server's command lines: generation is always batched continuously (--no-cont-batching is refused)", .dash_name = "cb"},
         {"webui", 0, OPT_BOOL, &webui, NULL, "refused: hearth has no web UI (--no-webui is accepted)"},
-        {"verbose", 0, OPT_BOOL, &verbose, NULL, "the same as --log-level debug (llama-server's -v)", .dash_name = "v"},
+        {"spm-infill", 0, OPT_BOOL, &api.cfg.spm_infill, NULL, "/infill puts the suffix before the prefix, as llama-server's --spm-infill (the order some code models were trained on)"},
+        {"verbose", 0, OPT_BOOL, &verbose, NULL, "the same as --log-level debug, and OpenAI answers carry llama-server's __verbose object (llama-server's -v)", .dash_name = "v"},
         {"device", 0, OPT_STR, &api.cfg.device, "cpu|cuda[:N][,...]", "where generation and frame models run (cpu); a comma list gives each --spawn worker the next in turn"},
         {"shape", 0, OPT_STR, &api.cfg.frame_shapes, "NAME=DIMS[,...]", "frame models: fixed dims for inputs the ONNX file leaves dynamic, e.g. input=1x3x320x320"},
         {"state", 0, OPT_STR, &api.cfg.frame_states, "IN=OUT[,...]", "frame models: state pairs, OUT of one frame is IN of the next in a sequence (default: MODEL.state beside the model)"},
@@ -203,6 +204,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
                                                    : "--no-cont-batching: hearth always batches generation continuously; drop the flag");
         return 2;
     }
+    api.cfg.verbose = verbose;
     int level = hearth_log_parse_level(verbose ? "debug" : log_level);
     if (level < 0) {
         fprintf(stderr, "hearth serve: --log-level '%s' is not one of debug, info, warn, error, off\n", log_level);

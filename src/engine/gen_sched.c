@@ -66,6 +66,7 @@ struct hearth_gen_sched {
     bool poked;
     bool inited, started;
     seq *seqs;
+    bool *taken;                 /* (n_slots) admission scratch: slots promised to pinned requests */
     int live;
     uint64_t admit_counter;
     hearth_gen_sched_metrics metrics;
@@ -160,14 +161,22 @@ static int64_t common_prefix(const seq *q, const hearth_gen_req *req)
     return i;
 }
 
-/* Picks the idle slot for req: the longest cached prefix, else the least recently used. */
-static seq *pick_slot(hearth_gen_sched *s, const hearth_gen_req *req, int64_t *keep)
+/* Picks the idle slot for req: the one it is pinned to, else the longest
+ * cached prefix, else the least recently used. taken[i]: slot i is promised
+ * to a pinned request admitted in the same round. */
+static seq *pick_slot(hearth_gen_sched *s, const hearth_gen_req *req, const bool *taken, int64_t *keep)
 {
     seq *best = NULL, *lru = NULL;
     int64_t best_n = 0;
+    if (req->pin_slot) {
+        best = &s->seqs[req->id_slot];
+        best_n = req->cache_prompt ? common_prefix(best, req) : 0;
+        *keep = best_n < req->n_prompt ? best_n : req->n_prompt - 1;
+        return best;
+    }
     for (int i = 0; i < s->m.n_slots; i++) {
         seq *q = &s->seqs[i];
-        if (q->req)
+        if (q->req || taken[i])
             continue;
         if (!lru || q->last_used < lru->last_used)
             lru = q;
@@ -486,17 +495,29 @@ static void *run(void *arg)
         /* admit what fits */
         hearth_gen_req *admitted[256];
         int n_admitted = 0;
-        while (s->q_head && s->live + n_admitted < s->cfg.n_parallel && n_admitted < 256) {
-            hearth_gen_req *req = s->q_head;
-            s->q_head = req->link;
-            if (!s->q_head)
-                s->q_tail = NULL;
+        /* in queue order; a request pinned to a busy slot (or to one promised
+         * in this round) stays queued, and those behind it go ahead */
+        memset(s->taken, 0, (size_t)s->m.n_slots * sizeof *s->taken);
+        hearth_gen_req **at = &s->q_head, *prev = NULL;
+        while (*at && s->live + n_admitted < s->cfg.n_parallel && n_admitted < 256) {
+            hearth_gen_req *req = *at;
+            bool cancelled = atomic_load(&req->cancelled);
+            if (!cancelled && req->pin_slot && (s->seqs[req->id_slot].req || s->taken[req->id_slot])) {
+                prev = req;
+                at = &req->link;
+                continue;
+            }
+            *at = req->link;
+            if (s->q_tail == req)
+                s->q_tail = prev;
             s->queued--;
-            if (atomic_load(&req->cancelled)) {
+            if (cancelled) {
                 req->link = dropped;
                 dropped = req;
                 continue;
             }
+            if (req->pin_slot)
+                s->taken[req->id_slot] = true;
             admitted[n_admitted++] = req;
         }
         s->metrics.queued = s->queued;
@@ -517,7 +538,7 @@ static void *run(void *arg)
         }
         for (int i = 0; i < n_admitted; i++) {
             int64_t keep;
-            seq *q = pick_slot(s, admitted[i], &keep);
+            seq *q = pick_slot(s, admitted[i], s->taken, &keep);
             admit(s, q, admitted[i], keep);
         }
         /* cancellations of live sequences */
@@ -553,12 +574,13 @@ hearth_gen_sched *hearth_gen_sched_new(const hearth_gen_batch_model *m, const he
     hearth_buf_init(&s->out, (size_t)1 << 20);
     int rows_max = cfg->n_batch + m->n_slots;
     s->seqs = calloc((size_t)m->n_slots, sizeof *s->seqs);
+    s->taken = calloc((size_t)m->n_slots, sizeof *s->taken);
     s->b_tokens = malloc((size_t)rows_max * sizeof *s->b_tokens);
     s->b_slots = malloc((size_t)rows_max * sizeof *s->b_slots);
     s->b_want = malloc((size_t)rows_max * sizeof *s->b_want);
     s->b_seq = malloc((size_t)m->n_slots * sizeof *s->b_seq);
     s->b_logits = malloc((size_t)m->n_slots * (size_t)m->n_vocab * sizeof *s->b_logits);
-    if (!s->seqs || !s->b_tokens || !s->b_slots || !s->b_want || !s->b_seq || !s->b_logits)
+    if (!s->seqs || !s->taken || !s->b_tokens || !s->b_slots || !s->b_want || !s->b_seq || !s->b_logits)
         goto oom;
     for (int i = 0; i < m->n_slots; i++) {
         s->seqs[i].slot = i;
@@ -615,6 +637,7 @@ void hearth_gen_sched_free(hearth_gen_sched *s)
     hearth_buf_deinit(&s->text);
     hearth_buf_deinit(&s->out);
     free(s->seqs);
+    free(s->taken);
     free(s->b_tokens);
     free(s->b_slots);
     free(s->b_want);
@@ -640,6 +663,8 @@ static int check_req(const hearth_gen_sched *s, const hearth_gen_req *req, heart
                                   (int)req->prompt[i], (int)s->m.n_vocab - 1);
     if (req->n_stop > HEARTH_GEN_MAX_STOP)
         return hearth_err_set(err, HEARTH_EINVAL, "at most %d stop strings", HEARTH_GEN_MAX_STOP);
+    if (req->pin_slot && (req->id_slot < 0 || req->id_slot >= s->m.n_slots))
+        return hearth_err_set(err, HEARTH_EINVAL, "id_slot %d: this server has slots 0..%d", req->id_slot, s->m.n_slots - 1);
     return HEARTH_OK;
 }
 

@@ -110,6 +110,11 @@ struct hearth_gen_req {
     const char *const *stop;      /* borrowed until done */
     int n_stop;
     bool cache_prompt;            /* reuse a cached prefix (llama-server's cache_prompt; default true) */
+    /* llama-server's id_slot: with pin_slot, the request runs in slot id_slot
+     * (0..n_slots-1) and waits in the queue while that slot is busy; requests
+     * behind it are admitted meanwhile. Without, the scheduler picks. */
+    bool pin_slot;
+    int id_slot;
     bool ignore_eos;              /* keep going past end ids (llama-server's ignore_eos; benchmarks) */
     int n_probs;                  /* 0..16 */
     bool post_sampling_probs;     /* n_probs after the sampler chain (llama-server's), not the raw softmax */

@@ -17,10 +17,17 @@
  * increment, one decrement when the oldest leaves the window), so applying
  * them costs the window size, not the vocabulary.
  *
+ * The generator and the arithmetic of the last steps are llama.cpp's
+ * (mt19937, libstdc++'s discrete_distribution, float softmax sums for top_p
+ * and the draw), so that a seed gives the text llama-server gives from the
+ * same logits: clients and llama.cpp's own tests pin seeded texts. The
+ * normaliser over a whole vocabulary (no top_k) is still summed in double.
+ *
  * Rejected: a full sort per token (10+ ms at 150k tokens); quickselect (the
- * heap keeps ties in id order for free and k is small); float softmax sums
- * (double keeps the cumulative top_p sum stable over 150k terms); a global
- * or thread-local RNG (batched sequences would change each other's draws). */
+ * heap keeps ties in id order for free and k is small); a generator of our
+ * own (xoshiro256**, used until 2026-12: as good, but a seed then gave other
+ * texts than llama-server's); a global or thread-local RNG (batched sequences
+ * would change each other's draws). */
 #include "engine/sampler.h"
 
 #include "base/clock.h"
@@ -32,6 +39,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+typedef struct hearth_mt19937 {
+    uint32_t s[624];
+    int i;
+} hearth_mt19937;
 
 typedef struct cand {
     int32_t id;
@@ -45,7 +57,7 @@ struct hearth_sampler {
     hearth_sampler_params p;
     int32_t n_vocab;
     uint64_t seed;
-    uint64_t rng[4];     /* xoshiro256** state */
+    hearth_mt19937 rng;
     float *work;         /* (n_vocab) penalized logits of the last sample */
     int32_t *counts;     /* (n_vocab) occurrences in the window; NULL when no penalty is on */
     int32_t *ring;       /* (repeat_last_n) the window, oldest at ring_pos once full */
@@ -69,40 +81,48 @@ void hearth_sampler_params_default(hearth_sampler_params *p)
     p->seed = HEARTH_SAMPLER_SEED_RANDOM;
 }
 
-/* ---- generator: splitmix64 for seeding, xoshiro256** for draws ---- */
+/* ---- generator: llama.cpp's, so that a seed gives llama-server's text ----
+ *
+ * std::mt19937 seeded with the seed's low 32 bits (llama.cpp's seed is a
+ * uint32_t), drawn as libstdc++'s std::discrete_distribution draws: u is
+ * generate_canonical<double, 53>, two outputs a, b as (a + b * 2^32) / 2^64
+ * (the largest double below 1 if that rounds to 1), and the answer is the
+ * first index whose cumulative probability is >= u (see draw()). */
 
-static uint64_t splitmix64(uint64_t *x)
+enum { MT_N = 624, MT_M = 397 };
+
+static void mt_seed(hearth_mt19937 *m, uint32_t seed)
 {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    return z ^ (z >> 31);
+    m->s[0] = seed;
+    for (uint32_t i = 1; i < MT_N; i++)
+        m->s[i] = 1812433253u * (m->s[i - 1] ^ (m->s[i - 1] >> 30)) + i;
+    m->i = MT_N;
 }
 
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t xoshiro_next(uint64_t s[4])
+static uint32_t mt_next(hearth_mt19937 *m)
 {
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
+    if (m->i >= MT_N) {
+        for (int k = 0; k < MT_N; k++) {
+            uint32_t y = (m->s[k] & 0x80000000u) | (m->s[(k + 1) % MT_N] & 0x7fffffffu);
+            m->s[k] = m->s[(k + MT_M) % MT_N] ^ (y >> 1) ^ ((y & 1) ? 0x9908b0dfu : 0);
+        }
+        m->i = 0;
+    }
+    uint32_t y = m->s[m->i++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    return y ^ (y >> 18);
 }
 
-static void rng_seed(uint64_t s[4], uint64_t seed)
+/* Uniform in [0, 1): libstdc++'s generate_canonical<double, 53> over mt19937. */
+static double rng_uniform(hearth_mt19937 *m)
 {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        s[i] = splitmix64(&x);
+    double lo = (double)mt_next(m);
+    double hi = (double)mt_next(m);
+    double u = (lo + hi * 0x1.0p32) / 0x1.0p64;
+    return u >= 1.0 ? nextafter(1.0, 0.0) : u;
 }
-
-/* Uniform in [0, 1) with 53 random bits: exact on every IEEE-754 machine. */
-static double rng_uniform(uint64_t s[4]) { return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53; }
 
 /* ---- lifecycle ---- */
 
@@ -156,8 +176,8 @@ hearth_sampler *hearth_sampler_new(const hearth_sampler_params *p, int32_t n_voc
         if (!s->counts || !s->ring)
             goto fail;
     }
-    s->seed = p->seed == HEARTH_SAMPLER_SEED_RANDOM ? hearth_random_u64() : p->seed;
-    rng_seed(s->rng, s->seed);
+    s->seed = p->seed == HEARTH_SAMPLER_SEED_RANDOM ? (uint32_t)hearth_random_u64() : p->seed;
+    mt_seed(&s->rng, (uint32_t)s->seed);
     return s;
 fail:
     hearth_sampler_free(s);
@@ -380,9 +400,9 @@ static int32_t gather(hearth_sampler *s, double *z)
         if (grow_cand(s, (size_t)k))
             return -1;
         select_top(x, n, k, s->cand);
-        double sum = 0;
+        float sum = 0; /* llama.cpp's float softmax over the k, best first */
         for (int32_t i = 0; i < k; i++)
-            sum += exp((double)s->cand[i].logit - (double)s->cand[0].logit);
+            sum += expf(s->cand[i].logit - s->cand[0].logit);
         *z = sum;
         return k;
     }
@@ -397,6 +417,43 @@ static int32_t gather(hearth_sampler *s, double *z)
     qsort(s->cand, (size_t)m, sizeof *s->cand, cand_cmp);
     *z = softmax_norm(x, n, max);
     return m;
+}
+
+/* The temperature and the draw over the m survivors c[0..m), in
+ * llama.cpp's arithmetic, so that its seed picks the same token from the
+ * same logits: the logits divided by the temperature in float, a float
+ * softmax summed best first, then std::discrete_distribution's double
+ * normalisation and cumulative sums (the last forced to 1) searched for the
+ * first >= u. A lone survivor is taken without a draw, as there. */
+static int32_t draw(hearth_sampler *s, int32_t m)
+{
+    cand *c = s->cand;
+    const float t = s->p.temperature;
+    const float l0 = c[0].logit / t;
+    float fsum = 0;
+    for (int32_t i = 0; i < m; i++) {
+        float p = expf(c[i].logit / t - l0);
+        c[i].p = p;
+        fsum += p;
+    }
+    double dsum = 0;
+    for (int32_t i = 0; i < m; i++) {
+        c[i].p = (double)((float)c[i].p / fsum);
+        dsum += c[i].p;
+    }
+    for (int32_t i = 0; i < m; i++)
+        c[i].p /= dsum;
+    s->n_cand = m;
+    s->last = LAST_DIST;
+    if (m < 2)
+        return c[0].id;
+    double u = rng_uniform(&s->rng), cum = 0;
+    for (int32_t i = 0; i < m - 1; i++) {
+        cum += c[i].p;
+        if (cum >= u)
+            return c[i].id;
+    }
+    return c[m - 1].id;
 }
 
 int32_t hearth_sampler_sample(hearth_sampler *s, const float *logits)
@@ -429,10 +486,12 @@ int32_t hearth_sampler_sample(hearth_sampler *s, const float *logits)
         return c[0].id;
     }
     if (s->p.top_p < 1.0f) {
-        double cum = 0;
+        /* in float, as llama.cpp sums it: its cut falls where its does */
+        const float zf = (float)z;
+        float cum = 0;
         for (int32_t i = 0; i < m; i++) {
-            cum += exp((double)c[i].logit - lmax) / z;
-            if (cum >= (double)s->p.top_p) {
+            cum += expf(c[i].logit - c[0].logit) / zf;
+            if (cum >= s->p.top_p) {
                 m = i + 1;
                 break;
             }
@@ -445,24 +504,7 @@ int32_t hearth_sampler_sample(hearth_sampler *s, const float *logits)
             keep++;
         m = keep;
     }
-    const double inv_t = 1.0 / (double)s->p.temperature;
-    double sum = 0;
-    for (int32_t i = 0; i < m; i++) {
-        c[i].p = exp(((double)c[i].logit - lmax) * inv_t);
-        sum += c[i].p;
-    }
-    for (int32_t i = 0; i < m; i++)
-        c[i].p /= sum;
-    s->n_cand = m;
-    s->last = LAST_DIST;
-
-    double u = rng_uniform(s->rng), cum = 0;
-    for (int32_t i = 0; i < m; i++) {
-        cum += c[i].p;
-        if (u < cum)
-            return c[i].id;
-    }
-    return c[m - 1].id; /* u landed in the rounding gap just below 1 */
+    return draw(s, m);
 }
 
 int hearth_sampler_top_probs(hearth_sampler *s, int n, int32_t *ids, float *probs)

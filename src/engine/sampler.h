@@ -7,12 +7,14 @@
  * min_p are measured before temperature, so temperature only reshapes the
  * survivors, exactly as in llama.cpp.
  *
- * The generator is xoshiro256** (Blackman & Vigna, 2018) seeded by four
- * outputs of splitmix64 from the seed; a draw takes the top 53 bits of one
- * output as a double in [0, 1). Each sampler owns its state and nothing is
+ * The generator is llama.cpp's: std::mt19937 seeded with the low 32 bits of
+ * the seed, drawn as libstdc++'s std::discrete_distribution draws (two
+ * outputs a draw; none when one candidate is left), over probabilities
+ * computed in llama.cpp's float arithmetic, so a seed gives llama-server's
+ * tokens from the same logits. Each sampler owns its state and nothing is
  * global, so sequences batched together sample exactly as they would alone,
  * and the same seed, parameters, accepted tokens and logits give the same
- * tokens on every IEEE-754 machine with the same libm exp().
+ * tokens on every IEEE-754 machine with the same libm expf().
  *
  * A sampler is used by one thread at a time (it keeps scratch between calls). */
 #ifndef HEARTH_ENGINE_SAMPLER_H
@@ -37,7 +39,7 @@ typedef struct hearth_sampler_params {
                                 llama-server's -1 (the context size) to a number. */
     float presence_penalty;  /* 0: off; subtracted once from every token in the window */
     float frequency_penalty; /* 0: off; subtracted once per occurrence in the window */
-    uint64_t seed;           /* HEARTH_SAMPLER_SEED_RANDOM: from the OS */
+    uint64_t seed;           /* HEARTH_SAMPLER_SEED_RANDOM: from the OS (32 bits); only the low 32 bits are used */
 } hearth_sampler_params;
 
 /* llama-server's defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,

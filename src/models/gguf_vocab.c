@@ -205,6 +205,7 @@ int hearth_gguf_load_vocab(const hearth_gguf *g, hearth_vocab *v, hearth_err *er
         hearth_err_prefix(err, "%s", g->path);
         goto fail;
     }
+    hearth_vocab_guess_fim(v); /* code models whose GGUF names no FIM ids, as llama.cpp reads them */
     return HEARTH_OK;
 fail:
     hearth_vocab_deinit(v);

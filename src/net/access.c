@@ -7,8 +7,9 @@
  * on when the config names an origin (cors_origin; `hearth serve` gives "*"
  * unless --cors-origin names one or --no-cors turns it off, as llama-server
  * answers every origin by default): responses carry
- * Access-Control-Allow-Origin and OPTIONS preflights on known paths get 204
- * with the allowed methods and headers.
+ * Access-Control-Allow-Origin and OPTIONS preflights on known paths get 200
+ * with the origin, methods and headers allowed, as llama-server answers them
+ * (see answer_preflight).
  *
  * For an allowed origin a preflight's Access-Control-Request-Headers are
  * allowed as asked (once checked to be a list of header names), because
@@ -20,7 +21,7 @@
  * Rejected: a configured list of allowed headers (one more flag to keep in
  * step with every client release, for no protection: the key still decides).
  *
- * Calls: reply.c (hearth_respond, for the 401 and the preflight's 204), the
+ * Calls: reply.c (hearth_respond, for the 401 and the preflight's 200), the
  * HTTP parser. Called by conn.c (the check, on the loop thread) and io.c
  * (the CORS origin of a stream's head). */
 #include "server_int.h"
@@ -91,14 +92,30 @@ static void answer_preflight(hearth_request *req)
     char names[1024];
     if (!origin_ok || !asked || !token_list(asked->value, asked->value_len, names, sizeof names))
         strcpy(names, "Authorization, Content-Type");
-    char headers[sizeof names + 256];
+    /* llama-server's answer (its clients and its own tests read these): 200,
+     * the origin asked about allowed by name (any, by default), credentials
+     * allowed, GET and POST. Its "Access-Control-Allow-Headers: *" is not
+     * copied: browsers never let a "*" cover Authorization (Fetch), so the
+     * asked names are listed instead. An origin that does not fit the
+     * buffer is answered with the configured value. */
+    char origin_v[512];
+    const char *allow = allowed;
+    if (strcmp(allowed, "*") == 0 && origin && origin->value_len > 0 && origin->value_len < sizeof origin_v) {
+        memcpy(origin_v, origin->value, origin->value_len);
+        origin_v[origin->value_len] = 0;
+        allow = origin_v;
+    }
+    char headers[sizeof names + sizeof origin_v + 256];
     snprintf(headers, sizeof headers,
-             "Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n"
+             "Access-Control-Allow-Origin: %s\r\n"
+             "Access-Control-Allow-Credentials: true\r\n"
+             "Access-Control-Allow-Methods: GET, POST\r\n"
              "Access-Control-Allow-Headers: %s\r\n"
              "Access-Control-Max-Age: 600\r\n"
-             "Vary: Access-Control-Request-Headers\r\n",
-             names);
-    hearth_response res = {204, NULL, headers, NULL, 0};
+             "Vary: Origin, Access-Control-Request-Headers\r\n",
+             allow, names);
+    req->c->cors = false; /* the allow-origin line is the one above */
+    hearth_response res = {200, NULL, headers, NULL, 0};
     hearth_respond(req, &res);
 }
 

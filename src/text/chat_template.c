@@ -13,6 +13,10 @@
  *            assistant " " + trimmed + "</s>")
  *   llama2   meta-llama/Llama-2-7b-chat-hf (BOS before every [INST], the
  *            <<SYS>> block opens the first user turn, turns stripped)
+ *   command-r CohereForAI/c4ai-command-r-plus without tools, as llama.cpp's
+ *            built-in writes it (content trimmed; no BOS written: the
+ *            tokenizer adds it, and the official template's default
+ *            preamble is left out, as there)
  * Deliberate differences from those templates, all shared with llama.cpp's
  * built-ins (src/llama-chat.cpp):
  *   - Qwen2.5's template adds a default system prompt ("You are Qwen, ...")
@@ -39,6 +43,7 @@
 static const char *const names[HEARTH_TMPL_COUNT_] = {
     [HEARTH_TMPL_CHATML] = "chatml", [HEARTH_TMPL_LLAMA3] = "llama3",   [HEARTH_TMPL_PHI3] = "phi3",
     [HEARTH_TMPL_GEMMA] = "gemma",   [HEARTH_TMPL_MISTRAL] = "mistral", [HEARTH_TMPL_LLAMA2] = "llama2",
+    [HEARTH_TMPL_COMMAND_R] = "command-r",
 };
 
 const char *hearth_chat_template_name(hearth_chat_template_kind k)
@@ -81,6 +86,8 @@ int hearth_chat_template_detect(const char *src, size_t n, hearth_chat_template_
         k = HEARTH_TMPL_PHI3;
     } else if (has(src, n, "<start_of_turn>")) {
         k = HEARTH_TMPL_GEMMA;
+    } else if (has(src, n, "<|START_OF_TURN_TOKEN|>") && has(src, n, "<|USER_TOKEN|>")) {
+        k = HEARTH_TMPL_COMMAND_R;
     } else {
         return HEARTH_ENOTFOUND;
     }
@@ -249,6 +256,20 @@ static void render_llama2(render *r, const hearth_chat_msg *m, const enum role *
     }
 }
 
+static void render_command_r(render *r, const hearth_chat_msg *m, const enum role *roles, size_t n, bool gen)
+{
+    static const char *const token[] = {[R_SYSTEM] = "<|SYSTEM_TOKEN|>", [R_USER] = "<|USER_TOKEN|>",
+                                        [R_ASSISTANT] = "<|CHATBOT_TOKEN|>"};
+    for (size_t i = 0; i < n; i++) {
+        puts_(r, "<|START_OF_TURN_TOKEN|>");
+        puts_(r, token[roles[i]]);
+        put_trimmed(r, m[i].content);
+        puts_(r, "<|END_OF_TURN_TOKEN|>");
+    }
+    if (gen)
+        puts_(r, "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
+}
+
 typedef void (*render_fn)(render *r, const hearth_chat_msg *m, const enum role *roles, size_t n, bool gen);
 
 static const struct family {
@@ -258,6 +279,7 @@ static const struct family {
     [HEARTH_TMPL_CHATML] = {render_chatml, false}, [HEARTH_TMPL_LLAMA3] = {render_llama3, false},
     [HEARTH_TMPL_PHI3] = {render_phi3, false},     [HEARTH_TMPL_GEMMA] = {render_gemma, true},
     [HEARTH_TMPL_MISTRAL] = {render_mistral, true}, [HEARTH_TMPL_LLAMA2] = {render_llama2, true},
+    [HEARTH_TMPL_COMMAND_R] = {render_command_r, false},
 };
 
 /* The role of each message into roles[], and the strict families' order rules. */

@@ -30,19 +30,21 @@ typedef enum hearth_chat_template_kind {
     HEARTH_TMPL_GEMMA,   /* <start_of_turn>user|model\n...<end_of_turn>\n; system joins the first user turn */
     HEARTH_TMPL_MISTRAL, /* [INST] ...[/INST] ...</s> (v3 layout); system joins the first [INST] */
     HEARTH_TMPL_LLAMA2,  /* <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] ... </s> */
+    HEARTH_TMPL_COMMAND_R, /* <|START_OF_TURN_TOKEN|><|USER_TOKEN|>...<|END_OF_TURN_TOKEN|> (Cohere) */
     HEARTH_TMPL_COUNT_,
 } hearth_chat_template_kind;
 
 /* The family of a GGUF tokenizer.chat_template (len bytes, not necessarily
  * NUL-terminated), by its markers: "<|im_start|>" chatml; "[INST]" with
  * "<<SYS>>" llama2, else mistral; "<|start_header_id|>" llama3; "<|user|>" or
- * "<|assistant|>" with "<|end|>" phi3; "<start_of_turn>" gemma. Layouts that
+ * "<|assistant|>" with "<|end|>" phi3; "<start_of_turn>" gemma;
+ * "<|START_OF_TURN_TOKEN|>" with "<|USER_TOKEN|>" command-r. Layouts that
  * share a marker but not the layout (phi-4's "<|im_sep|>", mistral v7's
  * "[SYSTEM_PROMPT]") are not guessed. HEARTH_ENOTFOUND when unknown. */
 int hearth_chat_template_detect(const char *jinja_source, size_t len, hearth_chat_template_kind *out);
 
 /* The --chat-template names: "chatml", "llama3", "phi3", "gemma", "mistral",
- * "llama2". HEARTH_ENOTFOUND for any other name. */
+ * "llama2", "command-r". HEARTH_ENOTFOUND for any other name. */
 int hearth_chat_template_by_name(const char *name, hearth_chat_template_kind *out);
 /* The name by_name accepts for k; "?" when k is out of range. */
 const char *hearth_chat_template_name(hearth_chat_template_kind k);

@@ -81,6 +81,27 @@ int hearth_vocab_finish(hearth_vocab *v, hearth_err *err)
     return HEARTH_OK;
 }
 
+void hearth_vocab_guess_fim(hearth_vocab *v)
+{
+    static const struct {
+        size_t field;
+        const char *texts[4];
+    } marks[] = {
+        {offsetof(hearth_vocab, fim_pre), {"<|fim_prefix|>", "<fim-prefix>", "<\uff5cfim\u2581begin\uff5c>", "<PRE>"}},
+        {offsetof(hearth_vocab, fim_suf), {"<|fim_suffix|>", "<fim-suffix>", "<\uff5cfim\u2581hole\uff5c>", "<SUF>"}},
+        {offsetof(hearth_vocab, fim_mid), {"<|fim_middle|>", "<fim-middle>", "<\uff5cfim\u2581end\uff5c>", "<MID>"}},
+        {offsetof(hearth_vocab, fim_rep), {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"}},
+        {offsetof(hearth_vocab, fim_sep), {"<|file_sep|>"}},
+    };
+    for (size_t m = 0; m < sizeof marks / sizeof marks[0]; m++) {
+        int32_t *id = (int32_t *)((char *)v + marks[m].field);
+        for (int k = 0; *id < 0 && k < 4 && marks[m].texts[k]; k++)
+            *id = hearth_vocab_find(v, marks[m].texts[k], strlen(marks[m].texts[k]));
+        if (*id >= 0 && v->kind)
+            v->kind[*id] = HEARTH_TOK_CONTROL;
+    }
+}
+
 int32_t hearth_vocab_find(const hearth_vocab *v, const char *s, size_t n)
 {
     if (!v->hash_slots)

@@ -53,6 +53,15 @@ int hearth_vocab_init(hearth_vocab *v, int32_t n_tokens, hearth_err *err);
 int hearth_vocab_set_token(hearth_vocab *v, int32_t id, const char *s, size_t n, hearth_err *err);
 /* Builds the lookup hash; call once after every token is set. Duplicate texts keep the lowest id. */
 int hearth_vocab_finish(hearth_vocab *v, hearth_err *err);
+/* The fill-in-the-middle markers a file names none of, found by their texts
+ * as llama.cpp finds them (its vocabulary loader at c392e50): prefix
+ * "<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"; suffix
+ * "<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"; middle
+ * "<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"; repository
+ * "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"; file separator
+ * "<|file_sep|>" (the first of each list present wins). A token found so is
+ * made a control token, as there. After finish. */
+void hearth_vocab_guess_fim(hearth_vocab *v);
 /* Id of the token whose text is exactly s[0..n), or -1. Thread-safe after finish. */
 int32_t hearth_vocab_find(const hearth_vocab *v, const char *s, size_t n);
 /* Frees everything; safe on a zeroed or half-built vocab. */

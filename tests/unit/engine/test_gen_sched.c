@@ -239,6 +239,78 @@ static void prefix_reuse_picks_the_longest_match(void)
     hearth_gen_sched_free(s);
 }
 
+/* llama-server's id_slot: a pinned request runs in its slot, so it reuses
+ * that slot's prefix and no other's; pinned to a busy slot it waits in the
+ * queue while a request behind it goes ahead; a slot past the cache is
+ * refused at submission. */
+static void pinned_slots(void)
+{
+    fake f = {0};
+    atomic_store(&f.slow_us, 2000);
+    hearth_gen_sched *s = new_sched(&f, 2, 16, 64);
+    int32_t a[20], b[12];
+    for (int k = 0; k < 20; k++)
+        a[k] = 2 + k;
+    for (int k = 0; k < 12; k++)
+        b[k] = 30 - k;
+    treq t, u, v;
+    make(&t, a, 20, 3);
+    t.req.pin_slot = true;
+    t.req.id_slot = 3;
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, NULL), 0);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.slot, 3);
+    CHECK_EQ_INT(t.stats.n_cached, 0);
+    /* the same prompt pinned to another slot computes it all again; unpinned, it finds slot 3 */
+    make(&t, a, 20, 3);
+    t.req.pin_slot = true;
+    t.req.id_slot = 1;
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.slot, 1);
+    CHECK_EQ_INT(t.stats.n_cached, 0);
+    make(&t, a, 20, 3);
+    t.req.pin_slot = true;
+    t.req.id_slot = 3;
+    hearth_gen_sched_submit(s, &t.req, NULL);
+    wait_done(&t);
+    CHECK_EQ_INT(t.stats.slot, 3);
+    CHECK_EQ_INT(t.stats.n_cached, 19);
+    char want[64];
+    expected_text(a, 20, 3, want);
+    CHECK_EQ_STR(t.text, want);
+    /* t holds slot 0 for a while; u, pinned there too, waits; v, behind u, runs at once */
+    make(&t, a, 20, 40);
+    t.req.pin_slot = true;
+    t.req.id_slot = 0;
+    make(&u, b, 12, 2);
+    u.req.pin_slot = true;
+    u.req.id_slot = 0;
+    make(&v, b, 12, 2);
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, NULL), 0);
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &u.req, NULL), 0);
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &v.req, NULL), 0);
+    wait_done(&v);
+    CHECK(!atomic_load(&t.done));
+    CHECK(!atomic_load(&u.done));
+    CHECK(v.stats.slot != 0);
+    wait_done(&t);
+    wait_done(&u);
+    CHECK_EQ_INT(t.status, 0);
+    CHECK_EQ_INT(u.status, 0);
+    CHECK_EQ_INT(u.stats.slot, 0);
+    expected_text(b, 12, 2, want);
+    CHECK_EQ_STR(u.text, want);
+    /* slots are 0..n_slots-1 */
+    make(&t, a, 20, 3);
+    t.req.pin_slot = true;
+    t.req.id_slot = SLOTS;
+    hearth_err err = {0};
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, &err), HEARTH_EINVAL);
+    CHECK(strstr(err.msg, "id_slot") != NULL);
+    hearth_gen_sched_free(s);
+}
+
 /* A cache that keeps less than asked (a recurrent model's checkpoints):
  * the scheduler re-feeds from what was kept, and the text is unchanged. */
 static void truncate_keeping_less_refeeds(void)
@@ -630,6 +702,7 @@ int main(void)
 {
     RUN(batched_equals_alone);
     RUN(prefix_reuse_picks_the_longest_match);
+    RUN(pinned_slots);
     RUN(truncate_keeping_less_refeeds);
     RUN(end_ids_stop_strings_and_context);
     RUN(cancel_and_queue_bound);

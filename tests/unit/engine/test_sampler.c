@@ -131,25 +131,38 @@ static void check_empirical(ref_opts o, const char *what)
 
 static void test_rng_reference(void)
 {
-    /* xoshiro256** seeded by splitmix64, first five outputs, from a Python
-     * transcription of Vigna's reference C (arbitrary-precision ints masked
-     * to 64 bits), seeds 42 and 0. */
-    static const uint64_t want42[5] = {0x15780b2e0c2ec716u, 0x6104d9866d113a7eu, 0xae17533239e499a1u,
-                                       0xecb8ad4703b360a1u, 0xfde6dc7fe2ec5e64u};
-    static const uint64_t want0[5] = {0x99ec5f36cb75f2b4u, 0xbf6e1f784956452au, 0x1a5f849d4933e6e0u,
-                                      0x6aa594f1262d2d2cu, 0xbba5ad4a1f842e59u};
-    uint64_t st[4];
-    rng_seed(st, 42);
-    for (int i = 0; i < 5; i++)
-        CHECK(xoshiro_next(st) == want42[i]);
-    rng_seed(st, 0);
-    for (int i = 0; i < 5; i++)
-        CHECK(xoshiro_next(st) == want0[i]);
-    rng_seed(st, 7);
+    /* std::mt19937 and std::generate_canonical<double, 53> from g++ 12
+     * (libstdc++), seeds 42 and 0: llama.cpp's generator. */
+    static const uint32_t want42[3] = {1608637542u, 3421126067u, 4083286876u};
+    static const double canon42[4] = {0.79654298428784598, 0.18343478789336848, 0.77969099761266125,
+                                      0.59685016158005655};
+    static hearth_mt19937 m;
+    mt_seed(&m, 42);
+    for (int i = 0; i < 3; i++)
+        CHECK(mt_next(&m) == want42[i]);
+    mt_seed(&m, 0);
+    CHECK(mt_next(&m) == 2357136044u);
+    mt_seed(&m, 42);
+    for (int i = 0; i < 4; i++)
+        CHECK(rng_uniform(&m) == canon42[i]);
+    mt_seed(&m, 7);
     for (int i = 0; i < 1000; i++) {
-        double u = rng_uniform(st);
+        double u = rng_uniform(&m);
         CHECK(u >= 0 && u < 1);
     }
+}
+
+/* std::discrete_distribution<>({0.5f, 0.25f, 0.25f}) over std::mt19937(42)
+ * drew 2 0 2 1 0 0 0 0 (g++ 12): the sampler, given those three
+ * probabilities as logits at temperature 1 and nothing cut, draws the same. */
+static void test_draws_as_libstdcxx(void)
+{
+    static const int32_t want[8] = {2, 0, 2, 1, 0, 0, 0, 0};
+    const float logits[3] = {logf(0.5f), logf(0.25f), logf(0.25f)};
+    hearth_sampler *s = mk(1.0f, 0, 1.0f, 0.0f, 42, 3);
+    for (int i = 0; s && i < 8; i++)
+        CHECK_EQ_INT(hearth_sampler_sample(s, logits), want[i]);
+    hearth_sampler_free(s);
 }
 
 static void test_defaults(void)
@@ -546,7 +559,7 @@ static void test_seeds(void)
     hearth_sampler *r1 = mk(1.0f, 0, 1.0f, 0.0f, HEARTH_SAMPLER_SEED_RANDOM, NV);
     hearth_sampler *r2 = mk(1.0f, 0, 1.0f, 0.0f, HEARTH_SAMPLER_SEED_RANDOM, NV);
     if (r1 && r2) {
-        CHECK(hearth_sampler_seed(r1) != hearth_sampler_seed(r2)); /* 2^-64 to fail by chance */
+        CHECK(hearth_sampler_seed(r1) != hearth_sampler_seed(r2)); /* 2^-32 to fail by chance */
         draw_seq(hearth_sampler_seed(r1), a, N);
         for (int i = 0; i < N; i++)
             CHECK_EQ_INT(hearth_sampler_sample(r1, base_logits), a[i]);
@@ -633,6 +646,7 @@ int main(void)
     RUN(test_large_vocab);
     RUN(test_repeat_penalty);
     RUN(test_seeds);
+    RUN(test_draws_as_libstdcxx);
     RUN(test_low_temperature);
     RUN(test_invalid);
     TEST_EXIT();

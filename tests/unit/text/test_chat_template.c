@@ -51,8 +51,11 @@ static void test_official_templates(void)
             CHECK_MSG(strcmp(got, g->want) == 0, "%s/%s gen=%d:\n  got  [%s]\n  want [%s]", g->family, g->conv,
                       g->gen, got, g->want);
     }
+    /* command-r follows llama.cpp's built-in, not Cohere's template (whose
+     * default preamble no server writes): test_command_r has its cases */
     for (int k = 0; k < HEARTH_TMPL_COUNT_; k++)
-        CHECK_MSG(seen[k] == 4, "%s: %d golden cases", hearth_chat_template_name(k), seen[k]);
+        if (k != HEARTH_TMPL_COMMAND_R)
+            CHECK_MSG(seen[k] == 4, "%s: %d golden cases", hearth_chat_template_name(k), seen[k]);
     free_render();
 }
 
@@ -215,8 +218,8 @@ static void test_detect_gguf(void)
 
 static void test_names(void)
 {
-    static const char *const all[] = {"chatml", "llama3", "phi3", "gemma", "mistral", "llama2"};
-    for (size_t i = 0; i < 6; i++) {
+    static const char *const all[] = {"chatml", "llama3", "phi3", "gemma", "mistral", "llama2", "command-r"};
+    for (size_t i = 0; i < 7; i++) {
         hearth_chat_template_kind k;
         CHECK_EQ_INT(hearth_chat_template_by_name(all[i], &k), HEARTH_OK);
         CHECK_EQ_STR(hearth_chat_template_name(k), all[i]);
@@ -226,6 +229,34 @@ static void test_names(void)
     CHECK_EQ_INT(hearth_chat_template_by_name("llama", &k), HEARTH_ENOTFOUND);
     CHECK_EQ_INT(hearth_chat_template_by_name(NULL, &k), HEARTH_ENOTFOUND);
     CHECK_EQ_STR(hearth_chat_template_name((hearth_chat_template_kind)99), "?");
+}
+
+/* command-r as llama.cpp's built-in writes it (src/llama-chat.cpp at
+ * c392e50; its server test test_apply_chat_template holds the same text),
+ * and detected from the markers of Cohere's template. */
+static void test_command_r(void)
+{
+    const hearth_chat_msg m[] = {{"system", "You are a test."}, {"user", " Hi there\n"}, {"assistant", "Hello"},
+                                 {"user", "Again"}};
+    hearth_buf b;
+    hearth_buf_init(&b, 4096);
+    hearth_err err = {0};
+    CHECK_EQ_INT(hearth_chat_template_render(HEARTH_TMPL_COMMAND_R, m, 2, true, "<BOS_TOKEN>", &b, &err), HEARTH_OK);
+    CHECK_EQ_STR(b.data, "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|>"
+                         "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|>"
+                         "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
+    hearth_buf_reset(&b, 4096);
+    CHECK_EQ_INT(hearth_chat_template_render(HEARTH_TMPL_COMMAND_R, m, 4, false, NULL, &b, &err), HEARTH_OK);
+    CHECK_EQ_STR(b.data, "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|>"
+                         "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|>"
+                         "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>Hello<|END_OF_TURN_TOKEN|>"
+                         "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Again<|END_OF_TURN_TOKEN|>");
+    hearth_buf_deinit(&b);
+    static const char src[] = "{{ bos_token }}{% for message in loop_messages %}<|START_OF_TURN_TOKEN|>"
+                              "{% if message['role'] == 'user' %}<|USER_TOKEN|>{% endif %}{% endfor %}";
+    hearth_chat_template_kind k = HEARTH_TMPL_COUNT_;
+    CHECK_EQ_INT(hearth_chat_template_detect(src, sizeof src - 1, &k), HEARTH_OK);
+    CHECK_EQ_STR(hearth_chat_template_name(k), "command-r");
 }
 
 /* Renders into a buffer that already holds "prefix" and checks the result
@@ -300,6 +331,7 @@ int main(void)
     RUN(test_detect);
     RUN(test_detect_gguf);
     RUN(test_names);
+    RUN(test_command_r);
     RUN(test_errors);
     RUN(test_edges);
     TEST_EXIT();
