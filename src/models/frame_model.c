@@ -100,6 +100,8 @@ static char *state_file(const char *path)
 static void log_step_profile(const hearth_frame_model *m)
 {
     const hearth_plan *p = &m->plan;
+    if (p->n_steps <= 0)
+        return;
     uint64_t total = 0;
     for (int i = 0; i < p->n_steps; i++)
         total += m->prof_step_ns[i];
