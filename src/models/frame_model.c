@@ -52,7 +52,7 @@ struct hearth_frame_model {
     size_t io_bytes;              /* inputs and outputs, each 64-byte aligned: the pinned staging a GPU copies through */
     bool profile;                 /* HEARTH_FRAME_PROFILE=1: time the phases (with a sync between), logged at close */
     uint64_t prof_ns[3], prof_frames; /* upload, walk, download */
-    uint64_t *prof_step_ns;       /* HEARTH_FRAME_PROFILE=steps: also each step (a sync after each), per step */
+    uint64_t *prof_step_ns;       /* HEARTH_FRAME_PROFILE=steps: also each step (a sync after each, no graphs), per step */
     const void *const *in_place;  /* during a run on host memory: the caller's inputs, read where they are */
 };
 
@@ -416,7 +416,9 @@ int hearth_frame_model_run(hearth_frame_model *m, int slot, bool reset, const vo
     hearth_graph_key key = {.model = m->uid, .cache = ns ? m->slot_uid[slot] : 0, .rows = ns ? m->parity[slot] : 0,
                             .out_rows = 0};
     for (int attempt = 0; attempt < 2 && !rc; attempt++) {
-        int g = m->ops->graph_begin ? m->ops->graph_begin(&st, &key) : 0;
+        /* the step profile syncs after each step, which a graph cannot hold: it walks unrecorded */
+        bool graphs = m->ops->graph_begin && m->ops->graph_end && !m->prof_step_ns;
+        int g = graphs ? m->ops->graph_begin(&st, &key) : 0;
         if (g < 0) {
             rc = hearth_err_set(err, g, "frame: graph launch on %s failed", m->dev->caps.name);
             goto done;
@@ -426,7 +428,7 @@ int hearth_frame_model_run(hearth_frame_model *m, int slot, bool reset, const vo
             break;
         }
         rc = walk(m, &st, slot, err);
-        if (m->ops->graph_end)
+        if (graphs)
             rc = m->ops->graph_end(&st, &key, rc);
         if (rc != HEARTH_EAGAIN)
             break;
