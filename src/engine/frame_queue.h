@@ -84,6 +84,7 @@ struct hearth_frame_job {
     bool missed;                   /* ran, and ended past its deadline */
     /* private to the queue */
     hearth_frame_job *link;
+    bool swept_cancelled;          /* sweep's verdict: cancelled (else late), counted when it was made */
 };
 
 typedef struct hearth_frame_queue_opts {

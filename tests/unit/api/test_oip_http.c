@@ -348,6 +348,16 @@ static void test_metrics(void)
     hearth_buf_deinit(&b);
 }
 
+/* The queue goes while the server's loops still exist, as `hearth serve`
+ * unloads its models in the process-exit hook: its timer thread may still be
+ * answering a swept frame, and an answer after the loops were freed wrote
+ * through a NULL io (CI's ASan run of test_cancel_and_queue_full). */
+static void free_queue_at_exit(hearth_server *s, void *ctx)
+{
+    hearth_frame_queue_free(g_q);
+    g_q = NULL;
+}
+
 int main(void)
 {
     sigset_t set;
@@ -379,6 +389,7 @@ int main(void)
         printf("not ok - setup: routes\n");
         return 1;
     }
+    hearth_server_on_process_exit(g_srv, free_queue_at_exit, NULL);
     pthread_t t;
     pthread_create(&t, NULL, serve_main, NULL);
     for (int i = 0; i < 5000 && !(g_port = hearth_server_port(g_srv)); i++)
@@ -397,6 +408,5 @@ int main(void)
     pthread_join(t, NULL);
     hearth_server_free(g_srv);
     hearth_api_oip_clear(&g_api);
-    hearth_frame_queue_free(g_q);
     TEST_EXIT();
 }
