@@ -1,0 +1,66 @@
+/* grammar.h: llama.cpp's GBNF grammars, for constrained sampling.
+ *
+ * A grammar is parsed once per request (hearth_grammar_parse) into an
+ * immutable set of rules; a matcher (one per sequence) then tracks which
+ * texts can still follow what was generated. The scheduler asks it, for a
+ * sampled token's text, whether that text can extend the accepted prefix,
+ * masks the vocabulary when it cannot, and feeds it every token kept.
+ *
+ * The language is llama.cpp's GBNF: `name ::= alternatives` rules (one per
+ * line; inside parentheses and after `|` a rule may span lines), sequences,
+ * `|` alternation, "quoted literals" and [character classes] ([^...]
+ * negated, a-z ranges) with the escapes \x.. \u.... \U........ \t \r \n \\
+ * \" \[ \] \-, `.` for any character, ( groups ), the postfix operators `*`,
+ * `+`, `?` and `{m}`, `{m,}`, `{m,n}`, `#` comments, and a required `root`
+ * rule where matching starts. Characters are Unicode code points; texts
+ * are UTF-8, and a token may end inside a character (the matcher keeps the
+ * partial character and checks that some allowed character starts so). */
+#ifndef HEARTH_ENGINE_GRAMMAR_H
+#define HEARTH_ENGINE_GRAMMAR_H
+
+#include "base/err.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The longest grammar text accepted, and the most elements its rules may
+ * expand to (a {m,n} repetition copies its item): bounds on a client's input. */
+#define HEARTH_GRAMMAR_MAX_TEXT ((size_t)1 << 20)
+#define HEARTH_GRAMMAR_MAX_ELEMS (1 << 20)
+
+typedef struct hearth_grammar hearth_grammar;
+
+/* Parses text[0..n) (need not be NUL-terminated). NULL on failure, with err
+ * saying what and where: HEARTH_EINVAL "grammar: line L, column C: expecting
+ * '::='" and the like, an undefined rule, no root rule, a left-recursive
+ * rule; HEARTH_ELIMIT past the bounds above; HEARTH_ENOMEM. The result is
+ * immutable: any thread may read it, matchers borrow it. */
+hearth_grammar *hearth_grammar_parse(const char *text, size_t n, hearth_err *err);
+/* NULL is a no-op. */
+void hearth_grammar_free(hearth_grammar *g);
+/* Rules after parsing (generated ones for groups and repetitions included). */
+int hearth_grammar_n_rules(const hearth_grammar *g);
+
+typedef struct hearth_grammar_matcher hearth_grammar_matcher;
+
+/* A matcher at the start of g's root rule; g is borrowed for its life. NULL
+ * when out of memory (err says so). Used by one thread at a time. */
+hearth_grammar_matcher *hearth_grammar_matcher_new(const hearth_grammar *g, hearth_err *err);
+/* NULL is a no-op. */
+void hearth_grammar_matcher_free(hearth_grammar_matcher *m);
+
+/* Whether the accepted text can be followed by text[0..n): every whole
+ * character of it is allowed in turn, and a character it leaves incomplete
+ * can still become an allowed one. Empty text, a NUL byte first and
+ * malformed UTF-8 are never allowed (llama.cpp's rule for empty pieces).
+ * Does not change the matcher. */
+bool hearth_grammar_matcher_allows(hearth_grammar_matcher *m, const char *text, size_t n);
+/* Accepts text[0..n): 0, or HEARTH_EINVAL when it is not allowed (the
+ * matcher is then unchanged). */
+int hearth_grammar_matcher_accept(hearth_grammar_matcher *m, const char *text, size_t n);
+/* Whether the accepted text is a whole sentence of the grammar (an end of
+ * generation may be sampled now). */
+bool hearth_grammar_matcher_complete(const hearth_grammar_matcher *m);
+
+#endif
