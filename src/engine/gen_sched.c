@@ -43,6 +43,7 @@ typedef struct seq {
     int32_t next_token;       /* sampled, to be fed in the next step */
     bool decoding;
     hearth_sampler *sampler;
+    hearth_grammar_matcher *gm; /* the request's grammar, or NULL */
     hearth_stopper stopper;
     void *detok;
     int64_t n_gen;
@@ -75,6 +76,7 @@ struct hearth_gen_sched {
     bool *b_want;
     seq **b_seq;              /* the sequence of each logits row */
     float *b_logits;
+    uint8_t *allowed;         /* (n_vocab) a grammar's mask, made at the first one */
     hearth_buf text, out;
 };
 
@@ -133,6 +135,8 @@ static void finish(hearth_gen_sched *s, seq *q, int status, enum hearth_gen_fini
     };
     hearth_sampler_free(q->sampler);
     q->sampler = NULL;
+    hearth_grammar_matcher_free(q->gm);
+    q->gm = NULL;
     hearth_stopper_deinit(&q->stopper);
     q->req = NULL;
     q->decoding = false;
@@ -199,9 +203,13 @@ static bool admit(hearth_gen_sched *s, seq *q, hearth_gen_req *req, int64_t keep
 {
     hearth_err err = {0};
     q->sampler = hearth_sampler_new(&req->sampling, s->m.n_vocab, &err);
-    if (!q->sampler || hearth_stopper_init(&q->stopper, req->stop, req->n_stop, &err) != 0) {
+    if (q->sampler && req->grammar)
+        q->gm = hearth_grammar_matcher_new(req->grammar, &err);
+    if (!q->sampler || (req->grammar && !q->gm) || hearth_stopper_init(&q->stopper, req->stop, req->n_stop, &err) != 0) {
         hearth_sampler_free(q->sampler);
         q->sampler = NULL;
+        hearth_grammar_matcher_free(q->gm);
+        q->gm = NULL;
         req->on_done(req, err.code ? err.code : HEARTH_EINVAL, err.msg, NULL);
         return false;
     }
@@ -304,11 +312,31 @@ static int64_t pending(const seq *q, const int32_t **from)
     return q->refeed_end > q->n_tokens ? q->refeed_end - q->n_tokens : 0;
 }
 
+/* A grammar's token: the sampled one when the grammar allows it, else one
+ * sampled again over the allowed ones (llama.cpp's order: the second draw
+ * comes from the same generator). -1 when the grammar allows nothing. */
+static int32_t constrain(hearth_gen_sched *s, seq *q, const float *logits, int32_t tok)
+{
+    const hearth_token_texts *t = q->req->token_texts;
+    if (hearth_grammar_token_allowed(q->gm, t, tok, is_end(s, tok)))
+        return tok;
+    if (!s->allowed && !(s->allowed = malloc((size_t)s->m.n_vocab)))
+        return -1;
+    if (hearth_grammar_mask(q->gm, t, s->m.end_ids, s->m.n_end_ids, s->allowed) == 0)
+        return -1;
+    return hearth_sampler_sample_masked(q->sampler, logits, s->allowed);
+}
+
 /* Samples the row of logits for q; finishes q when it is done. */
 static void sample_row(hearth_gen_sched *s, seq *q, const float *logits)
 {
     hearth_gen_req *req = q->req;
     int32_t tok = hearth_sampler_sample(q->sampler, logits);
+    if (q->gm && (tok = constrain(s, q, logits, tok)) < 0) {
+        HLOG_INFO("slot %d: the grammar allows no token of the vocabulary here: ending the answer", q->slot);
+        finish(s, q, 0, HEARTH_GEN_EOS, NULL);
+        return;
+    }
     hearth_gen_probs probs, *pp = NULL;
     if (req->n_probs > 0) {
         int k = req->n_probs > 16 ? 16 : req->n_probs;
@@ -341,6 +369,10 @@ static void sample_row(hearth_gen_sched *s, seq *q, const float *logits)
     q->n_gen++;
     if (!req->ignore_eos && is_end(s, tok)) {
         finish(s, q, 0, HEARTH_GEN_EOS, NULL);
+        return;
+    }
+    if (q->gm && !is_end(s, tok) && hearth_grammar_accept_token(q->gm, req->token_texts, tok) != 0) {
+        finish(s, q, HEARTH_EINVAL, HEARTH_GEN_NONE, "the grammar refused a token it had allowed");
         return;
     }
     hearth_buf_reset(&s->text, 1 << 16);
@@ -643,6 +675,7 @@ void hearth_gen_sched_free(hearth_gen_sched *s)
     free(s->b_want);
     free(s->b_seq);
     free(s->b_logits);
+    free(s->allowed);
     if (s->inited) {
         pthread_mutex_destroy(&s->lock);
         pthread_cond_destroy(&s->wake);
@@ -663,6 +696,8 @@ static int check_req(const hearth_gen_sched *s, const hearth_gen_req *req, heart
                                   (int)req->prompt[i], (int)s->m.n_vocab - 1);
     if (req->n_stop > HEARTH_GEN_MAX_STOP)
         return hearth_err_set(err, HEARTH_EINVAL, "at most %d stop strings", HEARTH_GEN_MAX_STOP);
+    if (req->grammar && (!req->token_texts || req->token_texts->n != s->m.n_vocab))
+        return hearth_err_set(err, HEARTH_EINVAL, "a grammar needs the texts of the model's %d tokens", (int)s->m.n_vocab);
     if (req->pin_slot && (req->id_slot < 0 || req->id_slot >= s->m.n_slots))
         return hearth_err_set(err, HEARTH_EINVAL, "id_slot %d: this server has slots 0..%d", req->id_slot, s->m.n_slots - 1);
     return HEARTH_OK;

@@ -6,7 +6,8 @@
  * being prefilled (so a long prompt does not freeze running streams), and
  * runs it as one forward pass, which reads the weights once for all of them.
  * Each request samples with its own sampler (seeded streams give the same
- * text alone or batched).
+ * text alone or batched), and a request with a grammar with its own
+ * matcher, made at admission and freed when it ends.
  *
  * Prefix reuse: a slot keeps its tokens after its request ends. A new
  * request takes the idle slot whose cached tokens share the longest prefix
@@ -35,6 +36,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "engine/genstop.h"
+#include "engine/grammar.h"
 #include "engine/sampler.h"
 
 #include <stdatomic.h>
@@ -125,6 +127,14 @@ struct hearth_gen_req {
     bool context_shift;
     int64_t n_keep;
     int64_t n_discard;
+    /* Grammar-constrained sampling (llama-server's grammar / json_schema):
+     * with grammar set, every token is one the grammar allows after the
+     * text so far (an end id only once the text is a whole sentence); a
+     * sampled token the grammar refuses is sampled again over the allowed
+     * ones. Both are borrowed until done; token_texts covers the model's
+     * vocabulary. When nothing is allowed the request ends as at an end id. */
+    const hearth_grammar *grammar;
+    const hearth_token_texts *token_texts;
     hearth_gen_text_cb on_text;
     hearth_gen_done_cb on_done;
     void *user;

@@ -63,4 +63,26 @@ int hearth_grammar_matcher_accept(hearth_grammar_matcher *m, const char *text, s
  * generation may be sampled now). */
 bool hearth_grammar_matcher_complete(const hearth_grammar_matcher *m);
 
+/* The text of every token of a vocabulary as the grammar sees it (llama.cpp
+ * matches token_to_piece with special tokens rendered): token i is
+ * bytes[off[i] .. off[i+1]). Built by whoever has the tokenizer; immutable
+ * after, shared by every request on the model. */
+typedef struct hearth_token_texts {
+    int32_t n;
+    uint32_t *off;        /* (n + 1) */
+    char *bytes;
+} hearth_token_texts;
+
+/* Whether the token may come next: an end of generation (is_end) only when
+ * the text so far is complete, any other token when its text is allowed (an
+ * empty text never is). */
+bool hearth_grammar_token_allowed(hearth_grammar_matcher *m, const hearth_token_texts *t, int32_t id, bool is_end);
+/* allowed[i] for every token of t (end ids as is_end says); returns how many
+ * are allowed. */
+int32_t hearth_grammar_mask(hearth_grammar_matcher *m, const hearth_token_texts *t, const int32_t *end_ids, int n_end,
+                            uint8_t *allowed);
+/* Accepts a token that is not an end id: 0, or HEARTH_EINVAL when its
+ * text is not allowed (the matcher is unchanged then). */
+int hearth_grammar_accept_token(hearth_grammar_matcher *m, const hearth_token_texts *t, int32_t id);
+
 #endif

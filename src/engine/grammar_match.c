@@ -37,6 +37,9 @@ enum {
     MAX_STEPS = 1 << 18,   /* stacks expanded for one character */
 };
 
+/* The smallest code point of each UTF-8 length (shorter forms are overlong). */
+static const uint32_t UTF8_MIN[5] = {0, 0, 0x80, 0x800, 0x10000};
+
 /* A set of stacks: stack i is el[off[i] .. off[i+1]), the top last. */
 typedef struct sset {
     uint32_t *el;
@@ -50,6 +53,7 @@ struct hearth_grammar_matcher {
     sset cur;             /* the accepted text's parses */
     uint32_t part_val;    /* the bits of an incomplete UTF-8 character */
     int part_left;        /* its continuation bytes still to come (0: none) */
+    int part_len;         /* its whole length in bytes */
     sset a, b;            /* scratch for checks */
     sset work;            /* stacks still to expand */
     uint32_t *tmp;        /* (MAX_DEPTH + 1) one popped stack */
@@ -246,7 +250,7 @@ static bool walk(hearth_grammar_matcher *m, const char *text, size_t n, bool com
     sset *bufs[2] = {&m->a, &m->b};
     int which = 0;
     uint32_t val = m->part_val;
-    int left = m->part_left;
+    int left = m->part_left, len = m->part_len;
     for (size_t i = 0; i < n; i++) {
         unsigned c = (unsigned char)text[i];
         uint32_t cp;
@@ -257,6 +261,7 @@ static bool walk(hearth_grammar_matcher *m, const char *text, size_t n, bool com
                 left = (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 0;
                 if (!left)
                     return false;
+                len = left + 1;
                 val = c & (0x3fu >> left);
                 continue;
             }
@@ -267,6 +272,9 @@ static bool walk(hearth_grammar_matcher *m, const char *text, size_t n, bool com
             if (--left)
                 continue;
             cp = val;
+            /* an overlong form ("\xC1\xBB" for '{'), a surrogate or past U+10FFFF is not text */
+            if (cp < UTF8_MIN[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+                return false;
         }
         sset *out = bufs[which];
         which ^= 1;
@@ -276,10 +284,13 @@ static bool walk(hearth_grammar_matcher *m, const char *text, size_t n, bool com
     }
     if (left) {
         uint32_t lo = val << (6 * left), hi = lo | ((1u << (6 * left)) - 1);
+        if (hi < UTF8_MIN[len] || lo > 0x10ffff)
+            return false;
+        lo = lo < UTF8_MIN[len] ? UTF8_MIN[len] : lo;
         bool ok = false;
         for (size_t i = 0; i < in->n && !ok; i++) {
-            size_t len = in->off[i + 1] - in->off[i];
-            ok = len && chars_may_match(m->g, &m->g->el[in->el[in->off[i + 1] - 1]], lo, hi);
+            size_t depth = in->off[i + 1] - in->off[i];
+            ok = depth && chars_may_match(m->g, &m->g->el[in->el[in->off[i + 1] - 1]], lo, hi);
         }
         if (!ok)
             return false;
@@ -289,6 +300,7 @@ static bool walk(hearth_grammar_matcher *m, const char *text, size_t n, bool com
             sset_swap(&m->cur, (sset *)in);
         m->part_val = val;
         m->part_left = left;
+        m->part_len = len;
     }
     return true;
 }

@@ -456,10 +456,10 @@ static int32_t draw(hearth_sampler *s, int32_t m)
     return c[m - 1].id;
 }
 
-int32_t hearth_sampler_sample(hearth_sampler *s, const float *logits)
+/* The chain over s->work, which holds the sanitized (and masked) logits. */
+static int32_t sample_work(hearth_sampler *s)
 {
     const int32_t n = s->n_vocab;
-    copy_sanitized(s->work, logits, n);
     if (s->counts)
         apply_penalties(s);
 
@@ -552,4 +552,29 @@ float hearth_sampler_post_prob(const hearth_sampler *s, int32_t id)
         if (s->cand[i].id == id)
             return (float)s->cand[i].p;
     return 0;
+}
+
+int32_t hearth_sampler_sample(hearth_sampler *s, const float *logits)
+{
+    copy_sanitized(s->work, logits, s->n_vocab);
+    return sample_work(s);
+}
+
+int32_t hearth_sampler_sample_masked(hearth_sampler *s, const float *logits, const uint8_t *allowed)
+{
+    const int32_t n = s->n_vocab;
+    copy_sanitized(s->work, logits, n);
+    int32_t best = -1;
+    for (int32_t i = 0; i < n; i++) {
+        if (!allowed[i])
+            s->work[i] = -INFINITY;
+        else if (best < 0 || s->work[i] > s->work[best])
+            best = i;
+    }
+    if (best < 0)
+        return -1;
+    int32_t tok = sample_work(s);
+    /* every allowed logit -inf, or a draw that rounded past the last weighed
+     * candidate: the best allowed token rather than a masked one */
+    return allowed[tok] ? tok : best;
 }

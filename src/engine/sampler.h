@@ -72,6 +72,14 @@ void hearth_sampler_reset_history(hearth_sampler *s);
  * the candidate order go to the lowest id. */
 int32_t hearth_sampler_sample(hearth_sampler *s, const float *logits);
 
+/* The same with every token whose allowed[id] is 0 taken out first (its
+ * logit -inf before the penalties, as llama.cpp's grammar sampler sets it):
+ * a constrained sample. allowed has n_vocab entries (borrowed). The
+ * generator draws as for an unmasked sample, so a constrained request that
+ * samples, is refused and samples again masked (llama.cpp's order) draws
+ * twice, as llama-server does. -1 when no token is allowed. */
+int32_t hearth_sampler_sample_masked(hearth_sampler *s, const float *logits, const uint8_t *allowed);
+
 /* The n most likely tokens of the last sample's final distribution, most
  * likely first, into ids[] and probs[]; returns how many were written (fewer
  * than n when fewer tokens survived the filters, 0 before any sample).

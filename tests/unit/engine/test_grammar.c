@@ -202,6 +202,9 @@ static void test_match_rejects_empty_and_malformed(void)
     CHECK(!hearth_grammar_matcher_allows(m, "\0b", 2));
     CHECK(!hearth_grammar_matcher_allows(m, "\x80", 1));     /* a continuation byte first */
     CHECK(!hearth_grammar_matcher_allows(m, "\xc3x", 2));    /* a lead byte without its continuation */
+    CHECK(!hearth_grammar_matcher_allows(m, "\xc1\xbb", 2));  /* '{' written overlong */
+    CHECK(!hearth_grammar_matcher_allows(m, "\xe0\x80", 2));  /* can only become overlong */
+    CHECK(!hearth_grammar_matcher_allows(m, "\xed\xa0\x80", 3)); /* a surrogate */
     CHECK(hearth_grammar_matcher_allows(m, "xyz", 3));
     CHECK(!hearth_grammar_matcher_allows(m, "xa", 2));
     CHECK(hearth_grammar_matcher_complete(m));
