@@ -244,7 +244,8 @@ hearth_gen_call *hearth_gen_completion_call_new(hearth_request *req, hearth_gen_
     int r = hearth_gen_opt_int(req, doc, "n_predict", -1, INT32_MAX, n_predict);
     if (r == 0) /* llama-server reads OpenAI's max_tokens when n_predict is absent */
         r = hearth_gen_opt_int(req, doc, "max_tokens", -1, INT32_MAX, n_predict);
-    if (r < 0 || !hearth_gen_parse_sampling(req, doc, c) || hearth_gen_opt_bool(req, doc, "return_tokens", &c->return_tokens) < 0 ||
+    if (r < 0 || !hearth_gen_parse_sampling(req, doc, c) || !hearth_gen_parse_grammar(req, doc, c, false) ||
+        hearth_gen_opt_bool(req, doc, "return_tokens", &c->return_tokens) < 0 ||
         !parse_fields(req, doc, c)) {
         hearth_gen_call_free(c);
         return NULL;

@@ -80,6 +80,7 @@ void hearth_gen_call_free(hearth_gen_call *c)
     hearth_buf_deinit(&c->probs);
     hearth_buf_deinit(&c->tokens);
     hearth_buf_deinit(&c->scratch);
+    hearth_grammar_free(c->grammar);
     free(c);
 }
 
@@ -779,15 +780,6 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
     if (hearth_gen_opt_bool(req, doc, "post_sampling_probs", &c->post_sampling_probs) < 0)
         return false;
     c->g.post_sampling_probs = c->post_sampling_probs;
-    /* llama-server's constrained sampling: hearth has no grammar engine, and
-     * an answer that ignored the constraint would look valid and not be */
-    const cJSON *gr = cJSON_GetObjectItemCaseSensitive(doc, "grammar");
-    const cJSON *js = cJSON_GetObjectItemCaseSensitive(doc, "json_schema");
-    if ((gr && !cJSON_IsNull(gr) && !(cJSON_IsString(gr) && !gr->valuestring[0])) || (js && !cJSON_IsNull(js))) {
-        hearth_respond_error(req, 400, "invalid_request_error",
-                             "'%s' (grammar-constrained sampling) is not supported by hearth", gr && !cJSON_IsNull(gr) ? "grammar" : "json_schema");
-        return false;
-    }
     int64_t id_slot = -1; /* llama-server's: run in that slot (its cached prefix), waiting for it while busy */
     if (hearth_gen_opt_int(req, doc, "id_slot", -1, INT32_MAX, &id_slot) < 0)
         return false;

@@ -80,6 +80,7 @@ struct hearth_gen_call {
     hearth_buf tokens;             /* generated ids, comma-separated: since the last streamed event,
                                       or (not streamed, with return_tokens) all of them */
     hearth_buf scratch;            /* the event or body being formatted */
+    hearth_grammar *grammar;       /* grammar / json_schema / response_format, parsed (owned); g.grammar points here */
 };
 
 /* A call with the model's default sampling (serve's --temp, ...), no stop strings, n_predict -1,
@@ -134,6 +135,19 @@ int hearth_gen_opt_bool(hearth_request *req, const cJSON *doc, const char *key, 
  * n_discard (0: half), cache_prompt, stream, timings_per_token, id_slot (-1: any; a slot past the
  * server's is refused at submission, 400). False after a 400. */
 bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen_call *c);
+
+/* llama-server's constrained sampling (gen_grammar.c): "grammar" (GBNF) or
+ * "json_schema" (a non-empty grammar wins), and with chat also
+ * "response_format" (json_object, json_schema; its schema replaces
+ * json_schema; grammar and json_schema together are refused), parsed into
+ * c->grammar. False after a 400 naming the field, the problem and, for
+ * GBNF, the line and column. */
+bool hearth_gen_parse_grammar(hearth_request *req, const cJSON *doc, hearth_gen_call *c, bool chat);
+/* The text of every token as grammars match it (special tokens rendered),
+ * for hearth_gen_entry.token_texts; NULL when out of memory. */
+hearth_token_texts *hearth_gen_token_texts_new(const hearth_tokenizer *t, int32_t n_tokens);
+/* NULL is a no-op. */
+void hearth_gen_token_texts_free(hearth_token_texts *tt);
 
 /* Appends the ids of text to c->prompt: BOS/EOS as the vocabulary says when
  * add_special, special tokens' texts parsed as those tokens. False after a 400/413. */

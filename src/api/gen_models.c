@@ -5,6 +5,7 @@
  * decoder's table. The API layer names no architecture: the decoder opens
  * whichever the GGUF holds, and tears itself down. Also the demo (written by
  * models/decoder_demo.c) and the generation metrics. */
+#include "gen_common.h"
 #include "models.h"
 
 #include "base/clock.h"
@@ -109,8 +110,14 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     g->info = info;
     find_template(g, st->gen.chat_template);
     hearth_gen_sched_config sc = {.n_parallel = st->gen.n_parallel, .max_queue = st->gen.max_queue, .n_batch = st->gen.n_batch};
+    g->token_texts = hearth_gen_token_texts_new(hearth_decoder_tokenizer(g->dec), v->n_tokens);
+    if (!g->token_texts) {
+        hearth_decoder_close(g->dec);
+        return hearth_err_set(err, HEARTH_ENOMEM, "model '%s': out of memory for its token texts", name);
+    }
     g->sched = hearth_gen_sched_new(hearth_decoder_batch_model(g->dec), &sc, err);
     if (!g->sched) {
+        hearth_gen_token_texts_free(g->token_texts);
         hearth_decoder_close(g->dec);
         return err ? err->code : HEARTH_ENOMEM;
     }
@@ -145,6 +152,7 @@ void hearth_api_unload_gen(hearth_api *api)
     for (int i = 0; i < st->n_gen; i++) {
         hearth_gen_sched_free(st->gen_models[i].sched); /* the thread that drives the decoder stops first */
         hearth_decoder_close(st->gen_models[i].dec);
+        hearth_gen_token_texts_free(st->gen_models[i].token_texts);
     }
     st->n_gen = 0;
 }

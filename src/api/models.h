@@ -69,6 +69,7 @@ typedef struct hearth_gen_entry {
     hearth_chat_template_kind tmpl;
     char tmpl_source[16];        /* "gguf", "override" or "fallback" (chatml: the GGUF has none hearth knows) */
     char bos_text[64];           /* the BOS token's text, for templates that write it */
+    hearth_token_texts *token_texts; /* every token's text, for grammars (gen_grammar.c) */
 } hearth_gen_entry;
 
 struct hearth_api_state {

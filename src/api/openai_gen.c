@@ -33,9 +33,12 @@
  * them (gen_common.h, hearth_gen_group_submit), whole or streamed (one
  * stream, each chunk's choice naming its prompt, [DONE] once).
  *
+ * Structured output (response_format json_object / json_schema, and
+ * llama-server's grammar and json_schema) constrains the sampling
+ * (gen_grammar.c).
+ *
  * What hearth does not do is refused with a 400 naming it, never ignored:
- * n > 1, tools, echo, suffix, best_of > 1, structured output (response_format
- * other than text, and llama-server's grammar and json_schema: gen_common.c). */
+ * n > 1, tools, echo, suffix, best_of > 1. */
 #include "gen_common.h"
 #include "respond.h"
 
@@ -310,7 +313,8 @@ static bool parse_logprobs(hearth_request *req, const cJSON *doc, hearth_gen_cal
 /* The fields both OpenAI endpoints share. */
 static bool parse_openai(hearth_request *req, const cJSON *doc, hearth_gen_call *c, bool chat, int64_t *n_predict)
 {
-    if (!hearth_gen_parse_sampling(req, doc, c) || !parse_logprobs(req, doc, c, chat))
+    if (!hearth_gen_parse_sampling(req, doc, c) || !hearth_gen_parse_grammar(req, doc, c, chat) ||
+        !parse_logprobs(req, doc, c, chat))
         return false;
     int64_t n = 1;
     if (hearth_gen_opt_int(req, doc, "n", 1, INT32_MAX, &n) < 0)
@@ -512,12 +516,8 @@ static void chat_completions(hearth_request *req, void *ctx)
     if (!c)
         goto out;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(doc, "tools");
-    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(doc, "response_format");
-    const cJSON *rf_type = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
     if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0)
         refuse(req, "'tools' (function calling) is not supported by hearth");
-    else if (rf && !cJSON_IsNull(rf) && !(cJSON_IsString(rf_type) && !strcmp(rf_type->valuestring, "text")))
-        refuse(req, "'response_format' other than {\"type\": \"text\"} (structured output) is not supported by hearth");
     else if (chat_prompt(req, c, cJSON_GetObjectItemCaseSensitive(doc, "messages"))) {
         hearth_gen_call_submit(req, api, c, n_predict);
         c = NULL;

@@ -1,0 +1,521 @@
+/* json_schema_gbnf.c: JSON schema to GBNF (see json_schema_gbnf.h).
+ *
+ * One walk over the schema, as llama.cpp's json-schema-to-grammar does it
+ * (the same order of tests on each node, the same rules for strings,
+ * numbers, objects and repetitions, the same optional whitespace), so a
+ * schema admits the same documents, and a seeded request samples the same
+ * text, under hearth as under llama-server. Each node becomes one rule
+ * named r<N>; the JSON primitives (string, number, value, ...) are written
+ * once each, under llama.cpp's names, when first needed. A $ref gets its
+ * rule name before its target is walked, so a recursive schema (a tree
+ * whose children are trees) becomes a recursive grammar rather than an
+ * endless walk.
+ *
+ * What is left out is refused with the part named (a client learns its
+ * output would not be checked): "pattern" (a regular expression to GBNF
+ * translation of its own), "allOf", and minimum / maximum on numbers.
+ * Formats other than uuid are plain strings. With additionalProperties,
+ * the extra keys may repeat a declared property's name (llama.cpp's
+ * grammar excludes those names; the JSON still parses).
+ *
+ * Rejected: building the grammar as parsed rules directly (the text is
+ * what llama-server logs and what a client can compare, and the GBNF
+ * parser then checks the converter's output like any client's grammar). */
+#include "json_schema_gbnf.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_DEPTH = 64, MAX_REFS = 256, NAME_MAX_LEN = 32 };
+#define BODY_MAX ((size_t)4 << 20)
+
+enum prim { P_SPACE, P_BOOLEAN, P_DECIMAL, P_INTEGRAL, P_NUMBER, P_INTEGER, P_VALUE, P_OBJECT, P_ARRAY, P_UUID, P_CHAR,
+            P_STRING, P_NULL, P_COUNT };
+
+static const struct {
+    const char *name, *body;
+    unsigned deps;
+} PRIMS[P_COUNT] = {
+    [P_SPACE] = {"space", "| \" \" | \"\\n\" [ \\t]{0,20}", 0},
+    [P_BOOLEAN] = {"boolean", "(\"true\" | \"false\") space", 1u << P_SPACE},
+    [P_DECIMAL] = {"decimal-part", "[0-9]{1,16}", 0},
+    [P_INTEGRAL] = {"integral-part", "[0] | [1-9] [0-9]{0,15}", 0},
+    [P_NUMBER] = {"number", "(\"-\"? integral-part) (\".\" decimal-part)? ([eE] [-+]? integral-part)? space",
+                  1u << P_INTEGRAL | 1u << P_DECIMAL | 1u << P_SPACE},
+    [P_INTEGER] = {"integer", "(\"-\"? integral-part) space", 1u << P_INTEGRAL | 1u << P_SPACE},
+    [P_VALUE] = {"value", "object | array | string | number | boolean | null",
+                 1u << P_OBJECT | 1u << P_ARRAY | 1u << P_STRING | 1u << P_NUMBER | 1u << P_BOOLEAN | 1u << P_NULL},
+    [P_OBJECT] = {"object", "\"{\" space ( string \":\" space value (\",\" space string \":\" space value)* )? \"}\" space",
+                  1u << P_STRING | 1u << P_VALUE | 1u << P_SPACE},
+    [P_ARRAY] = {"array", "\"[\" space ( value (\",\" space value)* )? \"]\" space", 1u << P_VALUE | 1u << P_SPACE},
+    [P_UUID] = {"uuid", "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+                        "[0-9a-fA-F]{12} \"\\\"\" space",
+                1u << P_SPACE},
+    [P_CHAR] = {"char", "[^\"\\\\\\x7F\\x00-\\x1F] | [\\\\] ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4})", 0},
+    [P_STRING] = {"string", "\"\\\"\" char* \"\\\"\" space", 1u << P_CHAR | 1u << P_SPACE},
+    [P_NULL] = {"null", "\"null\" space", 1u << P_SPACE},
+};
+
+typedef struct conv {
+    const cJSON *root;
+    hearth_buf *out;
+    unsigned have;            /* primitives written */
+    int n_rules;
+    const char *ref[MAX_REFS];
+    int ref_rule[MAX_REFS];
+    int n_refs;
+    int depth;
+    hearth_err *err;
+} conv;
+
+typedef char rname[NAME_MAX_LEN];
+
+static int need(conv *c, enum prim p)
+{
+    if (c->have & (1u << p))
+        return HEARTH_OK;
+    c->have |= 1u << p;
+    int rc = hearth_buf_printf(c->out, "%s ::= %s\n", PRIMS[p].name, PRIMS[p].body);
+    for (int d = 0; d < P_COUNT && !rc; d++)
+        if (PRIMS[p].deps & (1u << d))
+            rc = need(c, (enum prim)d);
+    return rc;
+}
+
+static int prim(conv *c, enum prim p, char *name)
+{
+    snprintf(name, NAME_MAX_LEN, "%s", PRIMS[p].name);
+    return need(c, p);
+}
+
+static int new_rule(conv *c, const hearth_buf *body, char *name)
+{
+    snprintf(name, NAME_MAX_LEN, "r%d", c->n_rules++);
+    int rc = need(c, P_SPACE);
+    if (!rc)
+        rc = hearth_buf_printf(c->out, "%s ::= ", name);
+    if (!rc)
+        rc = hearth_buf_append(c->out, body->data ? body->data : "", body->len);
+    if (!rc)
+        rc = hearth_buf_appends(c->out, "\n");
+    return rc;
+}
+
+static int bad(conv *c, const cJSON *node, const char *what)
+{
+    char *txt = cJSON_PrintUnformatted(node);
+    int rc = hearth_err_set(c->err, HEARTH_EINVAL, "json_schema: %s: %.200s%s", what, txt ? txt : "?",
+                            txt && strlen(txt) > 200 ? "..." : "");
+    free(txt);
+    return rc;
+}
+
+/* A GBNF literal matching the bytes s[0..n) exactly. */
+static int literal(hearth_buf *b, const char *s, size_t n)
+{
+    int rc = hearth_buf_appends(b, "\"");
+    for (size_t i = 0; i < n && !rc; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\')
+            rc = hearth_buf_printf(b, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f)
+            rc = hearth_buf_printf(b, "\\x%02X", ch);
+        else
+            rc = hearth_buf_append(b, &s[i], 1);
+    }
+    return rc ? rc : hearth_buf_appends(b, "\"");
+}
+
+/* The literal of a JSON value as it is written compactly. */
+static int json_literal(conv *c, hearth_buf *b, const cJSON *v)
+{
+    char *txt = cJSON_PrintUnformatted(v);
+    if (!txt)
+        return hearth_err_set(c->err, HEARTH_ENOMEM, "json_schema: out of memory");
+    int rc = literal(b, txt, strlen(txt));
+    free(txt);
+    return rc;
+}
+
+/* llama.cpp's repetition of item: min..max (max < 0: no bound) times,
+ * separated by sep when given. */
+static int repetition(hearth_buf *b, const char *item, long min, long max, const char *sep)
+{
+    if (max == 0)
+        return HEARTH_OK;
+    if (min == 0 && max == 1)
+        return hearth_buf_printf(b, "%s?", item);
+    if (!sep) {
+        if (min == 1 && max < 0)
+            return hearth_buf_printf(b, "%s+", item);
+        if (min == 0 && max < 0)
+            return hearth_buf_printf(b, "%s*", item);
+        if (max < 0)
+            return hearth_buf_printf(b, "%s{%ld,}", item, min);
+        return hearth_buf_printf(b, "%s{%ld,%ld}", item, min, max);
+    }
+    char more[NAME_MAX_LEN * 2 + 64];
+    snprintf(more, sizeof more, "(%s %s)", sep, item);
+    int rc = hearth_buf_appends(b, min == 0 ? "(" : "");
+    if (!rc)
+        rc = hearth_buf_printf(b, "%s ", item);
+    if (!rc)
+        rc = repetition(b, more, min == 0 ? 0 : min - 1, max < 0 ? -1 : max - 1, NULL);
+    if (!rc && min == 0)
+        rc = hearth_buf_appends(b, ")?");
+    return rc;
+}
+
+/* A non-negative integer keyword of node, or def when absent. */
+static int count_kw(conv *c, const cJSON *node, const char *key, long def, long *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(node, key);
+    *out = def;
+    if (!v)
+        return HEARTH_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 1e6 || v->valuedouble != (double)(long)v->valuedouble)
+        return bad(c, node, "a count keyword that is not a whole number from 0 to 1000000");
+    *out = (long)v->valuedouble;
+    return HEARTH_OK;
+}
+
+static int visit(conv *c, const cJSON *s, char *name);
+
+static int union_of(conv *c, const cJSON *list, hearth_buf *body)
+{
+    int rc = HEARTH_OK, i = 0;
+    const cJSON *alt;
+    cJSON_ArrayForEach(alt, list)
+    {
+        rname sub;
+        if ((rc = visit(c, alt, sub)))
+            return rc;
+        rc = hearth_buf_printf(body, i++ ? " | %s" : "%s", sub);
+        if (rc)
+            return rc;
+    }
+    return i ? rc : bad(c, list, "an empty list of alternatives");
+}
+
+static int resolve_ref(conv *c, const cJSON *s, const cJSON *ref, char *name)
+{
+    if (!cJSON_IsString(ref) || strncmp(ref->valuestring, "#/", 2) != 0)
+        return bad(c, s, "a $ref that is not a \"#/...\" path in this schema (remote references are not fetched)");
+    for (int i = 0; i < c->n_refs; i++) {
+        if (!strcmp(c->ref[i], ref->valuestring)) {
+            snprintf(name, NAME_MAX_LEN, "r%d", c->ref_rule[i]);
+            return HEARTH_OK;
+        }
+    }
+    const cJSON *target = c->root;
+    char seg[256];
+    for (const char *p = ref->valuestring + 2; *p && target;) {
+        size_t n = 0;
+        for (; *p && *p != '/'; p++) {
+            char ch = *p;
+            if (ch == '~' && (p[1] == '0' || p[1] == '1'))
+                ch = *++p == '0' ? '~' : '/';
+            if (n + 1 < sizeof seg)
+                seg[n++] = ch;
+        }
+        seg[n] = 0;
+        if (*p == '/')
+            p++;
+        target = cJSON_IsArray(target) ? cJSON_GetArrayItem(target, atoi(seg)) : cJSON_GetObjectItemCaseSensitive(target, seg);
+    }
+    if (!target)
+        return bad(c, s, "a $ref that leads nowhere in the schema");
+    if (c->n_refs == MAX_REFS)
+        return hearth_err_set(c->err, HEARTH_ELIMIT, "json_schema: more than %d distinct $ref targets", MAX_REFS);
+    int id = c->n_rules++;
+    c->ref[c->n_refs] = ref->valuestring;
+    c->ref_rule[c->n_refs++] = id;
+    snprintf(name, NAME_MAX_LEN, "r%d", id);
+    rname sub;
+    int rc = visit(c, target, sub);
+    if (!rc)
+        rc = hearth_buf_printf(c->out, "r%d ::= %s\n", id, sub);
+    return rc;
+}
+
+/* The rule of one property "key": value. */
+static int kv_rule(conv *c, const char *key, const cJSON *value_schema, char *name)
+{
+    rname val;
+    int rc = value_schema ? visit(c, value_schema, val) : prim(c, P_VALUE, val);
+    hearth_buf body;
+    hearth_buf_init(&body, BODY_MAX);
+    if (!rc) {
+        cJSON *k = cJSON_CreateString(key);
+        rc = k ? json_literal(c, &body, k) : HEARTH_ENOMEM;
+        cJSON_Delete(k);
+    }
+    if (!rc)
+        rc = hearth_buf_printf(&body, " space \":\" space %s", val);
+    if (!rc)
+        rc = new_rule(c, &body, name);
+    hearth_buf_deinit(&body);
+    return rc;
+}
+
+/* llama.cpp's object: the required properties in order, then the optional
+ * ones, any subset in order, each after a comma; additional properties
+ * last, any number. */
+static int object_rule(conv *c, const cJSON *s, hearth_buf *body)
+{
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (props && !cJSON_IsObject(props))
+        return bad(c, s, "'properties' that is not an object");
+    int n = props ? cJSON_GetArraySize(props) : 0;
+    rname *kv = calloc((size_t)n + 1, sizeof *kv);
+    bool *is_req = calloc((size_t)n + 1, sizeof *is_req);
+    int *opt = calloc((size_t)n + 1, sizeof *opt);
+    int rc = kv && is_req && opt ? HEARTH_OK : HEARTH_ENOMEM, i = 0, n_opt = 0, n_req = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, props)
+    {
+        if (rc)
+            break;
+        rc = kv_rule(c, p->string, p, kv[i]);
+        const cJSON *r;
+        cJSON_ArrayForEach(r, req)
+        {
+            if (cJSON_IsString(r) && !strcmp(r->valuestring, p->string))
+                is_req[i] = true;
+        }
+        if (!is_req[i])
+            opt[n_opt++] = i;
+        i++;
+    }
+    bool star = cJSON_IsTrue(addl) || cJSON_IsObject(addl);
+    if (!rc && star) {
+        /* "*": any other key (llama.cpp's excludes the declared names) */
+        rname key, val;
+        rc = prim(c, P_STRING, key);
+        if (!rc)
+            rc = cJSON_IsObject(addl) ? visit(c, addl, val) : prim(c, P_VALUE, val);
+        hearth_buf kb;
+        hearth_buf_init(&kb, BODY_MAX);
+        if (!rc)
+            rc = hearth_buf_printf(&kb, "%s \":\" space %s", key, val);
+        if (!rc)
+            rc = new_rule(c, &kb, kv[n]);
+        hearth_buf_deinit(&kb);
+        opt[n_opt++] = n;
+    }
+    if (!rc)
+        rc = hearth_buf_appends(body, "\"{\" space ");
+    for (i = 0; i < n && !rc; i++)
+        if (is_req[i])
+            rc = hearth_buf_printf(body, n_req++ ? " \",\" space %s" : "%s", kv[i]);
+    if (!rc && n_opt) {
+        /* rest[k]: the optional ones from k on, each optional, after a comma */
+        rname *rest = calloc((size_t)n_opt + 1, sizeof *rest);
+        if (!rest)
+            rc = HEARTH_ENOMEM;
+        for (int k = n_opt - 1; k >= 1 && !rc; k--) {
+            hearth_buf rb;
+            hearth_buf_init(&rb, BODY_MAX);
+            bool is_star = star && k == n_opt - 1;
+            rc = hearth_buf_printf(&rb, "( \",\" space %s )%s", kv[opt[k]], is_star ? "*" : "?");
+            if (!rc && k + 1 < n_opt)
+                rc = hearth_buf_printf(&rb, " %s", rest[k + 1]);
+            if (!rc)
+                rc = new_rule(c, &rb, rest[k]);
+            hearth_buf_deinit(&rb);
+        }
+        if (!rc)
+            rc = hearth_buf_appends(body, n_req ? " ( \",\" space ( " : " (");
+        for (int k = 0; k < n_opt && !rc; k++) {
+            bool is_star = star && k == n_opt - 1;
+            rc = hearth_buf_printf(body, "%s%s", k ? " | " : "", kv[opt[k]]);
+            if (!rc && is_star)
+                rc = hearth_buf_printf(body, " ( \",\" space %s )*", kv[opt[k]]);
+            if (!rc && k + 1 < n_opt)
+                rc = hearth_buf_printf(body, " %s", rest[k + 1]);
+        }
+        if (!rc)
+            rc = hearth_buf_appends(body, n_req ? " ) )?" : " )?");
+        free(rest);
+    }
+    if (!rc)
+        rc = hearth_buf_appends(body, " \"}\" space");
+    free(kv);
+    free(is_req);
+    free(opt);
+    return rc;
+}
+
+static int array_rule(conv *c, const cJSON *s, hearth_buf *body)
+{
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+    if (!items)
+        items = cJSON_GetObjectItemCaseSensitive(s, "prefixItems");
+    int rc = hearth_buf_appends(body, "\"[\" space ");
+    if (!rc && cJSON_IsArray(items)) {
+        int i = 0;
+        const cJSON *it;
+        cJSON_ArrayForEach(it, items)
+        {
+            rname sub;
+            if ((rc = visit(c, it, sub)))
+                return rc;
+            if ((rc = hearth_buf_printf(body, i++ ? " \",\" space %s" : "%s", sub)))
+                return rc;
+        }
+    } else if (!rc) {
+        rname sub;
+        long min, max;
+        rc = visit(c, items, sub);
+        if (!rc)
+            rc = count_kw(c, s, "minItems", 0, &min);
+        if (!rc)
+            rc = count_kw(c, s, "maxItems", -1, &max);
+        if (!rc && max >= 0 && max < min)
+            return bad(c, s, "maxItems below minItems");
+        if (!rc)
+            rc = repetition(body, sub, min, max, "\",\" space");
+    }
+    return rc ? rc : hearth_buf_appends(body, " \"]\" space");
+}
+
+static bool has(const cJSON *s, const char *key) { return cJSON_GetObjectItemCaseSensitive(s, key) != NULL; }
+
+static bool type_is(const cJSON *type, const char *name)
+{
+    return !type || (cJSON_IsString(type) && !strcmp(type->valuestring, name));
+}
+
+/* The rule for schema node s, in the order of llama.cpp's tests. */
+static int visit_node(conv *c, const cJSON *s, char *name)
+{
+    if (!cJSON_IsObject(s))
+        return bad(c, s, "unrecognized schema (not an object)");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(s, "type");
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(s, "format");
+    if (!any)
+        any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
+    if (ref)
+        return resolve_ref(c, s, ref, name);
+    hearth_buf body;
+    hearth_buf_init(&body, BODY_MAX);
+    int rc;
+    if (any) {
+        rc = cJSON_IsArray(any) ? union_of(c, any, &body) : bad(c, s, "anyOf / oneOf that is not a list");
+    } else if (cJSON_IsArray(type)) {
+        cJSON *copy = cJSON_Duplicate(s, true), *alts = cJSON_CreateArray();
+        const cJSON *t;
+        rc = copy && alts ? HEARTH_OK : HEARTH_ENOMEM;
+        cJSON_ArrayForEach(t, type)
+        {
+            cJSON *one = rc ? NULL : cJSON_Duplicate(copy, true);
+            if (!one || !cJSON_ReplaceItemInObjectCaseSensitive(one, "type", cJSON_Duplicate(t, true))) {
+                cJSON_Delete(one);
+                rc = rc ? rc : HEARTH_ENOMEM;
+                break;
+            }
+            cJSON_AddItemToArray(alts, one);
+        }
+        if (!rc)
+            rc = union_of(c, alts, &body);
+        cJSON_Delete(copy);
+        cJSON_Delete(alts);
+    } else if (has(s, "const")) {
+        rc = json_literal(c, &body, cJSON_GetObjectItemCaseSensitive(s, "const"));
+        if (!rc)
+            rc = hearth_buf_appends(&body, " space");
+    } else if (has(s, "enum")) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "enum"), *v;
+        int i = 0;
+        rc = cJSON_IsArray(e) && cJSON_GetArraySize(e) > 0 ? hearth_buf_appends(&body, "(") : bad(c, s, "an enum that is not a non-empty list");
+        cJSON_ArrayForEach(v, e)
+        {
+            if (!rc && i++)
+                rc = hearth_buf_appends(&body, " | ");
+            if (!rc)
+                rc = json_literal(c, &body, v);
+        }
+        if (!rc)
+            rc = hearth_buf_appends(&body, ") space");
+    } else if (type_is(type, "object") &&
+               (has(s, "properties") || (has(s, "additionalProperties") && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))))) {
+        rc = object_rule(c, s, &body);
+    } else if (type_is(type, "object") && has(s, "allOf")) {
+        rc = bad(c, s, "'allOf' is not supported by hearth");
+    } else if (type_is(type, "array") && (has(s, "items") || has(s, "prefixItems"))) {
+        rc = array_rule(c, s, &body);
+    } else if (type_is(type, "string") && has(s, "pattern")) {
+        rc = bad(c, s, "'pattern' (a regular expression) is not supported by hearth");
+    } else if (type_is(type, "string") && cJSON_IsString(format) && !strncmp(format->valuestring, "uuid", 4)) {
+        rc = prim(c, P_UUID, name);
+        hearth_buf_deinit(&body);
+        return rc;
+    } else if (type && type_is(type, "string") && (has(s, "minLength") || has(s, "maxLength"))) {
+        long min, max;
+        rname ch;
+        rc = count_kw(c, s, "minLength", 0, &min);
+        if (!rc)
+            rc = count_kw(c, s, "maxLength", -1, &max);
+        if (!rc && max >= 0 && max < min)
+            rc = bad(c, s, "maxLength below minLength");
+        if (!rc)
+            rc = prim(c, P_CHAR, ch);
+        if (!rc)
+            rc = hearth_buf_appends(&body, "\"\\\"\" ");
+        if (!rc)
+            rc = repetition(&body, ch, min, max, NULL);
+        if (!rc)
+            rc = hearth_buf_appends(&body, " \"\\\"\" space");
+    } else if (type && (type_is(type, "integer") || type_is(type, "number")) &&
+               (has(s, "minimum") || has(s, "maximum") || has(s, "exclusiveMinimum") || has(s, "exclusiveMaximum"))) {
+        rc = bad(c, s, "minimum / maximum bounds are not supported by hearth");
+    } else if (!s->child || type_is(type, "object")) {
+        rc = prim(c, P_OBJECT, name);
+        hearth_buf_deinit(&body);
+        return rc;
+    } else {
+        static const struct { const char *type; enum prim p; } T[] = {
+            {"boolean", P_BOOLEAN}, {"number", P_NUMBER}, {"integer", P_INTEGER}, {"string", P_STRING},
+            {"null", P_NULL}, {"array", P_ARRAY}, {"object", P_OBJECT},
+        };
+        rc = HEARTH_ENOTFOUND;
+        for (size_t i = 0; type && cJSON_IsString(type) && i < sizeof T / sizeof *T && rc == HEARTH_ENOTFOUND; i++)
+            if (!strcmp(type->valuestring, T[i].type))
+                rc = prim(c, T[i].p, name);
+        hearth_buf_deinit(&body);
+        return rc == HEARTH_ENOTFOUND ? bad(c, s, "unrecognized schema") : rc;
+    }
+    if (!rc)
+        rc = new_rule(c, &body, name);
+    hearth_buf_deinit(&body);
+    return rc;
+}
+
+static int visit(conv *c, const cJSON *s, char *name)
+{
+    if (++c->depth > MAX_DEPTH) {
+        c->depth--;
+        return hearth_err_set(c->err, HEARTH_ELIMIT, "json_schema: nested more than %d levels deep", MAX_DEPTH);
+    }
+    int rc = visit_node(c, s, name);
+    c->depth--;
+    return rc;
+}
+
+int hearth_json_schema_to_gbnf(const cJSON *schema, hearth_buf *out, hearth_err *err)
+{
+    conv c = {.root = schema, .out = out, .err = err};
+    rname top;
+    int rc = visit(&c, schema, top);
+    if (!rc)
+        rc = hearth_buf_printf(out, "root ::= %s\n", top);
+    if (rc && !(err && err->code))
+        hearth_err_set(err, rc, "json_schema: the grammar does not fit (%s)", hearth_status_name(rc));
+    return rc;
+}

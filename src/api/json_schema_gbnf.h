@@ -1,0 +1,27 @@
+/* json_schema_gbnf.h: a JSON schema as a GBNF grammar (llama-server's
+ * json_schema, and response_format's schemas), for constrained sampling.
+ * Private to the api layer. */
+#ifndef HEARTH_API_JSON_SCHEMA_GBNF_H
+#define HEARTH_API_JSON_SCHEMA_GBNF_H
+
+#include "base/buf.h"
+#include "base/err.h"
+
+#include <cjson/cJSON.h>
+
+/* Appends to out a grammar (root rule "root") whose sentences are the JSON
+ * documents schema allows, written as llama.cpp's converter writes them
+ * (optional spaces and newlines between tokens, properties in the schema's
+ * order, required ones first). The subset: type (a name or a list of
+ * them), properties / required / additionalProperties, items (a schema, or
+ * a list: a tuple), prefixItems, minItems / maxItems, enum, const, anyOf,
+ * oneOf, $ref to "#/..." paths (#/definitions, #/$defs; recursive ones
+ * too), minLength / maxLength of strings, format "uuid". An empty schema is
+ * any JSON object, as in llama.cpp. HEARTH_EINVAL with err naming the part
+ * for a schema that is not an object, an unknown type, a $ref that leads
+ * nowhere, and what hearth does not convert (pattern, allOf, numeric
+ * bounds): refused, never silently ignored. HEARTH_ELIMIT past out's bound
+ * or a nesting of more than 64 levels. schema is borrowed. */
+int hearth_json_schema_to_gbnf(const cJSON *schema, hearth_buf *out, hearth_err *err);
+
+#endif
