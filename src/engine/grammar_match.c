@@ -104,7 +104,8 @@ static int sset_push(sset *s, const uint32_t *st, size_t len, uint32_t extra)
         s->off = o;
         s->cap_off = cap;
     }
-    memcpy(s->el + s->n_el, st, len * sizeof *st);
+    if (len)
+        memcpy(s->el + s->n_el, st, len * sizeof *st);
     if (extra != UINT32_MAX)
         s->el[s->n_el + len] = extra;
     s->n_el += add;

@@ -616,11 +616,13 @@ static hearth_grammar *link_rules(parser *ps)
     }
     for (size_t i = 0; i < ps->n_rules; i++) {
         g->rule_start[i] = g->n_el;
-        memcpy(g->el + g->n_el, ps->rules[i].v, ps->rules[i].n * sizeof *g->el);
+        if (ps->rules[i].n)
+            memcpy(g->el + g->n_el, ps->rules[i].v, ps->rules[i].n * sizeof *g->el);
         g->n_el += (uint32_t)ps->rules[i].n;
     }
     g->n_rules = (uint32_t)ps->n_rules;
-    memcpy(g->ranges, ps->ranges, ps->n_ranges * 2 * sizeof *g->ranges);
+    if (ps->n_ranges)
+        memcpy(g->ranges, ps->ranges, ps->n_ranges * 2 * sizeof *g->ranges);
     g->n_ranges = (uint32_t)ps->n_ranges;
     return g;
 }
