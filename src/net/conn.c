@@ -162,6 +162,11 @@ void hearth_io_maybe_stop(hearth_io *io)
         hearth_loop_stop(io->loop);
 }
 
+bool hearth_io_stopping(const hearth_io *io)
+{
+    return io->draining || atomic_load(&io->s->stopping);
+}
+
 void hearth_conn_close(hearth_conn *c)
 {
     hearth_io *io = c->io;
@@ -322,7 +327,12 @@ void hearth_conn_request_complete(hearth_conn *c)
 void hearth_conn_respond(hearth_conn *c, const hearth_response *res)
 {
     hearth_io *io = c->io;
-    if (io->draining)
+    /* Not io->draining alone: a stop's wake-up runs the reply queue before
+     * the loop begins its drain (server.c, io_wake), and a handler running on
+     * the loop when SIGTERM came returns before it; either answer, written
+     * after the stop, said keep-alive (the likely cause of the keep-alive
+     * answer CI's sanitizer build once saw after SIGTERM). */
+    if (hearth_io_stopping(io))
         c->keep_alive = false;
     hearth_http_head h = {
         .status = res->status,

@@ -200,6 +200,10 @@ void hearth_io_start_accepting(hearth_io *io);
 /* conn.c */
 /* Stops io's loop when it drains and its last connection has closed. */
 void hearth_io_maybe_stop(hearth_io *io);
+/* Whether an answer written now is the connection's last: io drains, or a
+ * stop was asked for that io's loop has not seen yet (it is busy, or the
+ * stop's wake-up is the one now running the reply queue). */
+bool hearth_io_stopping(const hearth_io *io);
 /* Takes fd (non-blocking) onto io's loop. HEARTH_ELIMIT when this process
  * already holds --max-connections; HEARTH_ENOMEM, HEARTH_EIO. On error fd is
  * still the caller's to close. */
