@@ -233,12 +233,24 @@ static bool flush(hearth_conn *c)
 
 void hearth_conn_flush(hearth_conn *c) { flush(c); }
 
-/* Called when draining: idle connections close now, busy ones after their response. */
+/* Called when draining: idle connections close now, busy ones after their
+ * response (hearth_conn_request_complete, as keep_alive is now false). One
+ * between requests whose last answer, sent before the drain with
+ * keep-alive, is still being written closes once it is written: left in
+ * CONN_HEAD it stayed open, idle, until the client left or the drain timeout
+ * ran out, so a stop took the whole drain timeout. */
 void hearth_conn_drain(hearth_conn *c)
 {
     c->keep_alive = false;
-    if (c->state == CONN_HEAD && c->in.len == 0 && c->out.len == 0)
+    if (c->state != CONN_HEAD || c->in.len > 0)
+        return;
+    if (c->out.len == 0) {
         hearth_conn_close(c);
+        return;
+    }
+    c->state = CONN_CLOSING;
+    c->read_paused = true;
+    set_timer(c, TIMER_IDLE); /* bounds how long a client that never reads can hold the drain */
 }
 
 void hearth_conn_cut(hearth_conn *c, const char *why)

@@ -210,6 +210,8 @@ bool hearth_io_stopping(const hearth_io *io);
 int hearth_conn_open(hearth_io *io, int fd);
 void hearth_conn_close(hearth_conn *c);
 void hearth_conn_flush(hearth_conn *c);
+/* Begins c's drain: closes it when idle; else its answer in flight, or
+ * still being written, is its last. */
 void hearth_conn_drain(hearth_conn *c);
 /* Ends c whose request is still in flight when the drain timeout runs out,
  * then closes it: an SSE stream gets a last error event ({"error":{...}},
