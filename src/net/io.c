@@ -76,7 +76,7 @@ static void apply(hearth_io *io, reply_msg *m)
     case REPLY_BEGIN: {
         if (c->state != CONN_DEFERRED)
             return;
-        if (io->draining)
+        if (hearth_io_stopping(io)) /* as in hearth_conn_respond */
             c->keep_alive = false;
         /* HTTP/1.0 has no chunked coding: the body ends when the connection closes */
         c->stream_close_delimited = c->http10;

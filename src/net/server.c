@@ -519,7 +519,9 @@ void hearth_io_begin_drain(hearth_io *io)
 /* ---- threads of one serving process ---- */
 
 /* The loop's wake-up: replies queued from other threads first, then the
- * process-wide state (a stop asked for, models loaded) that wakes every loop. */
+ * process-wide state (a stop asked for, models loaded) that wakes every loop.
+ * A reply that meets the stop in one wake-up is applied before the drain
+ * begins, and still says Connection: close (hearth_io_stopping). */
 static void io_wake(hearth_loop *loop, void *arg)
 {
     hearth_io *io = arg;

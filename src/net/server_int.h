@@ -200,12 +200,18 @@ void hearth_io_start_accepting(hearth_io *io);
 /* conn.c */
 /* Stops io's loop when it drains and its last connection has closed. */
 void hearth_io_maybe_stop(hearth_io *io);
+/* Whether an answer written now is the connection's last: io drains, or a
+ * stop was asked for that io's loop has not seen yet (it is busy, or the
+ * stop's wake-up is the one now running the reply queue). */
+bool hearth_io_stopping(const hearth_io *io);
 /* Takes fd (non-blocking) onto io's loop. HEARTH_ELIMIT when this process
  * already holds --max-connections; HEARTH_ENOMEM, HEARTH_EIO. On error fd is
  * still the caller's to close. */
 int hearth_conn_open(hearth_io *io, int fd);
 void hearth_conn_close(hearth_conn *c);
 void hearth_conn_flush(hearth_conn *c);
+/* Begins c's drain: closes it when idle; else its answer in flight, or
+ * still being written, is its last. */
 void hearth_conn_drain(hearth_conn *c);
 /* Ends c whose request is still in flight when the drain timeout runs out,
  * then closes it: an SSE stream gets a last error event ({"error":{...}},

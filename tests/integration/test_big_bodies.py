@@ -307,9 +307,18 @@ def test_client_gone_mid_handler():
         assert st == 200, st
 
 
+# A text whose /tokenize takes a second or more on either build (the whole
+# 2 MB on the sanitizer build, 1-2 s; a quarter of the 10 MB on the plain one,
+# 1-2.5 s), so that a SIGTERM sent 0.2-0.3 s after it surely comes while its
+# handler runs. A quarter on the sanitizer build took only 0.27-0.42 s: a test
+# process slow to wake from its sleep could signal after the answer was sent,
+# when keep-alive is the right answer.
+DRAIN_TEXT = TEXT if SAN else TEXT[:len(TEXT) // 4]
+
+
 def test_sigterm_during_big_request_drains():
     # the handler's answer ends the drain; then a clean exit
-    text = TEXT[:len(TEXT) // 4]
+    text = DRAIN_TEXT
     srv = gen_server("--log-level", "info", "--drain-timeout", "60000")
     try:
         body = json.dumps({"content": text}).encode()
@@ -342,6 +351,45 @@ def test_sigterm_during_big_request_drains():
         srv.proc.wait(120)
         assert srv.proc.returncode == 0, (srv.proc.returncode, srv.log[-2000:])
     finally:
+        rc = srv.stop()
+    assert rc == 0, rc
+
+
+def test_sigterm_while_the_loop_is_busy_closes_its_answers():
+    # SIGTERM and a deferred reply both reach a loop thread that is busy (with
+    # --handler-threads 0 a big /tokenize runs on the loop itself, for a
+    # second or more), so both wait for the same wake-up. Every answer
+    # written after the stop was asked for must say Connection: close: the
+    # busy handler's own, and the deferred one. Before the fix, the deferred
+    # reply was applied before the loop began its drain, and the busy
+    # handler's was formatted before the loop could see the stop: both said
+    # keep-alive on every run (CI saw it once in the offloaded case, where the
+    # handler's reply and the stop can meet in one wake-up the same way).
+    srv = gen_server("--log-level", "info", "--debug-routes", "--handler-threads", "0", "--drain-timeout", "60000")
+    deferred = busy = None
+    try:
+        deferred = Conn(srv.port, timeout=120)
+        deferred.send(b"GET /debug/sleep?ms=300 HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.1)  # deferred: its thread answers in 300 ms, while the loop is busy
+        body = json.dumps({"content": DRAIN_TEXT}).encode()
+        busy = Conn(srv.port, timeout=120)
+        busy.send(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        time.sleep(0.3)  # the loop tokenizes now (a second or more)
+        srv.proc.send_signal(signal.SIGTERM)
+        st, h, out = busy.response()
+        assert st == 200 and len(json.loads(out)["tokens"]) > len(DRAIN_TEXT) // 10, (st, out[:200])
+        assert h.get("connection") == "close", ("the busy handler's answer", h)
+        st, h, out = deferred.response()
+        assert st == 200 and json.loads(out) == {"slept_ms": 300}, (st, out)
+        assert h.get("connection") == "close", ("the deferred answer", h)
+        assert busy.is_closed(10) and deferred.is_closed(10)
+        srv.proc.wait(60)
+        assert srv.proc.returncode == 0, (srv.proc.returncode, srv.log[-2000:])
+        assert "drain timeout" not in srv.log, srv.log[-2000:]
+    finally:
+        for c in (busy, deferred):  # else a failed run's open connections hold the drain for its minute
+            if c:
+                c.close()
         rc = srv.stop()
     assert rc == 0, rc
 
@@ -390,5 +438,6 @@ if __name__ == "__main__":
          test_generation_deferred_from_the_pool,
          test_client_gone_mid_handler,
          test_sigterm_during_big_request_drains,
+         test_sigterm_while_the_loop_is_busy_closes_its_answers,
          test_big_requests_are_counted,
          test_full_handler_queue_answers_503])

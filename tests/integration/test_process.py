@@ -173,6 +173,33 @@ def test_drain_timeout_bounds_shutdown():
     srv.stop()
 
 
+def test_drain_closes_a_connection_once_its_answer_is_written():
+    # An answer queued before SIGTERM says keep-alive, rightly, but the
+    # connection must close once it is written, not stay idle until the drain
+    # timeout. 15 MB echoed to a client that reads only after the SIGTERM:
+    # far more than the socket buffers hold, so the answer is still being
+    # written when the drain begins. Before the fix the connection stayed open
+    # after it, and the process waited for the whole drain timeout.
+    srv = Server("--debug-routes", "--log-level", "info", "--drain-timeout", "60000")
+    c = None
+    try:
+        body = b"x" * (15 << 20)
+        c = Conn(srv.port, timeout=60)
+        c.send(b"POST /debug/echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        srv.wait_log(r"POST /debug/echo 200", timeout=60)  # answered, not yet written
+        t0 = time.time()
+        srv.proc.send_signal(signal.SIGTERM)
+        st, h, out = c.response()
+        assert st == 200 and out == body, (st, h, len(out))
+        assert c.is_closed(10), "still open %.1f s after SIGTERM" % (time.time() - t0)
+        rc = srv.proc.wait(10)
+        assert rc == 0 and time.time() - t0 < 10, (rc, time.time() - t0, srv.log[-2000:])
+    finally:
+        if c:
+            c.close()  # else a failed run's open connection holds the drain for its minute
+        srv.stop()
+
+
 def test_second_server_on_same_port_fails_clearly():
     with Server() as srv:
         out = subprocess.run([BIN, "serve", "--port", str(srv.port)], capture_output=True, text=True, timeout=10)
@@ -225,4 +252,5 @@ if __name__ == "__main__":
     run([test_two_workers_balance_a_burst, test_threads_balance_a_burst, test_io_threads_pinned_one_per_cpu,
          test_worker_crash_is_respawned_while_others_serve,
          test_spawn_workers, test_sigterm_drains_in_flight_requests, test_drain_timeout_bounds_shutdown,
+         test_drain_closes_a_connection_once_its_answer_is_written,
          test_second_server_on_same_port_fails_clearly, test_idle_connections_are_cheap])
