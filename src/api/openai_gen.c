@@ -69,6 +69,36 @@ static int chunk_head(hearth_gen_call *c, const char *object, hearth_buf *out)
     return rc;
 }
 
+/* Opens a streamed event's chunk up to its choice's first field:
+ * data: {"id",...,"choices":[{"index":N, */
+static int chunk_open(hearth_gen_call *c, const char *object, hearth_buf *out)
+{
+    int rc = hearth_gen_sse_open(out);
+    if (!rc)
+        rc = chunk_head(c, object, out);
+    if (!rc)
+        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":%d,", c->index);
+    return rc;
+}
+
+/* Closes a chunk before the last, after its choice's logprobs: no
+ * finish_reason yet, llama-server's timings when timings_per_token asks for
+ * them in every event, and the event's end. */
+static int chunk_tail(hearth_gen_call *c, hearth_buf *out)
+{
+    int rc = hearth_buf_appends(out, ",\"finish_reason\":null}]");
+    if (!rc && c->timings_per_token) {
+        rc = hearth_buf_appends(out, ",");
+        if (!rc)
+            rc = hearth_gen_append_timings_now(out, c);
+    }
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
+    if (!rc)
+        rc = hearth_gen_sse_close(out);
+    return rc;
+}
+
 static int usage(const hearth_gen_stats *st, hearth_buf *out)
 {
     return hearth_buf_printf(out,
@@ -99,12 +129,10 @@ static int append_logprobs(hearth_gen_call *c, hearth_buf *out)
 static int stream_tail(hearth_gen_call *c, const hearth_gen_stats *st, const char *object, const char *empty_choice,
                        hearth_buf *out)
 {
-    int rc = hearth_gen_sse_open(out);
+    int rc = chunk_open(c, object, out);
     if (!rc)
-        rc = chunk_head(c, object, out);
-    if (!rc)
-        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":%d,%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]", c->index,
-                               empty_choice, hearth_gen_finish_reason(st));
+        rc = hearth_buf_printf(out, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]", empty_choice,
+                               hearth_gen_finish_reason(st));
     /* llama-server's last chunk carries the usage and the timings; OpenAI's
      * clients read usage from the chunk after it, asked for with include_usage */
     if (!rc && c->include_usage)
@@ -189,11 +217,9 @@ static int whole(hearth_gen_call *c, const hearth_gen_stats *st, const char *obj
 static int piece_chunk(hearth_gen_call *c, const char *object, const char *field_open, const char *field_close,
                        const char *text, size_t n, hearth_buf *out)
 {
-    int rc = hearth_gen_sse_open(out);
+    int rc = chunk_open(c, object, out);
     if (!rc)
-        rc = chunk_head(c, object, out);
-    if (!rc)
-        rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":%d,%s", c->index, field_open);
+        rc = hearth_buf_appends(out, field_open);
     if (!rc)
         rc = hearth_json_quote(out, text, n);
     if (!rc)
@@ -201,16 +227,7 @@ static int piece_chunk(hearth_gen_call *c, const char *object, const char *field
     if (!rc)
         rc = append_logprobs(c, out);
     if (!rc)
-        rc = hearth_buf_appends(out, ",\"finish_reason\":null}]");
-    if (!rc && c->timings_per_token) {
-        rc = hearth_buf_appends(out, ",");
-        if (!rc)
-            rc = hearth_gen_append_timings_now(out, c);
-    }
-    if (!rc)
-        rc = hearth_buf_appends(out, "}");
-    if (!rc)
-        rc = hearth_gen_sse_close(out);
+        rc = chunk_tail(c, out);
     return rc;
 }
 
@@ -218,27 +235,16 @@ static int piece_chunk(hearth_gen_call *c, const char *object, const char *field
 
 static int chat_start(hearth_gen_call *c, hearth_buf *out)
 {
-    int rc = hearth_gen_sse_open(out);
-    if (!rc)
-        rc = chunk_head(c, "chat.completion.chunk", out);
     /* OpenAI's first chunk names the role. With logprobs asked, its logprobs
      * is an empty list, not null: llama-server (which sends no such chunk)
      * has logprobs in every chunk before the last, and clients rely on it */
+    int rc = chunk_open(c, "chat.completion.chunk", out);
     if (!rc)
-        rc = hearth_buf_appends(out, ",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},");
+        rc = hearth_buf_appends(out, "\"delta\":{\"role\":\"assistant\",\"content\":\"\"},");
     if (!rc) /* (c->probs may hold the first piece's already: it goes out with that piece) */
         rc = hearth_buf_appends(out, c->g.n_probs > 0 ? "\"logprobs\":{\"content\":[]}" : "\"logprobs\":null");
     if (!rc)
-        rc = hearth_buf_appends(out, ",\"finish_reason\":null}]");
-    if (!rc && c->timings_per_token) {
-        rc = hearth_buf_appends(out, ",");
-        if (!rc)
-            rc = hearth_gen_append_timings_now(out, c);
-    }
-    if (!rc)
-        rc = hearth_buf_appends(out, "}");
-    if (!rc)
-        rc = hearth_gen_sse_close(out);
+        rc = chunk_tail(c, out);
     return rc;
 }
 
