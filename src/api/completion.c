@@ -272,13 +272,11 @@ static hearth_gen_call *completion_call(hearth_request *req, void *model, const 
 static void completion(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
-    cJSON *doc = hearth_gen_parse_body(req);
-    if (!doc)
+    cJSON *doc;
+    hearth_gen_entry *m = hearth_gen_open(req, api, &doc);
+    if (!m)
         return;
-    const char *name;
-    hearth_gen_entry *m;
-    if (hearth_gen_model_name(req, doc, &name) && (m = hearth_gen_find_or_respond(req, api, name)))
-        hearth_gen_submit_prompts(req, api, doc, completion_call, m);
+    hearth_gen_submit_prompts(req, api, doc, completion_call, m);
     cJSON_Delete(doc);
 }
 
@@ -287,9 +285,8 @@ static void completion(hearth_request *req, void *ctx)
  *   characters is given as its list of bytes, as llama-server does. */
 void hearth_api_llama_tokenize(hearth_request *req, hearth_api *api, const cJSON *doc)
 {
-    const char *name;
-    hearth_gen_entry *m;
-    if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
+    hearth_gen_entry *m = hearth_gen_named_model(req, api, doc);
+    if (!m)
         return;
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(doc, "content");
     if (!cJSON_IsString(content)) {
@@ -348,17 +345,14 @@ out:
 static void detokenize(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
-    cJSON *doc = hearth_gen_parse_body(req);
-    if (!doc)
+    cJSON *doc;
+    hearth_gen_entry *m = hearth_gen_open(req, api, &doc);
+    if (!m)
         return;
-    const char *name;
-    hearth_gen_entry *m;
     int32_t *ids = NULL;
     hearth_buf text, out;
     hearth_buf_init(&text, (size_t)64 << 20);
     hearth_buf_init(&out, (size_t)128 << 20);
-    if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
-        goto out;
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "tokens");
     if (!cJSON_IsArray(arr)) {
         hearth_respond_error(req, 400, "invalid_request_error", "'tokens' must be a list of token ids");

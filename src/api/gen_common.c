@@ -643,18 +643,25 @@ hearth_gen_entry *hearth_gen_find_or_respond(hearth_request *req, hearth_api *ap
     return m;
 }
 
-bool hearth_gen_model_name(hearth_request *req, const cJSON *doc, const char **name)
+hearth_gen_entry *hearth_gen_named_model(hearth_request *req, hearth_api *api, const cJSON *doc)
 {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(doc, "model");
-    *name = NULL;
-    if (!f || cJSON_IsNull(f))
-        return true;
-    if (!cJSON_IsString(f)) {
+    if (f && !cJSON_IsNull(f) && !cJSON_IsString(f)) {
         hearth_respond_error(req, 400, "invalid_request_error", "'model' must be a string");
-        return false;
+        return NULL;
     }
-    *name = f->valuestring;
-    return true;
+    return hearth_gen_find_or_respond(req, api, cJSON_IsString(f) ? f->valuestring : NULL);
+}
+
+hearth_gen_entry *hearth_gen_open(hearth_request *req, hearth_api *api, cJSON **doc)
+{
+    hearth_gen_entry *m = NULL;
+    *doc = hearth_gen_parse_body(req);
+    if (*doc && !(m = hearth_gen_named_model(req, api, *doc))) {
+        cJSON_Delete(*doc);
+        *doc = NULL;
+    }
+    return m;
 }
 
 int hearth_gen_opt_num(hearth_request *req, const cJSON *doc, const char *key, double lo, double hi, double *out)

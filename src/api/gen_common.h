@@ -118,8 +118,15 @@ cJSON *hearth_gen_parse_body(hearth_request *req);
  * served, as llama-server answers every name), or NULL after a 503 (loading)
  * or 404 (no such model among several / none loaded). */
 hearth_gen_entry *hearth_gen_find_or_respond(hearth_request *req, hearth_api *api, const char *name);
-/* The optional "model" string of doc into *name (NULL when absent); false after a 400. */
-bool hearth_gen_model_name(hearth_request *req, const cJSON *doc, const char **name);
+/* The generation model doc's optional "model" string names, as
+ * hearth_gen_find_or_respond finds it, or NULL after a 400 (not a string),
+ * 503 or 404. doc stays the caller's. */
+hearth_gen_entry *hearth_gen_named_model(hearth_request *req, hearth_api *api, const cJSON *doc);
+/* What every generation endpoint does first: the body parsed into *doc
+ * (hearth_gen_parse_body) and the model it names (hearth_gen_named_model).
+ * On success *doc is the caller's to cJSON_Delete; NULL after responding,
+ * with *doc NULL (nothing to free). */
+hearth_gen_entry *hearth_gen_open(hearth_request *req, hearth_api *api, cJSON **doc);
 
 /* Optional fields: 0 absent or null (out untouched), 1 read, -1 after a 400
  * naming the key and the accepted range. Integers must be whole numbers. */

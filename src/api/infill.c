@@ -228,15 +228,12 @@ static bool build(hearth_request *req, hearth_api *api, hearth_gen_call *c, cons
 static void infill(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
-    cJSON *doc = hearth_gen_parse_body(req);
-    if (!doc)
+    cJSON *doc;
+    hearth_gen_entry *m = hearth_gen_open(req, api, &doc);
+    if (!m)
         return;
-    const char *name;
-    hearth_gen_entry *m;
     hearth_gen_call *c = NULL;
     int64_t n_predict = -1;
-    if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
-        goto out;
     const hearth_vocab *v = hearth_decoder_vocab(m->dec);
     if (v->fim_pre < 0 || v->fim_suf < 0 || v->fim_mid < 0) {
         hearth_respond_error(req, 501, "not_supported_error", "Infill is not supported by this model: %s%s%s",

@@ -467,16 +467,14 @@ static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *me
 static void apply_template(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
-    cJSON *doc = hearth_gen_parse_body(req);
-    if (!doc)
+    cJSON *doc;
+    hearth_gen_entry *m = hearth_gen_open(req, api, &doc);
+    if (!m)
         return;
-    const char *name;
-    hearth_gen_entry *m;
     hearth_buf text, out;
     hearth_buf_init(&text, CHAT_TEXT_MAX);
     hearth_buf_init(&out, 2 * CHAT_TEXT_MAX);
-    if (hearth_gen_model_name(req, doc, &name) && (m = hearth_gen_find_or_respond(req, api, name)) &&
-        render_messages(req, m, cJSON_GetObjectItemCaseSensitive(doc, "messages"), &text)) {
+    if (render_messages(req, m, cJSON_GetObjectItemCaseSensitive(doc, "messages"), &text)) {
         int rc = hearth_buf_appends(&out, "{\"prompt\":");
         if (!rc)
             rc = hearth_json_quote(&out, text.data ? text.data : "", text.len);
@@ -489,14 +487,10 @@ static void apply_template(hearth_request *req, void *ctx)
     cJSON_Delete(doc);
 }
 
-/* Starts a call for the model doc names, with the fields both endpoints share; NULL after responding. */
-static hearth_gen_call *start_call(hearth_request *req, hearth_api *api, const cJSON *doc, const hearth_gen_format *fmt,
-                                   const char *id_prefix, int64_t *n_predict)
+/* Starts a call for m with the fields both endpoints share; NULL after responding. */
+static hearth_gen_call *start_call(hearth_request *req, hearth_api *api, hearth_gen_entry *m, const cJSON *doc,
+                                   const hearth_gen_format *fmt, const char *id_prefix, int64_t *n_predict)
 {
-    const char *name;
-    hearth_gen_entry *m;
-    if (!hearth_gen_model_name(req, doc, &name) || !(m = hearth_gen_find_or_respond(req, api, name)))
-        return NULL;
     hearth_gen_call *c = hearth_gen_call_new(m, fmt);
     if (!c) {
         hearth_respond_error(req, 503, "unavailable_error", "out of memory");
@@ -514,11 +508,12 @@ static hearth_gen_call *start_call(hearth_request *req, hearth_api *api, const c
 static void chat_completions(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
-    cJSON *doc = hearth_gen_parse_body(req);
-    if (!doc)
+    cJSON *doc;
+    hearth_gen_entry *m = hearth_gen_open(req, api, &doc);
+    if (!m)
         return;
     int64_t n_predict = -1;
-    hearth_gen_call *c = start_call(req, api, doc, &chat_format, "chatcmpl-", &n_predict);
+    hearth_gen_call *c = start_call(req, api, m, doc, &chat_format, "chatcmpl-", &n_predict);
     if (!c)
         goto out;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(doc, "tools");
@@ -533,13 +528,20 @@ out:
     cJSON_Delete(doc);
 }
 
-/* One call of a /v1/completions request for prompt (key names it); NULL after responding. */
+/* What every call of one /v1/completions request shares. */
+typedef struct completions_ctx {
+    hearth_api *api;
+    hearth_gen_entry *model;
+} completions_ctx;
+
+/* One call of a /v1/completions request for prompt (key names it); arg is
+ * its completions_ctx. NULL after responding. */
 static hearth_gen_call *completions_call(hearth_request *req, void *arg, const cJSON *doc, const cJSON *prompt,
                                          const char *key, int64_t *n_predict)
 {
-    hearth_api *api = arg;
+    completions_ctx *x = arg;
     int64_t best_of = 1;
-    hearth_gen_call *c = start_call(req, api, doc, &text_format, "cmpl-", n_predict);
+    hearth_gen_call *c = start_call(req, x->api, x->model, doc, &text_format, "cmpl-", n_predict);
     if (!c)
         return NULL;
     const cJSON *suffix = cJSON_GetObjectItemCaseSensitive(doc, "suffix");
@@ -560,11 +562,11 @@ static hearth_gen_call *completions_call(hearth_request *req, void *arg, const c
  * choice per prompt). */
 static void completions(hearth_request *req, void *ctx)
 {
-    hearth_api *api = ctx;
-    cJSON *doc = hearth_gen_parse_body(req);
-    if (!doc)
+    completions_ctx x = {.api = ctx};
+    cJSON *doc;
+    if (!(x.model = hearth_gen_open(req, x.api, &doc)))
         return;
-    hearth_gen_submit_prompts(req, api, doc, completions_call, api);
+    hearth_gen_submit_prompts(req, x.api, doc, completions_call, &x);
     cJSON_Delete(doc);
 }
 
