@@ -88,15 +88,8 @@ static int fmt_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf 
                                (long long)c->n_gen, (long long)c->prompt.n);
     if (!rc)
         rc = append_probs_field(c, out);
-    if (!rc && c->timings_per_token) {
-        rc = hearth_buf_appends(out, ",");
-        if (!rc)
-            rc = hearth_gen_append_timings_now(out, c);
-    }
     if (!rc)
-        rc = hearth_buf_appends(out, "}");
-    if (!rc)
-        rc = hearth_gen_sse_close(out);
+        rc = hearth_gen_event_end(c, out);
     return rc;
 }
 

@@ -955,6 +955,21 @@ int hearth_gen_append_timings_now(hearth_buf *out, const hearth_gen_call *c)
     return hearth_gen_append_timings(out, &st);
 }
 
+int hearth_gen_event_end(hearth_gen_call *c, hearth_buf *out)
+{
+    int rc = 0;
+    if (c->timings_per_token) {
+        rc = hearth_buf_appends(out, ",");
+        if (!rc)
+            rc = hearth_gen_append_timings_now(out, c);
+    }
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
+    if (!rc)
+        rc = hearth_gen_sse_close(out);
+    return rc;
+}
+
 int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g)
 {
     const hearth_sampler_params *p = &g->sampling;

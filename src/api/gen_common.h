@@ -195,6 +195,11 @@ int hearth_gen_append_timings(hearth_buf *out, const hearth_gen_stats *st);
  * generation's from there to now, and every prompt token counts as computed
  * (which were reused from the cache is known at the end only). */
 int hearth_gen_append_timings_now(hearth_buf *out, const hearth_gen_call *c);
+/* Ends a streamed event before the stream's last, both families': its
+ * timings (hearth_gen_append_timings_now) when the call asked for
+ * timings_per_token, the event object's closing brace, then
+ * hearth_gen_sse_close. */
+int hearth_gen_event_end(hearth_gen_call *c, hearth_buf *out);
 /* Appends a JSON object of the sampling settings of g (llama-server's
  * generation_settings / params); seed is printed as -1 when random. */
 int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g);

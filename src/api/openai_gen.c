@@ -82,20 +82,13 @@ static int chunk_open(hearth_gen_call *c, const char *object, hearth_buf *out)
 }
 
 /* Closes a chunk before the last, after its choice's logprobs: no
- * finish_reason yet, llama-server's timings when timings_per_token asks for
- * them in every event, and the event's end. */
+ * finish_reason yet, then the event's end (hearth_gen_event_end: the
+ * timings with timings_per_token). */
 static int chunk_tail(hearth_gen_call *c, hearth_buf *out)
 {
     int rc = hearth_buf_appends(out, ",\"finish_reason\":null}]");
-    if (!rc && c->timings_per_token) {
-        rc = hearth_buf_appends(out, ",");
-        if (!rc)
-            rc = hearth_gen_append_timings_now(out, c);
-    }
     if (!rc)
-        rc = hearth_buf_appends(out, "}");
-    if (!rc)
-        rc = hearth_gen_sse_close(out);
+        rc = hearth_gen_event_end(c, out);
     return rc;
 }
 
