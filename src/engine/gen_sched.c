@@ -322,7 +322,7 @@ static int32_t constrain(hearth_gen_sched *s, seq *q, const float *logits, int32
         return tok;
     if (!s->allowed && !(s->allowed = malloc((size_t)s->m.n_vocab)))
         return -1;
-    if (hearth_grammar_mask(q->gm, t, s->m.end_ids, s->m.n_end_ids, s->allowed) == 0)
+    if (hearth_grammar_mask(q->gm, t, s->m.end_ids, s->m.n_end_ids, s->allowed) <= 0)
         return -1;
     return hearth_sampler_sample_masked(q->sampler, logits, s->allowed);
 }
@@ -332,7 +332,13 @@ static void sample_row(hearth_gen_sched *s, seq *q, const float *logits)
 {
     hearth_gen_req *req = q->req;
     int32_t tok = hearth_sampler_sample(q->sampler, logits);
-    if (q->gm && (tok = constrain(s, q, logits, tok)) < 0) {
+    if (q->gm && (tok = constrain(s, q, logits, tok)) < 0 && hearth_grammar_matcher_spent(q->gm)) {
+        finish(s, q, HEARTH_ELIMIT, HEARTH_GEN_NONE,
+               "the grammar is too costly to follow: its parses multiplied past the matcher's work budget "
+               "(nested repetitions of optional rules?)");
+        return;
+    }
+    if (q->gm && tok < 0) {
         HLOG_INFO("slot %d: the grammar allows no token of the vocabulary here: ending the answer", q->slot);
         finish(s, q, 0, HEARTH_GEN_EOS, NULL);
         return;

@@ -62,6 +62,14 @@ int hearth_grammar_matcher_accept(hearth_grammar_matcher *m, const char *text, s
 /* Whether the accepted text is a whole sentence of the grammar (an end of
  * generation may be sampled now). */
 bool hearth_grammar_matcher_complete(const hearth_grammar_matcher *m);
+/* Whether the matcher ran out of its work budget (a grammar whose parses
+ * multiply past what one token or one vocabulary mask may cost: see
+ * grammar_match.c): it then refuses every text for good. */
+bool hearth_grammar_matcher_spent(const hearth_grammar_matcher *m);
+/* Between these, allows calls share one budget (a vocabulary mask's) instead
+ * of each having its own. */
+void hearth_grammar_matcher_mask_begin(hearth_grammar_matcher *m);
+void hearth_grammar_matcher_mask_end(hearth_grammar_matcher *m);
 
 /* The text of every token of a vocabulary as the grammar sees it (llama.cpp
  * matches token_to_piece with special tokens rendered): token i is
@@ -78,7 +86,8 @@ typedef struct hearth_token_texts {
  * empty text never is). */
 bool hearth_grammar_token_allowed(hearth_grammar_matcher *m, const hearth_token_texts *t, int32_t id, bool is_end);
 /* allowed[i] for every token of t (end ids as is_end says); returns how many
- * are allowed. */
+ * are allowed, or -1 when the matcher ran out of its budget on the way
+ * (hearth_grammar_matcher_spent). */
 int32_t hearth_grammar_mask(hearth_grammar_matcher *m, const hearth_token_texts *t, const int32_t *end_ids, int n_end,
                             uint8_t *allowed);
 /* Accepts a token that is not an end id: 0, or HEARTH_EINVAL when its

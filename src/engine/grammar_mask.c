@@ -27,8 +27,12 @@ int32_t hearth_grammar_mask(hearth_grammar_matcher *m, const hearth_token_texts 
 {
     bool complete = hearth_grammar_matcher_complete(m);
     int32_t n_ok = 0;
-    for (int32_t i = 0; i < t->n; i++)
+    hearth_grammar_matcher_mask_begin(m);
+    for (int32_t i = 0; i < t->n && !hearth_grammar_matcher_spent(m); i++)
         allowed[i] = hearth_grammar_matcher_allows(m, t->bytes + t->off[i], t->off[i + 1] - t->off[i]);
+    hearth_grammar_matcher_mask_end(m);
+    if (hearth_grammar_matcher_spent(m))
+        return -1;
     for (int k = 0; k < n_end; k++)
         if (end_ids[k] >= 0 && end_ids[k] < t->n)
             allowed[end_ids[k]] = complete;

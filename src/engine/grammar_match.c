@@ -36,6 +36,18 @@ enum {
     MAX_DEPTH = 8192,      /* positions in one stack */
     MAX_STEPS = 1 << 18,   /* stacks expanded for one character */
 };
+/* Work budgets, in stack positions copied plus stacks compared: a grammar
+ * whose parses multiply (nested repetitions of optional rules: a fuzzed
+ * "[ \t]{0,20}" in a rule used everywhere took 0.3 s a character) would
+ * otherwise hold the scheduler thread, and every other slot's generation,
+ * for seconds a token and minutes a vocabulary mask. Past a budget the
+ * matcher is spent: it refuses every text from then on, and the scheduler
+ * ends the request with an error naming it. CALL: one allows or accept
+ * (milliseconds); MASK: one mask of the whole vocabulary (well under a
+ * second), the JSON grammars of json_schema use a few percent of it on a
+ * 150k vocabulary. */
+#define CALL_BUDGET ((int64_t)1 << 22)
+#define MASK_BUDGET ((int64_t)1 << 28)
 
 /* The smallest code point of each UTF-8 length (shorter forms are overlong). */
 static const uint32_t UTF8_MIN[5] = {0, 0, 0x80, 0x800, 0x10000};
@@ -57,7 +69,19 @@ struct hearth_grammar_matcher {
     sset a, b;            /* scratch for checks */
     sset work;            /* stacks still to expand */
     uint32_t *tmp;        /* (MAX_DEPTH + 1) one popped stack */
+    int64_t budget;       /* work left (CALL_BUDGET per call, MASK_BUDGET for a mask) */
+    bool in_mask;         /* a mask is running: its calls share its budget */
+    bool spent;           /* a budget ran out: every text is refused */
 };
+
+/* Takes cost from m's budget; false (and m spent) when it runs out. */
+static bool charge(hearth_grammar_matcher *m, int64_t cost)
+{
+    m->budget -= cost;
+    if (m->budget < 0)
+        m->spent = true;
+    return !m->spent;
+}
 
 static void sset_clear(sset *s)
 {
@@ -136,7 +160,10 @@ static int expand(hearth_grammar_matcher *m, sset *out)
         if (++steps > MAX_STEPS)
             return -1;
         size_t k = m->work.n - 1, len = m->work.off[k + 1] - m->work.off[k];
-        memcpy(m->tmp, m->work.el + m->work.off[k], len * sizeof *m->tmp);
+        if (!charge(m, (int64_t)len + 1 + (int64_t)out->n))
+            return -1;
+        if (len) /* an empty stack may have no elements at all (el NULL): no pointer arithmetic on it */
+            memcpy(m->tmp, m->work.el + m->work.off[k], len * sizeof *m->tmp);
         m->work.n = k;
         m->work.n_el = m->work.off[k];
         if (!len || g->el[m->tmp[len - 1]].type == GE_CHARS) {
@@ -210,6 +237,7 @@ hearth_grammar_matcher *hearth_grammar_matcher_new(const hearth_grammar *g, hear
     if (!m || !(m->tmp = malloc((MAX_DEPTH + 1) * sizeof *m->tmp)))
         goto fail;
     m->g = g;
+    m->budget = CALL_BUDGET;
     sset_clear(&m->cur);
     for (uint32_t alt = g->rule_start[g->root];;) {
         uint32_t first = hearth_gelem_is_end(&g->el[alt]) ? UINT32_MAX : alt;
@@ -245,7 +273,9 @@ void hearth_grammar_matcher_free(hearth_grammar_matcher *m)
 /* Runs text through the accepted state; with commit, keeps the result. */
 static bool walk(hearth_grammar_matcher *m, const char *text, size_t n, bool commit)
 {
-    if (!n || !text[0])
+    if (!m->in_mask)
+        m->budget = CALL_BUDGET;
+    if (m->spent || !n || !text[0])
         return false;
     const sset *in = &m->cur;
     sset *bufs[2] = {&m->a, &m->b};
@@ -314,6 +344,22 @@ bool hearth_grammar_matcher_allows(hearth_grammar_matcher *m, const char *text, 
 int hearth_grammar_matcher_accept(hearth_grammar_matcher *m, const char *text, size_t n)
 {
     return walk(m, text, n, true) ? HEARTH_OK : HEARTH_EINVAL;
+}
+
+void hearth_grammar_matcher_mask_begin(hearth_grammar_matcher *m)
+{
+    m->in_mask = true;
+    m->budget = MASK_BUDGET;
+}
+
+void hearth_grammar_matcher_mask_end(hearth_grammar_matcher *m)
+{
+    m->in_mask = false;
+}
+
+bool hearth_grammar_matcher_spent(const hearth_grammar_matcher *m)
+{
+    return m->spent;
 }
 
 bool hearth_grammar_matcher_complete(const hearth_grammar_matcher *m)

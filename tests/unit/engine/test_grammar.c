@@ -229,6 +229,42 @@ static void test_match_reject_keeps_state(void)
     hearth_grammar_free(g);
 }
 
+/* A grammar whose parses multiply (a space may open a nested e or close
+ * any of the open ones: the distinct stacks grow like the ways to nest)
+ * spends the matcher's budget: it then refuses every
+ * text, the vocabulary mask says so, and nothing takes long. A JSON-shaped
+ * grammar over a long document stays far inside it. */
+static void test_match_budget(void)
+{
+    hearth_err err = {0};
+    hearth_grammar *g = parse("root ::= e \"a\"\ne ::= \" \" e? e?\n", &err);
+    CHECK_MSG(g != NULL, "%s", err.msg);
+    hearth_grammar_matcher *m = hearth_grammar_matcher_new(g, &err);
+    CHECK(m != NULL);
+    int fed = 0;
+    while (fed < 320 && hearth_grammar_matcher_accept(m, " ", 1) == 0)
+        fed++;
+    CHECK_MSG(fed < 320, "320 spaces accepted: the budget never ran out");
+    CHECK(hearth_grammar_matcher_spent(m));
+    CHECK(!hearth_grammar_matcher_allows(m, "a", 1)); /* spent: refused for good */
+    hearth_token_texts t = {3, (uint32_t[]){0, 1, 2, 3}, "a b"};
+    uint8_t allowed[3];
+    CHECK_EQ_INT(hearth_grammar_mask(m, &t, NULL, 0, allowed), -1);
+    hearth_grammar_matcher_free(m);
+    hearth_grammar_free(g);
+
+    const char *json = "root ::= obj\nobj ::= \"{\" ws (kv (\",\" ws kv)*)? \"}\"\n"
+                       "kv ::= str \":\" ws val ws\nval ::= obj | str | [0-9]+\n"
+                       "str ::= \"\\\"\" [a-z]* \"\\\"\"\nws ::= [ ]{0,20}\n";
+    char doc[4096];
+    size_t n = 0;
+    n += (size_t)snprintf(doc + n, sizeof doc - n, "{");
+    for (int i = 0; i < 150; i++)
+        n += (size_t)snprintf(doc + n, sizeof doc - n, "%s \"key\": {\"v\": %d }", i ? "," : "", i);
+    snprintf(doc + n, sizeof doc - n, "}");
+    CHECK(matches_chunked(json, doc, 3));
+}
+
 int main(void)
 {
     RUN(test_parse_good);
@@ -259,5 +295,6 @@ int main(void)
     RUN(test_match_partial_utf8);
     RUN(test_match_rejects_empty_and_malformed);
     RUN(test_match_reject_keeps_state);
+    RUN(test_match_budget);
     TEST_EXIT();
 }
