@@ -16,7 +16,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import SHARED, Server, request  # noqa: E402
+from hearth_test import SHARED, Server, request, run  # noqa: E402
 
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
 PROMPT = "Tom and his dog went to the"
@@ -211,3 +211,17 @@ def test_text_response_format_is_unconstrained():
     st, doc = post_json("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4,
                                                  "response_format": {"type": "text"}})
     assert st == 200, doc
+
+
+TESTS = [test_completion_grammar_seeds, test_completion_grammar_greedy_and_streamed, test_completion_json_schema,
+         test_v1_completions_json_schema_enum, test_chat_response_format_json_schema,
+         test_chat_response_format_json_object, test_chat_json_schema_and_grammar_fields,
+         test_parallel_requests_keep_their_grammars, test_bad_grammar_is_a_400_with_position,
+         test_bad_schema_and_response_format_are_400s, test_text_response_format_is_unconstrained]
+
+if __name__ == "__main__":
+    try:
+        run(TESTS)
+    finally:
+        if Main.srv is not None:
+            Main.srv.stop()

@@ -139,17 +139,20 @@ def test_streamed_chat_logprobs_in_every_chunk():
     assert content.startswith("\"He"), content
 
 
-def test_grammar_is_refused():
-    """hearth has no grammar-constrained sampling: "grammar" and "json_schema" are
-    refused with a 400 naming them, never ignored (an unconstrained answer would look
-    like a constrained one); an empty grammar is no grammar."""
+def test_grammar_is_followed():
+    """llama-server's "grammar" and "json_schema" constrain the answer (their
+    own tests: test_grammar_api.py); an empty grammar is no grammar."""
     port = srv().port
-    for path, base in (("/completion", {"prompt": "a", "n_predict": 2}),
-                       ("/v1/chat/completions", {"messages": BOOK, "max_tokens": 2})):
+    for path, base in (("/completion", {"prompt": "a", "n_predict": 8}),
+                       ("/v1/chat/completions", {"messages": BOOK, "max_tokens": 8})):
         st, doc = post_json(port, path, dict(base, grammar='root ::= "a"{5,5}'))
-        assert st == 400 and "grammar" in doc["error"]["message"], doc
+        assert st == 200, doc
+        text = doc["content"] if "content" in doc else doc["choices"][0]["message"]["content"]
+        assert text == "aaaaa", doc
         st, doc = post_json(port, path, dict(base, json_schema={"const": "42"}))
-        assert st == 400 and "json_schema" in doc["error"]["message"], doc
+        assert st == 200, doc
+        text = doc["content"] if "content" in doc else doc["choices"][0]["message"]["content"]
+        assert json.loads(text) == "42", doc
         st, doc = post_json(port, path, dict(base, grammar=""))
         assert st == 200, doc
 
@@ -275,6 +278,6 @@ def test_cors_preflight_as_llama_servers():
 
 if __name__ == "__main__":
     run([test_seeded_texts_are_llama_servers, test_system_fingerprint_starts_with_b, test_timings_per_token,
-         test_streamed_chat_logprobs_in_every_chunk, test_grammar_is_refused, test_slots_list_has_parallel_length,
+         test_streamed_chat_logprobs_in_every_chunk, test_grammar_is_followed, test_slots_list_has_parallel_length,
          test_id_slot_and_slot_files, test_apply_template_and_command_r, test_verbose_answers_carry_verbose,
          test_spm_infill_puts_the_suffix_first, test_cors_preflight_as_llama_servers])
