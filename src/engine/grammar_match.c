@@ -141,8 +141,12 @@ static int add_unique(sset *out, const uint32_t *st, size_t len)
 {
     for (size_t i = 0; i < out->n; i++) {
         size_t l = out->off[i + 1] - out->off[i];
-        const uint32_t *x = out->el + out->off[i];
-        if (l == len && (!len || (x[len - 1] == st[len - 1] && !memcmp(x, st, len * sizeof *st))))
+        if (l != len)
+            continue;
+        if (!len)
+            return 0;
+        const uint32_t *x = out->el + out->off[i]; /* l > 0: el is allocated */
+        if (x[len - 1] == st[len - 1] && !memcmp(x, st, len * sizeof *st))
             return 0;
     }
     if (out->n >= MAX_STACKS)
@@ -221,8 +225,10 @@ static int step(hearth_grammar_matcher *m, const sset *in, uint32_t cp, sset *ou
     sset_clear(&m->work);
     for (size_t i = 0; i < in->n; i++) {
         size_t len = in->off[i + 1] - in->off[i];
+        if (!len) /* an empty stack set may have no elements at all (el NULL) */
+            continue;
         const uint32_t *st = in->el + in->off[i];
-        if (!len || !chars_match(g, &g->el[st[len - 1]], cp))
+        if (!chars_match(g, &g->el[st[len - 1]], cp))
             continue;
         uint32_t next = st[len - 1] + 1;
         if (sset_push(&m->work, st, len - 1, hearth_gelem_is_end(&g->el[next]) ? UINT32_MAX : next))

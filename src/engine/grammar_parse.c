@@ -320,10 +320,11 @@ static int repeat(parser *ps, uint32_t rule, size_t start, long min, long max)
 {
     prule *r = &ps->rules[rule];
     size_t n = r->n - start;
-    hearth_gelem *item = malloc(n * sizeof *item);
+    hearth_gelem *item = malloc((n ? n : 1) * sizeof *item);
     if (!item)
         return oom(ps);
-    memcpy(item, r->v + start, n * sizeof *item);
+    if (n) /* an empty item (r->v may still be NULL): nothing to copy */
+        memcpy(item, r->v + start, n * sizeof *item);
     r->n = start;
     ps->n_elems -= n;
     int rc = HEARTH_OK;
