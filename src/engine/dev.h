@@ -82,6 +82,8 @@ typedef struct hearth_dev_caps {
     const char *name;          /* "cpu" */
     int64_t head_dim_max;      /* largest attention head (ATTN_*, QK_ROPE_STORE) */
     int64_t matmul_group_max;  /* weights one MATMUL call takes (>= 1) */
+    int64_t fused_rows_max;    /* matmul_fused folds its neighbours in for M <= this (0: never); the
+                                  walk runs the fused sequence only then, the separate ops otherwise */
     bool host_memory;          /* device memory is host memory: a host pointer is a device pointer */
     double matmul_round;       /* the largest relative rounding MATMUL may apply to each product's inputs
                                   (0: f32 throughout; a tensor-core path rounds X to half or bfloat16) */
@@ -271,7 +273,10 @@ struct hearth_dev_ops {
      * separate ops within rounding (the norm's sum is taken in another
      * order), not bit for bit. HEARTH_EUNSUPPORTED where the device does not
      * fuse this case (M, types): the walk then runs the ops apart, the same
-     * way every time for the same shapes (a recorded graph stays valid). */
+     * way every time for the same shapes (a recorded graph stays valid).
+     * The CUDA backend has it for M = 1 but reports caps.fused_rows_max 0
+     * unless HEARTH_CUDA_FUSE=1: measured slower than the ops apart once
+     * the mat-vecs launch as programmatic dependents (engine/cuda/mm.cu). */
     int (*matmul_fused)(hearth_stream *st, const hearth_weight *const *w, int n, const float *X, int64_t x_stride,
                         int64_t M, float *const *Y, const int64_t *y_stride, const hearth_mm_fuse *f);
     /* Y[r] = table[b->token[r]] for r < b->n, as f32 (n_in wide). With pos_tab

@@ -21,6 +21,9 @@
  *     matmul x2      g, u = h Wg^T, h Wu^T (one group call)
  *     swiglu         g = silu(g) * u
  *     matmul, add    h = g Wd^T; x += h
+ * (Where the device fuses a chunk of nc rows, caps.fused_rows_max, the
+ * same work runs as layer_fused's six ops: the norms, SwiGLU and the
+ * residual adds folded into the matmuls.)
  * then the final norm and the output projection for the rows that want
  * logits only. Tokens of one slot come in order, so a token's K/V row is in
  * the cache before any later token of the chunk attends to it.
@@ -125,8 +128,82 @@ static int op_failed(int rc, const char *op, int64_t il, hearth_err *err)
     return hearth_err_set(err, rc, "llama: layer %lld: %s failed (%s)", (long long)il, op, hearth_status_name(rc));
 }
 
+/* D->matmul_fused, or where the device does not fold this case in, the
+ * same work as separate ops. X is (nc, K); tmp is a free buffer of (nc, K)
+ * and (nc, ldy[0]) floats (a fused call never both normalizes and
+ * accumulates here). SWIGLU's fallback overwrites X. */
+static int mm_fold(const hearth_dev_ops *D, hearth_stream *st, const hearth_weight *const *w, int n, float *X,
+                   int64_t K, int64_t nc, float *const *Y, const int64_t *ldy, const hearth_mm_fuse *f, float *tmp)
+{
+    int rc = D->matmul_fused(st, w, n, X, K, nc, Y, ldy, f);
+    if (rc != HEARTH_EUNSUPPORTED)
+        return rc;
+    const float *in = X;
+    if (f->pre == HEARTH_MM_PRE_RMSNORM) {
+        if ((rc = D->rmsnorm(st, tmp, X, NULL, nc, K, f->norm_w, f->eps)))
+            return rc;
+        in = tmp;
+    } else if (f->pre == HEARTH_MM_PRE_SWIGLU && (rc = D->swiglu(st, X, f->X2, nc, K))) {
+        return rc;
+    }
+    if (!f->accumulate)
+        return D->matmul(st, w, n, in, K, nc, Y, ldy);
+    if (n != 1 || in == tmp)
+        return HEARTH_EINVAL;
+    if ((rc = D->matmul(st, w, 1, in, K, nc, &tmp, ldy)))
+        return rc;
+    return D->add(st, Y[0], tmp, nc, ldy[0]);
+}
+
+/* layer_forward's ops for the row counts the device fuses (decode):
+ *     matmul x3 (attn norm folded in)   q, k, v = rmsnorm(x) Wq^T, ...
+ *     qk_rope_store, attn_cached        as below
+ *     matmul (accumulating)             x += att Wo^T
+ *     matmul x2 (ffn norm folded in)    g, u = rmsnorm(x) Wg^T, ...
+ *     matmul (swiglu in, accumulating)  x += (silu(g) * u) Wd^T
+ * six launches where the ops apart take ten. */
+static int layer_fused(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, hearth_err *err)
+{
+    const hearth_llama_hparams *hp = &m->hp;
+    const hearth_dev_ops *D = p->D;
+    hearth_stream *st = &p->st;
+    const llama_layer *L = &m->layers[il];
+    int64_t E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
+    const hearth_batch *b = &p->db;
+    int rc;
+    hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, L->attn_norm, hp->rms_eps, NULL, false};
+    const hearth_weight *qkv[] = {L->wq.w, L->wk.w, L->wv.w};
+    float *qkv_y[] = {p->q, p->k, p->v};
+    const int64_t qkv_ld[] = {qd, kvd, kvd};
+    if ((rc = mm_fold(D, st, qkv, 3, p->x, E, nc, qkv_y, qkv_ld, &f, p->h)))
+        return hearth_err_set(err, rc, "llama: layer %lld: attn norm and matmul of 3 weights failed (%s)",
+                              (long long)il, hearth_status_name(rc));
+    hearth_qk qk = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->n_head, hp->n_head_kv, hd, hp->n_rot,
+                    hp->rope_type == HEARTH_ROPE_NORM ? 0 : 2, hp->rms_eps};
+    if ((rc = D->qk_rope_store(st, p->q, p->k, p->v, &qk, &p->kv, il, b)))
+        return op_failed(rc, "qk_rope_store", il, err);
+    if ((rc = D->attn_cached(st, p->att, p->q, &p->kv, il, b, hp->n_head, hp->n_head_kv, hd,
+                             (float)(1.0 / sqrt((double)hd)))))
+        return op_failed(rc, "attention", il, err);
+    f = (hearth_mm_fuse){HEARTH_MM_PRE_NONE, NULL, 0.0f, NULL, true};
+    if ((rc = mm_fold(D, st, (const hearth_weight *const[]){L->wo.w}, 1, p->att, qd, nc, &p->x, &E, &f, p->h)))
+        return op_failed(rc, "attn output and residual", il, err);
+    f = (hearth_mm_fuse){HEARTH_MM_PRE_RMSNORM, L->ffn_norm, hp->rms_eps, NULL, false};
+    const hearth_weight *gu[] = {L->gate.w, L->up.w};
+    float *gu_y[] = {p->g, p->u};
+    const int64_t gu_ld[] = {F, F};
+    if ((rc = mm_fold(D, st, gu, 2, p->x, E, nc, gu_y, gu_ld, &f, p->h)))
+        return op_failed(rc, "ffn norm and matmul of 2 weights", il, err);
+    f = (hearth_mm_fuse){HEARTH_MM_PRE_SWIGLU, NULL, 0.0f, p->u, true};
+    if ((rc = mm_fold(D, st, (const hearth_weight *const[]){L->down.w}, 1, p->g, F, nc, &p->x, &E, &f, p->h)))
+        return op_failed(rc, "swiglu, down and residual", il, err);
+    return 0;
+}
+
 static int layer_forward(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, hearth_err *err)
 {
+    if (p->D->matmul_fused && nc <= m->dev->caps.fused_rows_max)
+        return layer_fused(m, p, il, nc, err);
     const hearth_llama_hparams *hp = &m->hp;
     const hearth_dev_ops *D = p->D;
     hearth_stream *st = &p->st;

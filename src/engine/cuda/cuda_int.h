@@ -42,6 +42,32 @@ static inline int cu_launched(const char *kernel)
     return cu_fail(kernel, cudaGetLastError());
 }
 
+/* Programmatic dependent launch (Hopper): a kernel launched with
+ * cu_pdl_on()'s attribute may start while the kernel before it on the
+ * stream still runs; it calls cu_pdl_wait() before touching anything that
+ * kernel writes or reads (only constant data, the weights, is read before),
+ * which waits for that kernel's end and its memory. A kernel calls
+ * cu_pdl_trigger() to let such a successor start early (at its own start:
+ * the successor's wait still covers all of this kernel's writes). Both are
+ * no-ops before sm_90 and when a kernel was launched without the attribute,
+ * so they may sit in any kernel. Since every PDL-launched kernel waits before
+ * its first dependent access, ordering stays transitive along the stream. */
+__device__ __forceinline__ void cu_pdl_wait(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cu_pdl_trigger(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+/* Whether launches may use the attribute: HEARTH_CUDA_PDL=0 turns it off
+ * (read once). */
+bool cu_pdl_on(void);
+
 /* A weight as placed by mm.cu (the backend's hearth_weight: dev_cuda.cu
  * casts). The layout of data is mm.cu's choice (it may differ from the
  * file's: blocks split into scales and quants, rows padded); the fields
@@ -89,6 +115,14 @@ cu_ctx *cu_stream_ctx(hearth_stream *st);
  * path is allowed). */
 int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M, float *const *Y,
               const int64_t *ldy);
+/* cu_matmul with decode's neighbours folded in (engine/dev.h's
+ * hearth_mm_fuse): M = 1 and weights other than F32 only, else
+ * HEARTH_EUNSUPPORTED with nothing enqueued (also when HEARTH_CUDA_FUSE=0). */
+/* HEARTH_CUDA_FUSE=0 turns the fused path off (read once): the device
+ * then says it fuses nothing (caps.fused_rows_max 0). */
+bool cu_fuse_on(void);
+int cu_matmul_fused(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M,
+                    float *const *Y, const int64_t *ldy, const hearth_mm_fuse *f);
 /* Y[r] = table[tok[r]] dequantized to f32 (n_in wide), r < n; tok is device
  * memory (the step block's token ids, already checked in range). */
 int cu_embed_rows(cu_ctx *c, float *Y, const cu_weight *table, const int32_t *tok, int64_t n);

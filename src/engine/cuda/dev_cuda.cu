@@ -113,6 +113,7 @@ int hearth_dev_cuda_list(hearth_dev **out, int max)
         d->dev.caps.name = d->name;
         d->dev.caps.head_dim_max = CU_HEAD_DIM_MAX;
         d->dev.caps.matmul_group_max = MM_GROUP_MAX;
+        d->dev.caps.fused_rows_max = cu_fuse_on() ? 1 : 0; /* mm.cu fuses the mat-vec of one row */
         d->dev.caps.host_memory = false;
         /* prompts (M > 8) on tensor cores: X rounded to bfloat16 for BF16
          * weights (half an ulp of 8 bits: 2^-9), to half for the rest
@@ -586,6 +587,26 @@ static int cuda_matmul(hearth_stream *st, const hearth_weight *const *ws, int n,
     return cu_matmul(c, cw, n, X, x_stride, M, ys, y_strides);
 }
 
+static int cuda_matmul_fused(hearth_stream *st, const hearth_weight *const *ws, int n, const float *X,
+                             int64_t x_stride, int64_t M, float *const *ys, const int64_t *y_strides,
+                             const hearth_mm_fuse *f)
+{
+    if (!ws || !f || n < 1 || n > MM_GROUP_MAX || M < 0)
+        return HEARTH_EINVAL;
+    if ((f->pre == HEARTH_MM_PRE_RMSNORM && !f->norm_w) || (f->pre == HEARTH_MM_PRE_SWIGLU && !f->X2))
+        return HEARTH_EINVAL;
+    const cu_weight *cw[MM_GROUP_MAX];
+    for (int i = 0; i < n; i++) {
+        cw[i] = (const cu_weight *)ws[i];
+        if (!cw[i] || cw[i]->n_in != cw[0]->n_in || x_stride < cw[i]->n_in || y_strides[i] < cw[i]->n_out)
+            return HEARTH_EINVAL;
+    }
+    if (M == 0)
+        return 0;
+    CTX(st);
+    return cu_matmul_fused(c, cw, n, X, x_stride, M, ys, y_strides, f);
+}
+
 static int cuda_embed(hearth_stream *st, float *Y, const hearth_weight *table, const hearth_batch *b,
                       const float *pos_tab, const float *type_row, const float *ln_w, const float *ln_b, float eps)
 {
@@ -735,7 +756,7 @@ extern const hearth_dev_ops hearth_cuda_ops = {
     .lost = cuda_lost,
     .supports = cuda_supports,
     .matmul = cuda_matmul,
-    .matmul_fused = NULL, /* the fused decode kernels are not written yet: the walk runs the ops apart */
+    .matmul_fused = cuda_matmul_fused,
     .embed = cuda_embed,
     .rmsnorm = cuda_rmsnorm,
     .add = cuda_add,

@@ -45,6 +45,27 @@
  * of X from L2 per block of 32 WN rows (WN = 1, 2, 4, 8 for M <= 8, 16, 32,
  * 64), plus 4 M N of Y. A row's result does not depend on the group.
  *
+ * Decode (M = 1), since 2026-12-03: mvp_kernel (mm_mma.cuh) where X fits
+ * one chunk (every shape of the 1B llama): mvg_kernel's arithmetic with
+ * the next batch of weight loads issued before the current batch is
+ * multiplied, across row ends too (mvg_kernel issues a row's loads only
+ * after the previous row's sum, so each of a warp's rows paid a full HBM
+ * round trip with nothing in flight); HEARTH_CUDA_MV=grouped selects
+ * mvg_kernel. Both mat-vecs launch as programmatic dependents (cuda_int.h;
+ * HEARTH_CUDA_PDL=0 turns that off): their first weight loads go out while
+ * the kernel before them ends, and the row ops and attention let them start
+ * at their own start. The X chunk is sized to the rows (8 KiB for K = 2048,
+ * not 48), leaving the rest of the SM's 256 KiB to L1. On the H200, 1.04B
+ * llama, tg128 tok/s (F16 / Q8_0 / Q4_K, two runs each, bench/RESULTS.md):
+ * mvg_kernel without PDL 802-806 / 930-932 / 857-865; with PDL 888-889 /
+ * 1011-1021 / 897-898; mvp_kernel with PDL 917-921 / 1029-1045 / 915-935.
+ * matmul_fused (cu_matmul_fused: RMSNORM or SWIGLU folded into X's staging,
+ * the residual add into the store, HEARTH_CUDA_FUSE=1) measured slower,
+ * 829-843 / 933-942 / 844-857: each block redoes the norm's sum or SwiGLU's
+ * expf over X in its prologue after the PDL wait, on the critical path,
+ * where the separate small kernels overlap the mat-vec's first weight
+ * loads; so the device reports fused_rows_max 0 unless asked.
+ *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED.
  *
@@ -269,7 +290,7 @@ void cu_weight_release(cu_weight *w)
 /* kc: X elements a chunk holds for M rows (a multiple of 256 within 32 KiB). */
 static int chunk_of(int M)
 {
-    return MV_SMEM_FLOATS / M / 256 * 256;
+    return (MV_SMEM_FLOATS - 64) / M / 256 * 256; /* 64 floats left for the kernels' static shared memory */
 }
 
 /* SMs of each device, asked once (a plain read: the same answer if two
@@ -574,21 +595,88 @@ static int matmul_legacy(cu_ctx *c, const cu_weight *const *w, int n, const floa
 
 /* ---- grouped launches ---- */
 
-template <class T, int M>
-static int mvg_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K)
+/* HEARTH_CUDA_PDL=0: no programmatic dependent launches (cuda_int.h). Read
+ * once (a plain read: the same answer if two threads race). */
+bool cu_pdl_on(void)
 {
-    const int kc = chunk_of(M);
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_PDL");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on == 1;
+}
+
+/* The mat-vec's launch: X's chunk as wide as the rows need (shared memory
+ * held for nothing is L1 the weight stream cannot use), launched as a
+ * programmatic dependent (cuda_int.h) so its first weight loads overlap the
+ * previous kernel's end. */
+template <class T, int M, int PRE>
+static int mvg_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K,
+                      const mfuse &fz)
+{
+    int kc = chunk_of(M);
+    if (g.v[0].kp < kc)
+        kc = (int)((g.v[0].kp + 255) / 256 * 256);
     int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
     if (g.v[0].kp <= kc && blocks > 4 * (int64_t)sm_count(c->ordinal))
         blocks = 4 * (int64_t)sm_count(c->ordinal);
-    mvg_kernel<T, M><<<(unsigned)blocks, MV_WARPS * 32, (size_t)M * kc * 4, c->s>>>(g, X, ldx, nr, K, kc);
-    return cu_launched("mvg_kernel");
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3(MV_WARPS * 32);
+    cfg.dynamicSmemBytes = (size_t)M * kc * 4;
+    cfg.stream = c->s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = cu_pdl_on() ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, mvg_kernel<T, M, PRE>, g, X, ldx, nr, K, kc, fz);
+    if (e != cudaSuccess)
+        (void)cudaGetLastError(); /* a launch error is not sticky: do not leave it for the next check */
+    return cu_fail("mvg_kernel", e);
+}
+
+/* HEARTH_CUDA_MV=grouped: the M = 1 mat-vec without the pipelining (read
+ * once). */
+static bool mv_pipe(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_MV");
+        on = !(e && strcmp(e, "grouped") == 0);
+    }
+    return on == 1;
+}
+
+/* mvp_kernel over the group (M = 1, rows as wide as one chunk of X). */
+template <class T>
+static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K, int kc)
+{
+    int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
+    if (blocks > 2 * (int64_t)sm_count(c->ordinal))
+        blocks = 2 * (int64_t)sm_count(c->ordinal);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3(MV_WARPS * 32);
+    cfg.dynamicSmemBytes = (size_t)kc * 4;
+    cfg.stream = c->s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = cu_pdl_on() ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, mvp_kernel<T>, g, X, ldx, nr, K, kc);
+    if (e != cudaSuccess)
+        (void)cudaGetLastError();
+    return cu_fail("mvp_kernel", e);
 }
 
 /* The mat-vec over the group's nr rows, X's rows 8 at a time. */
 template <class T>
 static int mvg_rows(cu_ctx *c, const mgroup &g0, const float *X, int64_t ldx, int64_t M, int64_t nr, int64_t K)
 {
+    const mfuse fz = {NULL, NULL, 0.0f, 0};
     int rc = 0;
     for (int64_t m0 = 0; m0 < M && rc == 0; m0 += MV_MAX_M) {
         mgroup g = g0;
@@ -596,17 +684,35 @@ static int mvg_rows(cu_ctx *c, const mgroup &g0, const float *X, int64_t ldx, in
             g.y[i] += m0 * g.ldy[i];
         const float *x = X + m0 * ldx;
         switch (M - m0 < MV_MAX_M ? (int)(M - m0) : MV_MAX_M) {
-        case 1: rc = mvg_launch<T, 1>(c, g, x, ldx, nr, K); break;
-        case 2: rc = mvg_launch<T, 2>(c, g, x, ldx, nr, K); break;
-        case 3: rc = mvg_launch<T, 3>(c, g, x, ldx, nr, K); break;
-        case 4: rc = mvg_launch<T, 4>(c, g, x, ldx, nr, K); break;
-        case 5: rc = mvg_launch<T, 5>(c, g, x, ldx, nr, K); break;
-        case 6: rc = mvg_launch<T, 6>(c, g, x, ldx, nr, K); break;
-        case 7: rc = mvg_launch<T, 7>(c, g, x, ldx, nr, K); break;
-        default: rc = mvg_launch<T, 8>(c, g, x, ldx, nr, K); break;
+        case 1:
+            if (mv_pipe() && g.v[0].kp <= chunk_of(1))
+                rc = mvp_launch<T>(c, g, x, ldx, nr, K, (int)((g.v[0].kp + 255) / 256 * 256));
+            else
+                rc = mvg_launch<T, 1, MV_PRE_NONE>(c, g, x, ldx, nr, K, fz);
+            break;
+        case 2: rc = mvg_launch<T, 2, MV_PRE_NONE>(c, g, x, ldx, nr, K, fz); break;
+        case 3: rc = mvg_launch<T, 3, MV_PRE_NONE>(c, g, x, ldx, nr, K, fz); break;
+        case 4: rc = mvg_launch<T, 4, MV_PRE_NONE>(c, g, x, ldx, nr, K, fz); break;
+        case 5: rc = mvg_launch<T, 5, MV_PRE_NONE>(c, g, x, ldx, nr, K, fz); break;
+        case 6: rc = mvg_launch<T, 6, MV_PRE_NONE>(c, g, x, ldx, nr, K, fz); break;
+        case 7: rc = mvg_launch<T, 7, MV_PRE_NONE>(c, g, x, ldx, nr, K, fz); break;
+        default: rc = mvg_launch<T, 8, MV_PRE_NONE>(c, g, x, ldx, nr, K, fz); break;
         }
     }
     return rc;
+}
+
+/* One fused mat-vec (M = 1) of a group. */
+template <class T>
+static int mvg_fused(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K,
+                     const hearth_mm_fuse *f)
+{
+    const mfuse fz = {f->norm_w, f->X2, f->eps, f->accumulate ? 1 : 0};
+    switch (f->pre) {
+    case HEARTH_MM_PRE_RMSNORM: return mvg_launch<T, 1, MV_PRE_RMS>(c, g, X, ldx, nr, K, fz);
+    case HEARTH_MM_PRE_SWIGLU: return mvg_launch<T, 1, MV_PRE_SWIGLU>(c, g, X, ldx, nr, K, fz);
+    default: return mvg_launch<T, 1, MV_PRE_NONE>(c, g, X, ldx, nr, K, fz);
+    }
 }
 
 template <class T, int NT, bool BF>
@@ -634,8 +740,13 @@ static int mma_rows(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int
 
 /* One group: the mat-vec (fp32) or, when mma, the tensor-core kernel (M <= MMA_MAX_M). */
 static int group_launch(cu_ctx *c, const mgroup &g, hearth_dtype t, bool mma, const float *X, int64_t ldx,
-                        int64_t M, int64_t nr, int64_t K)
+                        int64_t M, int64_t nr, int64_t K, const hearth_mm_fuse *f)
 {
+    if (f) {
+#define MVF_CALL(T) mvg_fused<T>(c, g, X, ldx, nr, K, f)
+        MM_DISPATCH(t, MVF_CALL)
+#undef MVF_CALL
+    }
     if (mma && t != HEARTH_F32) {
         switch (t) {
         case HEARTH_F16: return mma_rows<tr_half<false>, false>(c, g, X, ldx, M, nr, K);
@@ -656,7 +767,7 @@ static int group_launch(cu_ctx *c, const mgroup &g, hearth_dtype t, bool mma, co
  * order of their first weight. nr counts rows (mat-vec) or 16-row tiles
  * (mma: each weight starts on a tile). */
 static int grouped(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M,
-                   float *const *Y, const int64_t *ldy, bool mma)
+                   float *const *Y, const int64_t *ldy, bool mma, const hearth_mm_fuse *f = NULL)
 {
     if (n > MM_GROUP)
         return HEARTH_EINVAL;
@@ -680,7 +791,7 @@ static int grouped(cu_ctx *c, const cu_weight *const *w, int n, const float *X, 
             g.cnt++;
             done[j] = true;
         }
-        rc = group_launch(c, g, w[i]->type, mma, X, ldx, M, nr, w[i]->n_in);
+        rc = group_launch(c, g, w[i]->type, mma, X, ldx, M, nr, w[i]->n_in, f);
     }
     return rc;
 }
@@ -728,4 +839,26 @@ int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64
             return gemm(c, w, n, X, ldx, M, Y, ldy);
     }
     return grouped(c, w, n, X, ldx, M, Y, ldy, false);
+}
+
+bool cu_fuse_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_FUSE");
+        on = e && strcmp(e, "1") == 0;
+    }
+    return on == 1;
+}
+
+int cu_matmul_fused(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M,
+                    float *const *Y, const int64_t *ldy, const hearth_mm_fuse *f)
+{
+    int mma_max;
+    if (M != 1 || n <= 0 || !cu_fuse_on() || mm_env(&mma_max))
+        return HEARTH_EUNSUPPORTED;
+    for (int i = 0; i < n; i++)
+        if (w[i]->type == HEARTH_F32)
+            return HEARTH_EUNSUPPORTED;
+    return grouped(c, w, n, X, ldx, M, Y, ldy, false, f);
 }

@@ -1,6 +1,8 @@
 /* mm_mma.cuh: mm.cu's grouped kernels: one launch over the concatenated
  * rows of up to four weights of one type that share X (Q,K,V; gate,up).
  *
+ *   mvp_kernel  mvg_kernel at M = 1 with the weight loads pipelined across
+ *               batches and rows (the default for decode: mm.cu)
  *   mvg_kernel  the decode mat-vec of mm_kernels.cuh (same arithmetic, same
  *               order per row), each warp's row looked up in the group
  *   mma_kernel  2 <= M <= 64: tensor cores (mma.sync m16n8k16, f32
@@ -81,11 +83,92 @@ __device__ __forceinline__ mseg seg_at(const mgroup &g, int64_t x)
 
 /* ---- the grouped mat-vec: mv_kernel (mm_kernels.cuh) over nr concatenated rows ---- */
 
-template <class T, int M>
+/* What mvg_kernel folds in (cu_matmul_fused; engine/dev.h's hearth_mm_fuse):
+ * PRE (a template argument) MV_PRE_NONE, MV_PRE_RMS (X's rows normalized
+ * and scaled by nw as staged; each block sums its rows' squares itself, an
+ * extra read of X from L2) or MV_PRE_SWIGLU (silu(X) * X2 as staged); acc:
+ * Y += the product. */
+#define MV_PRE_NONE 0
+#define MV_PRE_RMS 1
+#define MV_PRE_SWIGLU 2
+struct mfuse {
+    const float *nw, *x2;
+    float eps;
+    int acc;
+};
+
+/* stage_x with PRE applied; inv: (M) the rows' 1/rms (MV_PRE_RMS). The
+ * arithmetic is ops.cu's: x * inv * w, and g / (1 + expf(-g)) * u. */
+template <int M, int PRE>
+__device__ __forceinline__ void stage_x_pre(float4 *xs, const float *__restrict__ X, int64_t ldx, int64_t K,
+                                            int64_t c0, int ce, int kc4, bool vec, const float *inv,
+                                            const mfuse &fz)
+{
+    if (PRE == MV_PRE_NONE) {
+        stage_x<M>(xs, X, ldx, K, c0, ce, kc4, vec);
+        return;
+    }
+    const int ce4 = ce / 4;
+    for (int i = threadIdx.x; i < M * ce4; i += blockDim.x) {
+        const int m = i / ce4, f = i - m * ce4;
+        const int64_t gk = c0 + 4 * f;
+        float v[4];
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const int64_t k = gk + t;
+            float x = 0.0f;
+            if (k < K) {
+                x = X[m * ldx + k];
+                if (PRE == MV_PRE_RMS)
+                    x = x * inv[m] * fz.nw[k];
+                else
+                    x = x / (1.0f + expf(-x)) * fz.x2[m * ldx + k];
+            }
+            v[t] = x;
+        }
+        xs[m * kc4 + swz(f)] = make_float4(v[0], v[1], v[2], v[3]);
+    }
+}
+
+/* inv[m] = 1 / sqrt(mean(X[m]^2) + eps) for the M rows, the whole block
+ * (red: MV_WARPS * M floats of shared memory). */
+template <int M>
+__device__ __forceinline__ void rms_inv(float *inv, float *red, const float *__restrict__ X, int64_t ldx, int64_t K,
+                                        float eps)
+{
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+    for (int m = 0; m < M; m++) {
+        float ss = 0.0f;
+        for (int64_t k = threadIdx.x; k < K; k += blockDim.x) {
+            const float x = X[m * ldx + k];
+            ss += x * x;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (lane == 0)
+            red[warp * M + m] = ss;
+    }
+    __syncthreads();
+    if (threadIdx.x < M) {
+        float t = 0.0f;
+        for (int w = 0; w < MV_WARPS; w++)
+            t += red[w * M + threadIdx.x];
+        inv[threadIdx.x] = 1.0f / sqrtf(t / (float)K + eps);
+    }
+}
+
+/* The first weight loads go out before anything another kernel writes is
+ * read (cu_pdl_wait): launched as a dependent (mm.cu, cu_pdl_on), a block
+ * streams its first weights while the kernel before it finishes. */
+template <class T, int M, int PRE>
 __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M))
-    mvg_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int64_t nr, int64_t K, int kc)
+    mvg_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int64_t nr, int64_t K, int kc, mfuse fz)
 {
     extern __shared__ float4 xs[]; /* (M, kc/4), swizzled */
+    __shared__ float red[MV_WARPS * M], inv[M];
+    cu_pdl_trigger();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, kc4 = kc / 4;
     const int64_t kp = gr.v[0].kp; /* one width for the group */
     const bool once = kp <= kc;
@@ -113,8 +196,13 @@ __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M))
                         r[j] = T::load(vw, row, ub + u + 32 * j);
             }
             if (!(once && staged)) { /* block-uniform */
+                if (!staged) {
+                    cu_pdl_wait();
+                    if (PRE == MV_PRE_RMS)
+                        rms_inv<M>(inv, red, X, ldx, K, fz.eps);
+                }
                 __syncthreads();
-                stage_x<M>(xs, X, ldx, K, c0, ce, kc4, vec);
+                stage_x_pre<M, PRE>(xs, X, ldx, K, c0, ce, kc4, vec, inv, fz);
                 __syncthreads();
                 staged = true;
             }
@@ -167,9 +255,139 @@ __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M))
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1)
                 s += __shfl_xor_sync(0xffffffffu, s, o);
-            if (lane == 0)
-                sg.y[m * sg.ldy + row] = s;
+            if (lane == 0) {
+                float *y = sg.y + m * sg.ldy + row;
+                *y = fz.acc ? *y + s : s;
+            }
         }
+    }
+}
+
+/* ---- the pipelined mat-vec (M = 1, X staged once) ---- */
+
+/* Batch u0 (this lane's units u0, u0 + 32, ... below nu, T::UNR of them) of
+ * a row into r. */
+template <class T>
+__device__ __forceinline__ void mvp_load(typename T::R (&r)[T::UNR], const mview &v, int64_t row, int u0, int nu)
+{
+#pragma unroll
+    for (int j = 0; j < T::UNR; j++)
+        if (u0 + 32 * j < nu)
+            r[j] = T::load(v, row, u0 + 32 * j);
+}
+
+/* acc += the batch's products with X, in mvg_kernel's order (so a row's
+ * result is the same bit for bit whichever kernel ran it). */
+template <class T>
+__device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const float4 *xs, int u0, int nu,
+                                        float &acc)
+{
+#pragma unroll
+    for (int j = 0; j < T::UNR; j++) {
+        if (u0 + 32 * j >= nu)
+            break;
+#pragma unroll
+        for (int g = 0; g < T::G; g++) {
+            float q[16], a, b;
+            T::group(r[j], g, q, a, b);
+            const int f0 = (int)(T::eo(u0 + 32 * j, g) >> 2);
+            float s = 0.0f, sx = 0.0f;
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                const float4 x = xs[swz(f0 + jj)];
+                s = fmaf(q[4 * jj], x.x, s);
+                s = fmaf(q[4 * jj + 1], x.y, s);
+                s = fmaf(q[4 * jj + 2], x.z, s);
+                s = fmaf(q[4 * jj + 3], x.w, s);
+                if (T::MIN)
+                    sx += (x.x + x.y) + (x.z + x.w);
+            }
+            acc = fmaf(a, s, acc);
+            if (T::MIN)
+                acc = fmaf(-b, sx, acc);
+        }
+    }
+}
+
+__device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float acc)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) {
+        const mseg sg = seg_at(gr, row);
+        sg.y[sg.local] = acc;
+    }
+}
+
+/* The next batch after (row, u): the next units of the row, or the warp's
+ * next row from its first unit (warp-uniform: u - lane is). */
+__device__ __forceinline__ void mvp_next(int64_t row, int u, int lane, int step, int nu, int64_t rstep,
+                                         int64_t &row2, int &u2)
+{
+    row2 = row;
+    u2 = u + step;
+    if (u2 - lane >= nu) {
+        row2 = row + rstep;
+        u2 = lane;
+    }
+}
+
+/* mvg_kernel at M = 1 with the weight stream kept going: each warp walks its
+ * rows' batches (T::UNR units a lane) with the next batch's loads issued
+ * before the current one is multiplied, across row ends too, so no warp
+ * waits on memory with nothing in flight (mvg_kernel issues a row's loads
+ * only after the last row's products and sum). Two register sets of loads:
+ * two blocks an SM. */
+template <class T>
+__global__ void __launch_bounds__(MV_WARPS * 32, 2)
+    mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int64_t nr, int64_t K, int kc)
+{
+    extern __shared__ float4 xs[]; /* (kc/4), swizzled: X whole */
+    cu_pdl_trigger();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t kp = gr.v[0].kp;
+    const int nu = (int)(kp / T::EPU), step = 32 * T::UNR;
+    const int64_t rstep = (int64_t)gridDim.x * MV_WARPS;
+    const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
+    typename T::R ra[T::UNR], rb[T::UNR];
+    int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
+    int u = lane;
+    if (row < nr) {
+        const mseg sv = seg_at(gr, row);
+        mvp_load<T>(ra, sv.v, sv.local, u, nu);
+    }
+    cu_pdl_wait();
+    stage_x<1>(xs, X, ldx, K, 0, (int)kp, kc / 4, vec);
+    __syncthreads();
+    float acc = 0.0f;
+    while (row < nr) {
+        int64_t row2, row3;
+        int u2, u3;
+        mvp_next(row, u, lane, step, nu, rstep, row2, u2);
+        if (row2 < nr) {
+            const mseg sv = seg_at(gr, row2);
+            mvp_load<T>(rb, sv.v, sv.local, u2, nu);
+        }
+        mvp_dot<T>(ra, xs, u, nu, acc);
+        if (row2 != row) {
+            mvp_store(gr, row, acc);
+            acc = 0.0f;
+        }
+        if (row2 >= nr)
+            break;
+        mvp_next(row2, u2, lane, step, nu, rstep, row3, u3);
+        if (row3 < nr) {
+            const mseg sv = seg_at(gr, row3);
+            mvp_load<T>(ra, sv.v, sv.local, u3, nu);
+        }
+        mvp_dot<T>(rb, xs, u2, nu, acc);
+        if (row3 != row2) {
+            mvp_store(gr, row2, acc);
+            acc = 0.0f;
+        }
+        row = row3;
+        u = u3;
     }
 }
 

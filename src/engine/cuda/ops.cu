@@ -121,6 +121,7 @@ template <int V>
 __global__ static void rmsnorm_kernel(float *Y, const float *X, const int32_t *rows, int64_t n, const float *w,
                                       float eps)
 {
+    cu_pdl_trigger(); /* the mat-vec after it may start its weight loads */
     int64_t i = blockIdx.x, src = rows ? rows[i] : i, nu = n / V;
     const float *x = X + src * n;
     float *y = Y + i * n;
@@ -183,6 +184,7 @@ int cu_add(cu_ctx *c, float *X, const float *A, int64_t rows, int64_t n)
 template <int V>
 __global__ static void add_rmsnorm_kernel(float *X, float *H, int64_t n, const float *w, float eps)
 {
+    cu_pdl_trigger(); /* the mat-vec after it may start its weight loads */
     int64_t nu = n / V;
     float *x = X + blockIdx.x * n, *h = H + blockIdx.x * n;
     float ss = 0;
@@ -220,6 +222,7 @@ int cu_add_rmsnorm(cu_ctx *c, float *X, float *H, int64_t rows, int64_t n, const
  * error grows with |x| past the test's 1e-5. */
 template <int V> __global__ static void swiglu_kernel(float *G, const float *U, int64_t nu)
 {
+    cu_pdl_trigger(); /* the mat-vec after it may start its weight loads */
     for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < nu; u += (int64_t)gridDim.x * blockDim.x) {
         fv<V> g = ld<V>(G, u), v = ld<V>(U, u);
         for (int k = 0; k < V; k++)

@@ -440,6 +440,7 @@ template <typename T, int DP> __global__ static void __launch_bounds__(TL_THREAD
  * slot's block in layer; kv head h / group. */
 template <typename T, int DPL> __global__ static void __launch_bounds__(ATT_WARPS * 32) cached_kernel(cached_args a)
 {
+    cu_pdl_trigger(); /* Wo's mat-vec may start streaming its weights */
     int64_t r = blockIdx.x / a.n_head;
     int h = (int)(blockIdx.x % a.n_head), hd = a.hd;
     if (a.tile_rows) {

@@ -223,6 +223,108 @@ static void op_matmul(void)
     CHECK(D->matmul(&g_st, NULL, 1, NULL, 0, 0, NULL, NULL) < 0);
 }
 
+/* ---- MATMUL_FUSED (optional op) ---- */
+
+/* One fused call against check_mm's bound on the input the fold makes (on
+ * the host, in float as the device's) and, accumulating, on Y less its
+ * start. A device may refuse a case (HEARTH_EUNSUPPORTED): then Y must be
+ * untouched. Returns whether the device ran it. */
+static bool fused_case(hearth_dtype t, int n_w, int64_t M, int64_t K, enum hearth_mm_pre pre, bool acc)
+{
+    int64_t ldx = K + 5, Ns[3] = {9, 33, 17}, ldy[3];
+    float *X = frands(M * ldx), *X2 = frands(M * ldx), *nw = frands(K), *Xf = malloc((size_t)(M * ldx) * 4);
+    for (int64_t m = 0; m < M; m++) {
+        const float *x = X + m * ldx;
+        float *xf = Xf + m * ldx;
+        if (pre == HEARTH_MM_PRE_RMSNORM) {
+            double ss = 0;
+            for (int64_t k = 0; k < K; k++)
+                ss += (double)x[k] * x[k];
+            float inv = (float)(1.0 / sqrt(ss / (double)K + 1e-5));
+            for (int64_t k = 0; k < K; k++)
+                xf[k] = x[k] * inv * nw[k];
+        } else {
+            for (int64_t k = 0; k < K; k++)
+                xf[k] = pre == HEARTH_MM_PRE_SWIGLU ? x[k] / (1.0f + expf(-x[k])) * X2[m * ldx + k] : x[k];
+        }
+    }
+    float *Xd = dputf(X, M * ldx), *X2d = dputf(X2, M * ldx), *nwd = dputf(nw, K);
+    void *w[3];
+    size_t rb[3];
+    hearth_weight *hw[3];
+    float *Yd[3], *Y[3], *Y0[3];
+    for (int i = 0; i < n_w; i++) {
+        w[i] = make_weights(t, Ns[i], K, &rb[i]);
+        hearth_weight_desc d = {t, w[i], rb[i], Ns[i], K, HEARTH_WEIGHT_AS_STORED, "test"};
+        hw[i] = D->weight_new(g_dev, &d, NULL);
+        CHECK(hw[i] != NULL);
+        ldy[i] = Ns[i] + 1;
+        Y0[i] = frands(M * ldy[i]);
+        Y[i] = malloc((size_t)(M * ldy[i]) * sizeof(float));
+        Yd[i] = dputf(Y0[i], M * ldy[i]);
+    }
+    hearth_mm_fuse f = {pre, nwd, 1e-5f, X2d, acc};
+    int rc = D->matmul_fused(&g_st, (const hearth_weight *const *)hw, n_w, Xd, ldx, M, Yd, ldy, &f);
+    CHECK_MSG(rc == 0 || rc == HEARTH_EUNSUPPORTED, "%s matmul_fused %s M=%lld K=%lld: %d", g_where,
+              hearth_dtype_get(t)->name, (long long)M, (long long)K, rc);
+    for (int i = 0; i < n_w; i++) {
+        dget(Y[i], Yd[i], (size_t)(M * ldy[i]) * sizeof(float));
+        if (rc == HEARTH_EUNSUPPORTED) {
+            CHECK_MSG(memcmp(Y[i], Y0[i], (size_t)(M * ldy[i]) * sizeof(float)) == 0,
+                      "%s matmul_fused refused a case and wrote Y", g_where);
+        } else if (rc == 0) {
+            if (acc)
+                for (int64_t j = 0; j < M * ldy[i]; j++)
+                    Y[i][j] -= Y0[i][j];
+            check_mm(pre == HEARTH_MM_PRE_RMSNORM ? "fused rmsnorm" : pre == HEARTH_MM_PRE_SWIGLU ? "fused swiglu"
+                                                                                               : "fused",
+                     t, w[i], rb[i], Ns[i], K, Xf, ldx, M, Y[i], ldy[i]);
+        }
+        D->weight_free(hw[i]);
+        dfree(Yd[i]);
+        free(Y[i]);
+        free(Y0[i]);
+        free(w[i]);
+    }
+    dfree(Xd);
+    dfree(X2d);
+    dfree(nwd);
+    free(X);
+    free(X2);
+    free(nw);
+    free(Xf);
+    return rc == 0;
+}
+
+static void op_matmul_fused(void)
+{
+    if (!D->matmul_fused) {
+        CHECK_EQ_INT((int)g_dev->caps.fused_rows_max, 0); /* the walk must not take the fused sequence */
+        return;
+    }
+    for (size_t ti = 0; ti < sizeof MM_TYPES / sizeof MM_TYPES[0]; ti++) {
+        hearth_dtype t = MM_TYPES[ti];
+        if (!D->supports(g_dev, HEARTH_OP_MATMUL, t))
+            continue;
+        for (int ri = 0; ri < 3; ri++) {
+            int64_t K = k_of(t, ri);
+            for (int pre = HEARTH_MM_PRE_NONE; pre <= HEARTH_MM_PRE_SWIGLU; pre++)
+                for (int acc = 0; acc < 2; acc++) {
+                    bool ran = fused_case(t, 1 + (ri + pre) % 3, 1, K, (enum hearth_mm_pre)pre, acc);
+                    /* the rows the device says it fuses, it fuses (but F32, which a device may keep apart) */
+                    if (t != HEARTH_F32 && g_dev->caps.fused_rows_max >= 1)
+                        CHECK_MSG(ran, "%s matmul_fused refused %s at M=1", g_where, hearth_dtype_get(t)->name);
+                }
+            fused_case(t, 2, 3, K, HEARTH_MM_PRE_RMSNORM, false); /* past fused_rows_max: refused, or right */
+        }
+    }
+    /* X wider than one staged chunk of the mat-vec (48 KiB of floats) */
+    fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_RMSNORM, false);
+    fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_SWIGLU, true);
+    hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, NULL, 1e-5f, NULL, false};
+    CHECK(D->matmul_fused(&g_st, NULL, 1, NULL, 0, 1, NULL, NULL, &f) < 0);
+}
+
 /* ---- EMBED ---- */
 
 static void op_embed(void)
@@ -670,8 +772,10 @@ static void op_scratch(void)
 
 /* ---- every case on every device, on streams of 1, 2, 3 threads ---- */
 
-static void (*const CASES[])(void) = {op_matmul, op_embed, op_rows, op_qk_attn, op_packed_pool, op_scratch};
-static const char *const CASE_NAMES[] = {"matmul", "embed", "rows", "qk_attn", "packed_pool", "scratch"};
+static void (*const CASES[])(void) = {op_matmul,   op_matmul_fused, op_embed, op_rows,
+                                      op_qk_attn, op_packed_pool,  op_scratch};
+static const char *const CASE_NAMES[] = {"matmul", "matmul_fused", "embed", "rows", "qk_attn", "packed_pool",
+                                         "scratch"};
 
 static void every_op_on_every_device(void)
 {
