@@ -67,6 +67,36 @@ __device__ __forceinline__ void cu_pdl_trigger(void)
 /* Whether launches may use the attribute: HEARTH_CUDA_PDL=0 turns it off
  * (read once). */
 bool cu_pdl_on(void);
+/* Whether the row ops (rmsnorm, add, add_rmsnorm, swiglu), qk_rope_store
+ * and attention launch as dependents too (cu_launch), which they do for a
+ * step of one row only: on the H200 (1.04B llama) that took tg128 from
+ * 918-939 to 939-954 tok/s (F16) and 910-935 to 934-948 (Q4_K), where at
+ * 16 and 64 rows it cost 5-6% (3,898 against 4,108 tok/s at 16). Off with
+ * HEARTH_CUDA_PDL=0 or HEARTH_CUDA_PDL_ROWS=0. */
+bool cu_pdl_rows_on(void);
+
+/* k<<<g, b, smem, s>>>(args...), as a programmatic dependent when pdl (the
+ * kernel calls cu_pdl_wait() before its first dependent access). A failed
+ * launch's error is cleared (it is not sticky) and returned. */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t cu_launch(bool pdl, void (*k)(KArgs...), dim3 g, dim3 b, size_t smem, cudaStream_t s,
+                                    Args... args)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = g;
+    cfg.blockDim = b;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, k, static_cast<KArgs>(args)...);
+    if (e != cudaSuccess)
+        (void)cudaGetLastError();
+    return e;
+}
 
 /* A weight as placed by mm.cu (the backend's hearth_weight: dev_cuda.cu
  * casts). The layout of data is mm.cu's choice (it may differ from the

@@ -54,7 +54,8 @@
  * mvg_kernel. Both mat-vecs launch as programmatic dependents (cuda_int.h;
  * HEARTH_CUDA_PDL=0 turns that off): their first weight loads go out while
  * the kernel before them ends, and the row ops and attention let them start
- * at their own start. The X chunk is sized to the rows (8 KiB for K = 2048,
+ * at their own start (and, in a step of one row, launch as dependents
+ * themselves: cuda_int.h's cu_pdl_rows_on). The X chunk is sized to the rows (8 KiB for K = 2048,
  * not 48), leaving the rest of the SM's 256 KiB to L1. On the H200, 1.04B
  * llama, tg128 tok/s (F16 / Q8_0 / Q4_K, two runs each, bench/RESULTS.md):
  * mvg_kernel without PDL 802-806 / 930-932 / 857-865; with PDL 888-889 /
@@ -603,6 +604,16 @@ bool cu_pdl_on(void)
     if (on < 0) {
         const char *e = getenv("HEARTH_CUDA_PDL");
         on = !(e && strcmp(e, "0") == 0);
+    }
+    return on == 1;
+}
+
+bool cu_pdl_rows_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_PDL_ROWS");
+        on = cu_pdl_on() && !(e && strcmp(e, "0") == 0);
     }
     return on == 1;
 }

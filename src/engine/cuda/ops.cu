@@ -121,6 +121,7 @@ template <int V>
 __global__ static void rmsnorm_kernel(float *Y, const float *X, const int32_t *rows, int64_t n, const float *w,
                                       float eps)
 {
+    cu_pdl_wait(); /* launched as a dependent (cu_launch): nothing before the kernel before it is done */
     cu_pdl_trigger(); /* the mat-vec after it may start its weight loads */
     int64_t i = blockIdx.x, src = rows ? rows[i] : i, nu = n / V;
     const float *x = X + src * n;
@@ -147,16 +148,20 @@ int cu_rmsnorm(cu_ctx *c, float *Y, const float *X, const int32_t *rows, int64_t
         return n_rows == 0 ? 0 : HEARTH_EINVAL;
     if (n_rows == 0)
         return 0;
+    const bool pdl = cu_pdl_rows_on() && n_rows == 1;
+    cudaError_t e;
     if (vec4_ok(n, Y, X, w))
-        rmsnorm_kernel<4><<<(unsigned)n_rows, row_threads(n / 4), 0, c->s>>>(Y, X, rows, n, w, eps);
+        e = cu_launch(pdl, rmsnorm_kernel<4>, dim3((unsigned)n_rows), dim3(row_threads(n / 4)), 0, c->s, Y, X, rows, n, w, eps);
     else
-        rmsnorm_kernel<1><<<(unsigned)n_rows, row_threads(n), 0, c->s>>>(Y, X, rows, n, w, eps);
-    return cu_launched("rmsnorm");
+        e = cu_launch(pdl, rmsnorm_kernel<1>, dim3((unsigned)n_rows), dim3(row_threads(n)), 0, c->s, Y, X, rows, n, w, eps);
+    return cu_fail("rmsnorm", e);
 }
 
 /* X += A over nu units, flat. */
 template <int V> __global__ static void add_kernel(float *X, const float *A, int64_t nu)
 {
+    cu_pdl_wait();
+    cu_pdl_trigger();
     for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < nu; u += (int64_t)gridDim.x * blockDim.x) {
         fv<V> x = ld<V>(X, u), a = ld<V>(A, u);
         for (int k = 0; k < V; k++)
@@ -172,11 +177,13 @@ int cu_add(cu_ctx *c, float *X, const float *A, int64_t rows, int64_t n)
     int64_t total = rows * n;
     if (total == 0)
         return 0;
+    const bool pdl = cu_pdl_rows_on() && rows == 1;
+    cudaError_t e;
     if (vec4_ok(total, X, A))
-        add_kernel<4><<<flat_blocks(total / 4), FLAT_THREADS, 0, c->s>>>(X, A, total / 4);
+        e = cu_launch(pdl, add_kernel<4>, dim3(flat_blocks(total / 4)), dim3(FLAT_THREADS), 0, c->s, X, A, total / 4);
     else
-        add_kernel<1><<<flat_blocks(total), FLAT_THREADS, 0, c->s>>>(X, A, total);
-    return cu_launched("add");
+        e = cu_launch(pdl, add_kernel<1>, dim3(flat_blocks(total)), dim3(FLAT_THREADS), 0, c->s, X, A, total);
+    return cu_fail("add", e);
 }
 
 /* X[i] += H[i]; H[i] = rmsnorm(X[i]) * w; block i. X's sum is stored in the
@@ -184,6 +191,7 @@ int cu_add(cu_ctx *c, float *X, const float *A, int64_t rows, int64_t n)
 template <int V>
 __global__ static void add_rmsnorm_kernel(float *X, float *H, int64_t n, const float *w, float eps)
 {
+    cu_pdl_wait(); /* launched as a dependent (cu_launch): nothing before the kernel before it is done */
     cu_pdl_trigger(); /* the mat-vec after it may start its weight loads */
     int64_t nu = n / V;
     float *x = X + blockIdx.x * n, *h = H + blockIdx.x * n;
@@ -211,17 +219,20 @@ int cu_add_rmsnorm(cu_ctx *c, float *X, float *H, int64_t rows, int64_t n, const
         return rows == 0 ? 0 : HEARTH_EINVAL;
     if (rows == 0)
         return 0;
+    const bool pdl = cu_pdl_rows_on() && rows == 1;
+    cudaError_t e;
     if (vec4_ok(n, X, H, w))
-        add_rmsnorm_kernel<4><<<(unsigned)rows, row_threads(n / 4), 0, c->s>>>(X, H, n, w, eps);
+        e = cu_launch(pdl, add_rmsnorm_kernel<4>, dim3((unsigned)rows), dim3(row_threads(n / 4)), 0, c->s, X, H, n, w, eps);
     else
-        add_rmsnorm_kernel<1><<<(unsigned)rows, row_threads(n), 0, c->s>>>(X, H, n, w, eps);
-    return cu_launched("add_rmsnorm");
+        e = cu_launch(pdl, add_rmsnorm_kernel<1>, dim3((unsigned)rows), dim3(row_threads(n)), 0, c->s, X, H, n, w, eps);
+    return cu_fail("add_rmsnorm", e);
 }
 
 /* G = silu(G) * U over nu units, flat. expf, not __expf: the fast one's
  * error grows with |x| past the test's 1e-5. */
 template <int V> __global__ static void swiglu_kernel(float *G, const float *U, int64_t nu)
 {
+    cu_pdl_wait(); /* launched as a dependent (cu_launch): nothing before the kernel before it is done */
     cu_pdl_trigger(); /* the mat-vec after it may start its weight loads */
     for (int64_t u = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; u < nu; u += (int64_t)gridDim.x * blockDim.x) {
         fv<V> g = ld<V>(G, u), v = ld<V>(U, u);
@@ -238,11 +249,13 @@ int cu_swiglu(cu_ctx *c, float *G, const float *U, int64_t rows, int64_t n)
     int64_t total = rows * n;
     if (total == 0)
         return 0;
+    const bool pdl = cu_pdl_rows_on() && rows == 1;
+    cudaError_t e;
     if (vec4_ok(total, G, U))
-        swiglu_kernel<4><<<flat_blocks(total / 4), FLAT_THREADS, 0, c->s>>>(G, U, total / 4);
+        e = cu_launch(pdl, swiglu_kernel<4>, dim3(flat_blocks(total / 4)), dim3(FLAT_THREADS), 0, c->s, G, U, total / 4);
     else
-        swiglu_kernel<1><<<flat_blocks(total), FLAT_THREADS, 0, c->s>>>(G, U, total);
-    return cu_launched("swiglu");
+        e = cu_launch(pdl, swiglu_kernel<1>, dim3(flat_blocks(total)), dim3(FLAT_THREADS), 0, c->s, G, U, total);
+    return cu_fail("swiglu", e);
 }
 
 /* ---- the QK step ---- */
@@ -275,6 +288,8 @@ __device__ static inline void kv_put(void *dst, int64_t i, float v, bool f16)
  * j - n_head. blockDim.x: hd rounded up to 32. */
 __global__ static void qk_kernel(qk_args a)
 {
+    cu_pdl_wait();
+    cu_pdl_trigger();
     __shared__ float sh[CU_HEAD_DIM_MAX];
     int nh = a.n_head + a.n_head_kv;
     int64_t r = blockIdx.x / nh;
@@ -351,8 +366,8 @@ int cu_qk_rope_store(cu_ctx *c, float *Q, float *K, float *V, const hearth_qk *q
                  (int)qk->hd, (int)qk->n_rot, qk->rope_type, qk->eps, kv->k, kv->v, kv->type == HEARTH_F16,
                  kv->n_ctx, kv->n_layer, layer, b->pos, b->slot, b->rope_cs, b->rope_stride};
     int64_t blocks = b->n * (qk->n_head + qk->n_head_kv);
-    qk_kernel<<<(unsigned)blocks, row_threads(qk->hd), 0, c->s>>>(a);
-    return cu_launched("qk_rope_store");
+    cudaError_t e = cu_launch(cu_pdl_rows_on() && b->n == 1, qk_kernel, dim3((unsigned)blocks), dim3(row_threads(qk->hd)), 0, c->s, a);
+    return cu_fail("qk_rope_store", e);
 }
 
 /* ---- bert's row steps ---- */

@@ -440,6 +440,7 @@ template <typename T, int DP> __global__ static void __launch_bounds__(TL_THREAD
  * slot's block in layer; kv head h / group. */
 template <typename T, int DPL> __global__ static void __launch_bounds__(ATT_WARPS * 32) cached_kernel(cached_args a)
 {
+    cu_pdl_wait(); /* launched as a dependent (cu_launch) */
     cu_pdl_trigger(); /* Wo's mat-vec may start streaming its weights */
     int64_t r = blockIdx.x / a.n_head;
     int h = (int)(blockIdx.x % a.n_head), hd = a.hd;
@@ -460,17 +461,17 @@ template <typename T, int DPL> __global__ static void __launch_bounds__(ATT_WARP
                    (const T *)a.vc + blk, a.kv_dim, count, hd, a.scale);
 }
 
-template <typename T> static void launch_cached(const cached_args &a, int64_t blocks, cudaStream_t s)
+template <typename T> static cudaError_t launch_cached(const cached_args &a, int64_t blocks, cudaStream_t s)
 {
     dim3 g((unsigned)blocks), t(ATT_WARPS * 32);
+    const bool pdl = cu_pdl_rows_on() && a.n == 1; /* decode of one sequence: cu_pdl_rows_on */
     if (a.hd <= 32)
-        cached_kernel<T, 1><<<g, t, 0, s>>>(a);
-    else if (a.hd <= 64)
-        cached_kernel<T, 2><<<g, t, 0, s>>>(a);
-    else if (a.hd <= 128)
-        cached_kernel<T, 4><<<g, t, 0, s>>>(a);
-    else
-        cached_kernel<T, 8><<<g, t, 0, s>>>(a);
+        return cu_launch(pdl, cached_kernel<T, 1>, g, t, 0, s, a);
+    if (a.hd <= 64)
+        return cu_launch(pdl, cached_kernel<T, 2>, g, t, 0, s, a);
+    if (a.hd <= 128)
+        return cu_launch(pdl, cached_kernel<T, 4>, g, t, 0, s, a);
+    return cu_launch(pdl, cached_kernel<T, 8>, g, t, 0, s, a);
 }
 
 /* The tiled kernel's padded head size and queries per block for hd. */
@@ -531,11 +532,9 @@ int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *k
         if (rc)
             return rc;
     }
-    if (kv->type == HEARTH_F16)
-        launch_cached<__half>(a, b->n * n_head, c->s);
-    else
-        launch_cached<float>(a, b->n * n_head, c->s);
-    return cu_launched("attn_cached");
+    cudaError_t e = kv->type == HEARTH_F16 ? launch_cached<__half>(a, b->n * n_head, c->s)
+                                           : launch_cached<float>(a, b->n * n_head, c->s);
+    return cu_fail("attn_cached", e);
 }
 
 /* ---- packed attention (bert) ---- */
