@@ -632,19 +632,8 @@ static int mvg_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, i
     int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
     if (g.v[0].kp <= kc && blocks > 4 * (int64_t)sm_count(c->ordinal))
         blocks = 4 * (int64_t)sm_count(c->ordinal);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)blocks);
-    cfg.blockDim = dim3(MV_WARPS * 32);
-    cfg.dynamicSmemBytes = (size_t)M * kc * 4;
-    cfg.stream = c->s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = cu_pdl_on() ? 1 : 0;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, mvg_kernel<T, M, PRE>, g, X, ldx, nr, K, kc, fz);
-    if (e != cudaSuccess)
-        (void)cudaGetLastError(); /* a launch error is not sticky: do not leave it for the next check */
+    cudaError_t e = cu_launch(cu_pdl_on(), mvg_kernel<T, M, PRE>, dim3((unsigned)blocks), dim3(MV_WARPS * 32),
+                              (size_t)M * kc * 4, c->s, g, X, ldx, nr, K, kc, fz);
     return cu_fail("mvg_kernel", e);
 }
 
@@ -667,19 +656,8 @@ static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, i
     int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
     if (blocks > 2 * (int64_t)sm_count(c->ordinal))
         blocks = 2 * (int64_t)sm_count(c->ordinal);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)blocks);
-    cfg.blockDim = dim3(MV_WARPS * 32);
-    cfg.dynamicSmemBytes = (size_t)kc * 4;
-    cfg.stream = c->s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = cu_pdl_on() ? 1 : 0;
-    cudaError_t e = cudaLaunchKernelEx(&cfg, mvp_kernel<T>, g, X, ldx, nr, K, kc);
-    if (e != cudaSuccess)
-        (void)cudaGetLastError();
+    cudaError_t e = cu_launch(cu_pdl_on(), mvp_kernel<T>, dim3((unsigned)blocks), dim3(MV_WARPS * 32),
+                              (size_t)kc * 4, c->s, g, X, ldx, nr, K, kc);
     return cu_fail("mvp_kernel", e);
 }
 
