@@ -570,17 +570,27 @@ static bool cuda_supports(const hearth_dev *dev, hearth_op op, hearth_dtype t)
 
 /* ---- ops: argument checks here, kernels in mm.cu and ops.cu ---- */
 
-static int cuda_matmul(hearth_stream *st, const hearth_weight *const *ws, int n, const float *X, int64_t x_stride,
-                       int64_t M, float *const *ys, const int64_t *y_strides)
+/* matmul's and matmul_fused's argument checks: n weights of one width that
+ * X's and each Y's strides cover, into cw. */
+static bool mm_args_ok(const hearth_weight *const *ws, int n, int64_t x_stride, int64_t M, const int64_t *y_strides,
+                       const cu_weight **cw)
 {
     if (!ws || n < 1 || n > MM_GROUP_MAX || M < 0)
-        return HEARTH_EINVAL;
-    const cu_weight *cw[MM_GROUP_MAX];
+        return false;
     for (int i = 0; i < n; i++) {
         cw[i] = (const cu_weight *)ws[i];
         if (!cw[i] || cw[i]->n_in != cw[0]->n_in || x_stride < cw[i]->n_in || y_strides[i] < cw[i]->n_out)
-            return HEARTH_EINVAL;
+            return false;
     }
+    return true;
+}
+
+static int cuda_matmul(hearth_stream *st, const hearth_weight *const *ws, int n, const float *X, int64_t x_stride,
+                       int64_t M, float *const *ys, const int64_t *y_strides)
+{
+    const cu_weight *cw[MM_GROUP_MAX];
+    if (!mm_args_ok(ws, n, x_stride, M, y_strides, cw))
+        return HEARTH_EINVAL;
     if (M == 0)
         return 0;
     CTX(st);
@@ -591,16 +601,11 @@ static int cuda_matmul_fused(hearth_stream *st, const hearth_weight *const *ws, 
                              int64_t x_stride, int64_t M, float *const *ys, const int64_t *y_strides,
                              const hearth_mm_fuse *f)
 {
-    if (!ws || !f || n < 1 || n > MM_GROUP_MAX || M < 0)
+    const cu_weight *cw[MM_GROUP_MAX];
+    if (!f || !mm_args_ok(ws, n, x_stride, M, y_strides, cw))
         return HEARTH_EINVAL;
     if ((f->pre == HEARTH_MM_PRE_RMSNORM && !f->norm_w) || (f->pre == HEARTH_MM_PRE_SWIGLU && !f->X2))
         return HEARTH_EINVAL;
-    const cu_weight *cw[MM_GROUP_MAX];
-    for (int i = 0; i < n; i++) {
-        cw[i] = (const cu_weight *)ws[i];
-        if (!cw[i] || cw[i]->n_in != cw[0]->n_in || x_stride < cw[i]->n_in || y_strides[i] < cw[i]->n_out)
-            return HEARTH_EINVAL;
-    }
     if (M == 0)
         return 0;
     CTX(st);
