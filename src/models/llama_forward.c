@@ -128,6 +128,24 @@ static int op_failed(int rc, const char *op, int64_t il, hearth_err *err)
     return hearth_err_set(err, rc, "llama: layer %lld: %s failed (%s)", (long long)il, op, hearth_status_name(rc));
 }
 
+/* Both walks' middle: q, k (biases, QK-norm, RoPE), k and v into the
+ * cache, then att = attention over the cache. */
+static int attention(hearth_llama *m, llama_pass *p, int64_t il, hearth_err *err)
+{
+    const hearth_llama_hparams *hp = &m->hp;
+    const llama_layer *L = &m->layers[il];
+    const int64_t hd = hp->head_dim;
+    int rc;
+    hearth_qk qk = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->n_head, hp->n_head_kv, hd, hp->n_rot,
+                    hp->rope_type == HEARTH_ROPE_NORM ? 0 : 2, hp->rms_eps};
+    if ((rc = p->D->qk_rope_store(&p->st, p->q, p->k, p->v, &qk, &p->kv, il, &p->db)))
+        return op_failed(rc, "qk_rope_store", il, err);
+    if ((rc = p->D->attn_cached(&p->st, p->att, p->q, &p->kv, il, &p->db, hp->n_head, hp->n_head_kv, hd,
+                                (float)(1.0 / sqrt((double)hd)))))
+        return op_failed(rc, "attention", il, err);
+    return 0;
+}
+
 /* D->matmul_fused, or where the device does not fold this case in, the
  * same work as separate ops. X is (nc, K); tmp is a free buffer of (nc, K)
  * and (nc, ldy[0]) floats (a fused call never both normalizes and
@@ -169,7 +187,6 @@ static int layer_fused(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, h
     hearth_stream *st = &p->st;
     const llama_layer *L = &m->layers[il];
     int64_t E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
-    const hearth_batch *b = &p->db;
     int rc;
     hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, L->attn_norm, hp->rms_eps, NULL, false};
     const hearth_weight *qkv[] = {L->wq.w, L->wk.w, L->wv.w};
@@ -178,13 +195,8 @@ static int layer_fused(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, h
     if ((rc = mm_fold(D, st, qkv, 3, p->x, E, nc, qkv_y, qkv_ld, &f, p->h)))
         return hearth_err_set(err, rc, "llama: layer %lld: attn norm and matmul of 3 weights failed (%s)",
                               (long long)il, hearth_status_name(rc));
-    hearth_qk qk = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->n_head, hp->n_head_kv, hd, hp->n_rot,
-                    hp->rope_type == HEARTH_ROPE_NORM ? 0 : 2, hp->rms_eps};
-    if ((rc = D->qk_rope_store(st, p->q, p->k, p->v, &qk, &p->kv, il, b)))
-        return op_failed(rc, "qk_rope_store", il, err);
-    if ((rc = D->attn_cached(st, p->att, p->q, &p->kv, il, b, hp->n_head, hp->n_head_kv, hd,
-                             (float)(1.0 / sqrt((double)hd)))))
-        return op_failed(rc, "attention", il, err);
+    if ((rc = attention(m, p, il, err)))
+        return rc;
     f = (hearth_mm_fuse){HEARTH_MM_PRE_NONE, NULL, 0.0f, NULL, true};
     if ((rc = mm_fold(D, st, (const hearth_weight *const[]){L->wo.w}, 1, p->att, qd, nc, &p->x, &E, &f, p->h)))
         return op_failed(rc, "attn output and residual", il, err);
@@ -209,7 +221,6 @@ static int layer_forward(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc,
     hearth_stream *st = &p->st;
     const llama_layer *L = &m->layers[il];
     int64_t E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
-    const hearth_batch *b = &p->db;
     int rc;
     if ((rc = D->rmsnorm(st, p->h, p->x, NULL, nc, E, L->attn_norm, hp->rms_eps)))
         return op_failed(rc, "attn norm", il, err);
@@ -218,13 +229,8 @@ static int layer_forward(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc,
     const int64_t qkv_ld[] = {qd, kvd, kvd};
     if ((rc = D->matmul(st, qkv, 3, p->h, E, nc, qkv_y, qkv_ld)))
         return hearth_err_set(err, rc, "llama: matmul of 3 weights of %lld inputs failed", (long long)E);
-    hearth_qk qk = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->n_head, hp->n_head_kv, hd, hp->n_rot,
-                    hp->rope_type == HEARTH_ROPE_NORM ? 0 : 2, hp->rms_eps};
-    if ((rc = D->qk_rope_store(st, p->q, p->k, p->v, &qk, &p->kv, il, b)))
-        return op_failed(rc, "qk_rope_store", il, err);
-    if ((rc = D->attn_cached(st, p->att, p->q, &p->kv, il, b, hp->n_head, hp->n_head_kv, hd,
-                             (float)(1.0 / sqrt((double)hd)))))
-        return op_failed(rc, "attention", il, err);
+    if ((rc = attention(m, p, il, err)))
+        return rc;
     if ((rc = D->matmul(st, (const hearth_weight *const[]){L->wo.w}, 1, p->att, qd, nc, &p->h, &E)))
         return hearth_err_set(err, rc, "llama: matmul of %lld x %lld weights failed", (long long)L->wo.n_out,
                               (long long)L->wo.n_in);
