@@ -33,9 +33,13 @@
 #       t/s summed over B, from an empty cache; B=1 is its tg128 row)
 # The two differ in context length (128..256 against 0..128): short either
 # way, so attention is a small part of a step, but note it beside a ratio.
+# Then (SERVED=0 skips it) both servers on the Q4_K model with --parallel 64
+# and 64 streaming clients (bench/serve.py --gpu: hearth serve --device cuda,
+# llama-server -ngl 99 -fa; SERVED_ROUNDS 2, SERVED_SECONDS 15 a load phase):
+# tok/s and p99 time to first token, issue 21's served comparison.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h | --help) sed -n '2,38p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h | --help) sed -n '2,39p' "$0"; exit 0 ;; esac
 ROUNDS=${1:-3}
 BUILD=${HEARTH_BUILD:-gpu/build-cuda}
 HEARTH=$BUILD/hearth
@@ -226,5 +230,16 @@ for entry in open(sys.argv[2]):
     ref = llama.get(b)
     print("%4d %12.0f %12s %8s" % (b, got, "%.0f" % ref if ref else "-", "%.2fx" % (got / ref) if ref else "-"))
 PY
+
+# ---- served: 64 streaming clients against each server on the Q4_K model ----
+if [ "${SERVED:-1}" = 1 ]; then
+    [ -x "$LB/llama-server" ] || die "$LB/llama-server is missing after the build"
+    echo
+    echo "# served, ${MODEL[Q4_K]##*/}: hearth serve --device cuda against llama-server -ngl 99 -fa, --parallel 64,"
+    echo "# 64 streaming clients for ${SERVED_SECONDS:-15} s a round, ${SERVED_ROUNDS:-2} rounds (bench/serve.py)"
+    "$PY" bench/serve.py --model "${MODEL[Q4_K]}" --llama-server "$LB/llama-server" --hearth "$HEARTH" --gpu \
+        --parallel 64 --clients 64 --rounds "${SERVED_ROUNDS:-2}" --duration "${SERVED_SECONDS:-15}" 2>&1 |
+        tee "$LOG/served.log" | grep -v '^round'
+fi
 if [ -n "${OUT:-}" ]; then echo "full logs: $OUT"; fi
 exit 0

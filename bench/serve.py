@@ -2,15 +2,18 @@
 llama-server, on one GGUF file, arms interleaved over rounds.
 
     /usr/bin/python3 bench/serve.py --model M.gguf --llama-server PATH [--rounds 3]
+    python3 bench/serve.py --model M.gguf --llama-server PATH --gpu --parallel 64 --clients 64
 
-Measures, per server (both get --parallel 8 and 2 threads):
+Measures, per server (both get --parallel P, 8 by default, a context of 2,048
+positions a sequence, and 2 threads; with --gpu, hearth runs --device cuda and
+llama-server -ngl 99 -fa, as issue 21's served comparison asks):
   1. single: one streamed /completion of N tokens; decode tok/s.
   2. aggregate: 4 concurrent streams; total decode tok/s (goal: >= 2.5x single).
   3. second turn: a ~1,000-token history, then the same history plus a reply
      and a new question; time to first token of each (goal: turn 2 <= 10% of
      turn 1, which needs the prefix cache).
-  4. load: 8 clients, each sending requests back to back for D seconds;
-     aggregate generated tok/s and p99 time to first token.
+  4. load: --clients C (8) clients, each sending requests back to back for D
+     seconds; aggregate generated tok/s and p99 time to first token.
 Both servers are asked for the same prompts with temperature 0 and
 cache_prompt true. Token counts come from each server's own
 timings.predicted_n. Prints medians over rounds and the hearth/llama ratios.
@@ -62,6 +65,11 @@ def stream(port, prompt, n_predict):
     s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
               b"Connection: close\r\n\r\n%s" % (len(body), body))
     f = s.makefile("rb")
+    status = f.readline().split()
+    if len(status) < 2 or status[1] != b"200":
+        # an error answer (a prompt past a sequence's context, say) must not be timed as a token
+        sys.exit("port %d answered %s: %s" % (port, b" ".join(status[1:]).decode(errors="replace"),
+                                              f.read(400).decode(errors="replace")))
     ttft = None
     predicted = None
     for raw in f:
@@ -133,10 +141,10 @@ def measure(port, args, rnd):
     t2, _, _ = stream(port, follow, 16)
     r["turn1_ttft_ms"] = t1 * 1000
     r["turn2_ttft_ms"] = t2 * 1000
-    tps, p99, nreq = load(port, 8, args.duration, args.n // 2, rnd)
-    r["load8_tok_s"] = tps
-    r["load8_ttft_p99_ms"] = p99 * 1000
-    r["load8_requests"] = nreq
+    tps, p99, nreq = load(port, args.clients, args.duration, args.n // 2, rnd)
+    r["load%d_tok_s" % args.clients] = tps
+    r["load%d_ttft_p99_ms" % args.clients] = p99 * 1000
+    r["load%d_requests" % args.clients] = nreq
     return r
 
 
@@ -148,16 +156,22 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--n", type=int, default=96, help="tokens per request")
     ap.add_argument("--duration", type=float, default=20)
+    ap.add_argument("--parallel", type=int, default=8, help="sequences decoded together, both servers")
+    ap.add_argument("--clients", type=int, default=8, help="concurrent clients of the load phase")
+    ap.add_argument("--gpu", action="store_true", help="hearth --device cuda, llama-server -ngl 99 -fa")
     args = ap.parse_args()
     if not args.llama_server:
         sys.exit("give --llama-server PATH (or LLAMA_SERVER)")
     hp, lp = 18521, 18522
+    par, ctx = str(args.parallel), str(2048 * args.parallel)  # -c: all sequences together, on both
     servers = {
-        "hearth": subprocess.Popen([args.hearth, "serve", "--model", args.model, "--port", str(hp), "--parallel", "8",
-                                    "--cache-slots", "8", "--ctx-size", "16384", "--compute-threads", "2", "--log-level", "warn"],
+        "hearth": subprocess.Popen([args.hearth, "serve", "--model", args.model, "--port", str(hp), "--parallel", par,
+                                    "--cache-slots", par, "--ctx-size", ctx, "--compute-threads", "2", "--log-level", "warn"]
+                                   + (["--device", "cuda"] if args.gpu else []),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
-        "llama": subprocess.Popen([args.llama_server, "-m", args.model, "--port", str(lp), "--parallel", "8", "-c", "16384",
-                                   "-t", "2", "-tb", "2", "--log-disable"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
+        "llama": subprocess.Popen([args.llama_server, "-m", args.model, "--port", str(lp), "--parallel", par, "-c", ctx,
+                                   "-t", "2", "-tb", "2", "--log-disable"] + (["-ngl", "99", "-fa"] if args.gpu else []),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
     }
     ports = {"hearth": hp, "llama": lp}
     try:
@@ -174,8 +188,9 @@ def main():
                 print("round %d %-6s %s" % (rnd, name, " ".join("%s=%.1f" % kv for kv in r.items())), flush=True)
         keys = list(results["hearth"][0].keys())
         med = {n: {k: statistics.median(r[k] for r in results[n]) for k in keys} for n in results}
-        print("\n# medians over %d rounds (model %s, n=%d tokens per request, 8-client load for %.0fs)"
-              % (args.rounds, os.path.basename(args.model), args.n, args.duration))
+        print("\n# medians over %d rounds (model %s%s, --parallel %d, n=%d tokens per request, %d-client load for %.0fs)"
+              % (args.rounds, os.path.basename(args.model), " on the GPU" if args.gpu else "", args.parallel, args.n,
+                 args.clients, args.duration))
         print("%-20s %12s %12s %8s" % ("metric", "hearth", "llama", "ratio"))
         for k in keys:
             print("%-20s %12.1f %12.1f %7.2fx" % (k, med["hearth"][k], med["llama"][k], med["hearth"][k] / med["llama"][k]))
