@@ -141,6 +141,17 @@ static void wait_done(treq *t)
     CHECK(atomic_load(&t->done));
 }
 
+/* The 20-token prompt a, 3 tokens asked for, pinned to slot (id_slot), run
+ * to its end. */
+static void run_pinned(hearth_gen_sched *s, treq *t, const int32_t *a, int slot)
+{
+    make(t, a, 20, 3);
+    t->req.pin_slot = true;
+    t->req.id_slot = slot;
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &t->req, NULL), 0);
+    wait_done(t);
+}
+
 /* The text the fake model gives for prompt, computed directly. */
 static void expected_text(const int32_t *prompt, int n, int n_predict, char *out)
 {
@@ -254,26 +265,14 @@ static void pinned_slots(void)
     for (int k = 0; k < 12; k++)
         b[k] = 30 - k;
     treq t, u, v;
-    make(&t, a, 20, 3);
-    t.req.pin_slot = true;
-    t.req.id_slot = 3;
-    CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, NULL), 0);
-    wait_done(&t);
+    run_pinned(s, &t, a, 3);
     CHECK_EQ_INT(t.stats.slot, 3);
     CHECK_EQ_INT(t.stats.n_cached, 0);
     /* the same prompt pinned to another slot computes it all again; unpinned, it finds slot 3 */
-    make(&t, a, 20, 3);
-    t.req.pin_slot = true;
-    t.req.id_slot = 1;
-    hearth_gen_sched_submit(s, &t.req, NULL);
-    wait_done(&t);
+    run_pinned(s, &t, a, 1);
     CHECK_EQ_INT(t.stats.slot, 1);
     CHECK_EQ_INT(t.stats.n_cached, 0);
-    make(&t, a, 20, 3);
-    t.req.pin_slot = true;
-    t.req.id_slot = 3;
-    hearth_gen_sched_submit(s, &t.req, NULL);
-    wait_done(&t);
+    run_pinned(s, &t, a, 3);
     CHECK_EQ_INT(t.stats.slot, 3);
     CHECK_EQ_INT(t.stats.n_cached, 19);
     char want[64];
