@@ -2,7 +2,8 @@
  *
  *   dev_cuda.cu  the device table (engine/dev.h): registry entry, memory,
  *                streams and their arenas, graph record/replay, argument
- *                checks; it calls the two kernel families below
+ *                checks, launch policy (cu_pdl_on); it calls the two
+ *                kernel families below
  *   mm.cu        weights: placement in the layout the kernels read, mat-vec
  *                for decode (every GGUF type read in place, no fp16 copy of a
  *                quantized weight kept), GEMM for prompts (tensor cores:

@@ -568,6 +568,30 @@ static bool cuda_supports(const hearth_dev *dev, hearth_op op, hearth_dtype t)
     }
 }
 
+/* ---- launch policy (cuda_int.h): programmatic dependent launches ---- */
+
+/* HEARTH_CUDA_PDL=0: no programmatic dependent launches (cuda_int.h). Read
+ * once (a plain read: the same answer if two threads race). */
+bool cu_pdl_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_PDL");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on == 1;
+}
+
+bool cu_pdl_rows_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_PDL_ROWS");
+        on = cu_pdl_on() && !(e && strcmp(e, "0") == 0);
+    }
+    return on == 1;
+}
+
 /* ---- ops: argument checks here, kernels in mm.cu and ops.cu ---- */
 
 /* matmul's and matmul_fused's argument checks: n weights of one width that

@@ -596,28 +596,6 @@ static int matmul_legacy(cu_ctx *c, const cu_weight *const *w, int n, const floa
 
 /* ---- grouped launches ---- */
 
-/* HEARTH_CUDA_PDL=0: no programmatic dependent launches (cuda_int.h). Read
- * once (a plain read: the same answer if two threads race). */
-bool cu_pdl_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_PDL");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on == 1;
-}
-
-bool cu_pdl_rows_on(void)
-{
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_PDL_ROWS");
-        on = cu_pdl_on() && !(e && strcmp(e, "0") == 0);
-    }
-    return on == 1;
-}
-
 /* The mat-vec's launch: X's chunk as wide as the rows need (shared memory
  * held for nothing is L1 the weight stream cannot use), launched as a
  * programmatic dependent (cuda_int.h) so its first weight loads overlap the
