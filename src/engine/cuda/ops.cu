@@ -116,25 +116,34 @@ static unsigned flat_blocks(int64_t units)
 /* ---- RMSNorm, add, add + RMSNorm, SwiGLU ---- */
 
 /* Y[i] = rmsnorm(X[rows ? rows[i] : i]) * w; block i. In place (Y == X)
- * when rows is NULL: each thread reads its units before writing them. */
+ * when rows is NULL: each thread reads its units before writing them. A
+ * thread's first unit stays in registers between the passes, and its
+ * weights are read before the PDL wait (no kernel writes them): a decode
+ * step's row (one unit a thread) pays one memory latency, not two. */
 template <int V>
 __global__ static void rmsnorm_kernel(float *Y, const float *X, const int32_t *rows, int64_t n, const float *w,
                                       float eps)
 {
+    const int64_t i = blockIdx.x, nu = n / V, u0 = threadIdx.x;
+    fv<V> a0 = {}, g0 = {};
+    if (u0 < nu)
+        g0 = ld<V>(w, u0);
     cu_pdl_wait(); /* launched as a dependent (cu_launch): nothing before the kernel before it is done */
     cu_pdl_trigger(); /* the mat-vec after it may start its weight loads */
-    int64_t i = blockIdx.x, src = rows ? rows[i] : i, nu = n / V;
+    const int64_t src = rows ? rows[i] : i;
     const float *x = X + src * n;
     float *y = Y + i * n;
     float ss = 0;
-    for (int64_t u = threadIdx.x; u < nu; u += blockDim.x) {
-        fv<V> a = ld<V>(x, u);
+    if (u0 < nu)
+        a0 = ld<V>(x, u0);
+    for (int64_t u = u0; u < nu; u += blockDim.x) {
+        fv<V> a = u == u0 ? a0 : ld<V>(x, u);
         for (int k = 0; k < V; k++)
             ss += a.x[k] * a.x[k];
     }
     float inv = 1.0f / sqrtf(block_sum(ss) / (float)n + eps);
-    for (int64_t u = threadIdx.x; u < nu; u += blockDim.x) {
-        fv<V> a = ld<V>(x, u), g = ld<V>(w, u);
+    for (int64_t u = u0; u < nu; u += blockDim.x) {
+        fv<V> a = u == u0 ? a0 : ld<V>(x, u), g = u == u0 ? g0 : ld<V>(w, u);
         for (int k = 0; k < V; k++)
             a.x[k] = a.x[k] * inv * g.x[k];
         st<V>(y, u, a);

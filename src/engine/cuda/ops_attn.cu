@@ -79,6 +79,7 @@
 #include <math.h>
 
 static constexpr int ATT_WARPS = 32, ATT_TILE = 4;
+static_assert(ATT_WARPS == 32, "attend: warp 0 weighs the warps' partials, one a lane");
 
 __device__ static inline float warp_sum(float v)
 {
@@ -97,12 +98,17 @@ __device__ static inline float ldf(const __half *p, int64_t i)
 }
 
 /* out (hd) = softmax(q K^T * scale) V over count keys: row j of K at K + j *
- * stride, of V likewise. Called by the whole block (ATT_WARPS warps). */
+ * stride, of V likewise. Called by the whole block (ATT_WARPS warps). A
+ * tile's V rows are loaded with its K rows (VPRE, heads up to 128: the
+ * registers of 1,024-thread blocks allow it), so a short context pays one
+ * memory latency, not two; the warps' partials are merged with one expf
+ * per warp (warp 0 weighs them), not 32 per thread. */
 template <typename T, int DPL>
 __device__ static void attend(float *out, const float *q, const T *K, const T *V, int64_t stride, int64_t count,
                               int hd, float scale)
 {
-    __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS], s_acc[ATT_WARPS][CU_HEAD_DIM_MAX];
+    constexpr bool VPRE = DPL <= 4;
+    __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS], s_f[ATT_WARPS], s_L, s_acc[ATT_WARPS][CU_HEAD_DIM_MAX];
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     float qv[DPL], acc[DPL];
     for (int k = 0; k < DPL; k++) {
@@ -112,20 +118,27 @@ __device__ static void attend(float *out, const float *q, const T *K, const T *V
     }
     float m = -INFINITY, l = 0.0f;
     for (int64_t base = (int64_t)w * ATT_TILE; base < count; base += (int64_t)ATT_WARPS * ATT_TILE) {
-        float s[ATT_TILE];
+        float s[ATT_TILE], kv[ATT_TILE][DPL], vv[VPRE ? ATT_TILE : 1][DPL];
+#pragma unroll
+        for (int i = 0; i < ATT_TILE; i++)
+#pragma unroll
+            for (int k = 0; k < DPL; k++) {
+                int d = lane + 32 * k;
+                bool in = base + i < count && d < hd;
+                kv[i][k] = in ? ldf(K + (base + i) * stride, d) : 0.0f;
+                if (VPRE)
+                    vv[VPRE ? i : 0][k] = in ? ldf(V + (base + i) * stride, d) : 0.0f;
+            }
+#pragma unroll
         for (int i = 0; i < ATT_TILE; i++) {
             float dot = 0.0f;
-            if (base + i < count) {
-                const T *kr = K + (base + i) * stride;
-                for (int k = 0; k < DPL; k++) {
-                    int d = lane + 32 * k;
-                    if (d < hd)
-                        dot += qv[k] * ldf(kr, d);
-                }
-            }
+#pragma unroll
+            for (int k = 0; k < DPL; k++)
+                dot += qv[k] * kv[i][k];
             s[i] = dot;
         }
         float mx = m;
+#pragma unroll
         for (int i = 0; i < ATT_TILE; i++) {
             s[i] = warp_sum(s[i]) * scale;
             if (base + i >= count)
@@ -138,16 +151,18 @@ __device__ static void attend(float *out, const float *q, const T *K, const T *V
         l *= corr;
         for (int k = 0; k < DPL; k++)
             acc[k] *= corr;
+#pragma unroll
         for (int i = 0; i < ATT_TILE; i++) {
             if (base + i >= count)
                 break;
             float p = expf(s[i] - mx);
             l += p;
             const T *vr = V + (base + i) * stride;
+#pragma unroll
             for (int k = 0; k < DPL; k++) {
                 int d = lane + 32 * k;
                 if (d < hd)
-                    acc[k] += p * ldf(vr, d);
+                    acc[k] += p * (VPRE ? vv[VPRE ? i : 0][k] : ldf(vr, d));
             }
         }
         m = mx;
@@ -162,18 +177,22 @@ __device__ static void attend(float *out, const float *q, const T *K, const T *V
             s_acc[w][d] = acc[k];
     }
     __syncthreads();
-    float M = -INFINITY;
-    for (int i = 0; i < ATT_WARPS; i++)
-        M = fmaxf(M, s_m[i]);
-    float f[ATT_WARPS], L = 0.0f;
-    for (int i = 0; i < ATT_WARPS; i++) {
-        f[i] = s_l[i] > 0.0f ? expf(s_m[i] - M) : 0.0f; /* a warp that saw no key has m = -inf */
-        L += f[i] * s_l[i];
+    if (w == 0) { /* lane i weighs warp i's partial (ATT_WARPS == 32) */
+        float mi = s_m[lane], M = mi;
+        for (int o = 16; o > 0; o >>= 1)
+            M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float f = s_l[lane] > 0.0f ? expf(mi - M) : 0.0f; /* a warp that saw no key has m = -inf */
+        s_f[lane] = f;
+        float L = warp_sum(f * s_l[lane]);
+        if (lane == 0)
+            s_L = L;
     }
+    __syncthreads();
+    float L = s_L;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float o = 0.0f;
         for (int i = 0; i < ATT_WARPS; i++)
-            o += f[i] * s_acc[i][d];
+            o += s_f[i] * s_acc[i][d];
         out[d] = L > 0.0f ? o / L : 0.0f; /* no key (a bad position): zeros, not NaN */
     }
 }
