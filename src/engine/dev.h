@@ -184,15 +184,18 @@ typedef struct hearth_graph_key {
  *   pre: how each row of the matmul's input is made from X as it is read
  *        NONE     X[r]
  *        RMSNORM  rmsnorm(X[r]) * norm_w (eps): llama's attn-in and FFN-in norms
- *        SWIGLU   silu(X[r]) * X2[r]: the FFN's gate and up into the down projection
- *   accumulate: Y += the product (the residual add) instead of Y = it. */
-enum hearth_mm_pre { HEARTH_MM_PRE_NONE = 0, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_PRE_SWIGLU };
+ *   post: what becomes of the products
+ *        STORE    Y_i = X W_i^T
+ *        ADD      Y_i += X W_i^T (the residual add)
+ *        SWIGLU   two weights of one shape (the FFN's gate and up):
+ *                 Y_0 = silu(X W_0^T) * (X W_1^T); Y_1 is not written */
+enum hearth_mm_pre { HEARTH_MM_PRE_NONE = 0, HEARTH_MM_PRE_RMSNORM };
+enum hearth_mm_post { HEARTH_MM_STORE = 0, HEARTH_MM_ADD, HEARTH_MM_SWIGLU };
 typedef struct hearth_mm_fuse {
     enum hearth_mm_pre pre;
     const float *norm_w;          /* RMSNORM: (K) */
     float eps;                    /* RMSNORM */
-    const float *X2;              /* SWIGLU: (M, K), row stride x_stride, as X */
-    bool accumulate;
+    enum hearth_mm_post post;
 } hearth_mm_fuse;
 
 /* A process-unique nonzero id (thread-safe), for hearth_graph_key. */
@@ -269,14 +272,14 @@ struct hearth_dev_ops {
     /* Optional (NULL: the walk runs the ops apart): matmul with its
      * neighbours folded in (hearth_mm_fuse), for the row counts of decode.
      * Same arguments and shapes as matmul; the input rows are f(X) as f
-     * says, and each Y_i is written or accumulated. Results agree with the
-     * separate ops within rounding (the norm's sum is taken in another
-     * order), not bit for bit. HEARTH_EUNSUPPORTED where the device does not
-     * fuse this case (M, types): the walk then runs the ops apart, the same
-     * way every time for the same shapes (a recorded graph stays valid).
-     * The CUDA backend has it for M = 1 but reports caps.fused_rows_max 0
-     * unless HEARTH_CUDA_FUSE=1: measured slower than the ops apart once
-     * the mat-vecs launch as programmatic dependents (engine/cuda/mm.cu). */
+     * says, and each Y_i is written, accumulated or (SWIGLU) Y_0 gets the
+     * gated product. Results agree with the separate ops within rounding
+     * (the norm's sum is taken in another order), not bit for bit.
+     * HEARTH_EUNSUPPORTED where the device does not fuse this case (M,
+     * types, the pre and post asked): the walk then runs the part it lacks
+     * apart, the same way every time for the same shapes (a recorded graph
+     * stays valid). The CUDA backend fuses ADD and SWIGLU into its M = 1
+     * mat-vec; RMSNORM only when asked (engine/cuda/mm.cu says why). */
     int (*matmul_fused)(hearth_stream *st, const hearth_weight *const *w, int n, const float *X, int64_t x_stride,
                         int64_t M, float *const *Y, const int64_t *y_stride, const hearth_mm_fuse *f);
     /* Y[r] = table[b->token[r]] for r < b->n, as f32 (n_in wide). With pos_tab

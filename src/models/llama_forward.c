@@ -22,8 +22,8 @@
  *     swiglu         g = silu(g) * u
  *     matmul, add    h = g Wd^T; x += h
  * (Where the device fuses a chunk of nc rows, caps.fused_rows_max, the
- * same work runs as layer_fused's six ops: the norms, SwiGLU and the
- * residual adds folded into the matmuls.)
+ * same work runs as layer_fused's ops: the norms, SwiGLU and the residual
+ * adds folded into the matmuls where the device can.)
  * then the final norm and the output projection for the rows that want
  * logits only. Tokens of one slot come in order, so a token's K/V row is in
  * the cache before any later token of the chunk attends to it.
@@ -146,11 +146,13 @@ static int attention(hearth_llama *m, llama_pass *p, int64_t il, hearth_err *err
     return 0;
 }
 
-/* D->matmul_fused, or where the device does not fold this case in, the
- * same work as separate ops. X is (nc, K); tmp is a free buffer of (nc, K)
- * and (nc, ldy[0]) floats (a fused call never both normalizes and
- * accumulates here). SWIGLU's fallback overwrites X. */
-static int mm_fold(const hearth_dev_ops *D, hearth_stream *st, const hearth_weight *const *w, int n, float *X,
+/* The matmul with f's neighbours: D->matmul_fused, or where the device
+ * does not fold in the norm, the norm apart (into tmp) and the rest fused,
+ * or all apart. X is (nc, K); tmp a free buffer of (nc, K) floats. SWIGLU
+ * needs Y[1] as room for the up products when it runs apart, and Y's
+ * strides equal to the rows' widths; ADD by itself (a fused call never both
+ * normalizes and accumulates here) needs one weight. */
+static int mm_fold(const hearth_dev_ops *D, hearth_stream *st, const hearth_weight *const *w, int n, const float *X,
                    int64_t K, int64_t nc, float *const *Y, const int64_t *ldy, const hearth_mm_fuse *f, float *tmp)
 {
     int rc = D->matmul_fused(st, w, n, X, K, nc, Y, ldy, f);
@@ -161,25 +163,35 @@ static int mm_fold(const hearth_dev_ops *D, hearth_stream *st, const hearth_weig
         if ((rc = D->rmsnorm(st, tmp, X, NULL, nc, K, f->norm_w, f->eps)))
             return rc;
         in = tmp;
-    } else if (f->pre == HEARTH_MM_PRE_SWIGLU && (rc = D->swiglu(st, X, f->X2, nc, K))) {
-        return rc;
+        if (f->post != HEARTH_MM_STORE) {
+            const hearth_mm_fuse g = {HEARTH_MM_PRE_NONE, NULL, 0.0f, f->post};
+            if ((rc = D->matmul_fused(st, w, n, in, K, nc, Y, ldy, &g)) != HEARTH_EUNSUPPORTED)
+                return rc;
+        }
     }
-    if (!f->accumulate)
-        return D->matmul(st, w, n, in, K, nc, Y, ldy);
-    if (n != 1 || in == tmp)
-        return HEARTH_EINVAL;
-    if ((rc = D->matmul(st, w, 1, in, K, nc, &tmp, ldy)))
-        return rc;
-    return D->add(st, Y[0], tmp, nc, ldy[0]);
+    switch (f->post) {
+    case HEARTH_MM_STORE: return D->matmul(st, w, n, in, K, nc, Y, ldy);
+    case HEARTH_MM_SWIGLU:
+        if (n != 2 || ldy[0] != ldy[1] || (rc = D->matmul(st, w, 2, in, K, nc, Y, ldy)))
+            return rc ? rc : HEARTH_EINVAL;
+        return D->swiglu(st, Y[0], Y[1], nc, ldy[0]);
+    case HEARTH_MM_ADD:
+        if (n != 1 || in == tmp || (rc = D->matmul(st, w, 1, in, K, nc, &tmp, ldy)))
+            return rc ? rc : HEARTH_EINVAL;
+        return D->add(st, Y[0], tmp, nc, ldy[0]);
+    }
+    return HEARTH_EINVAL;
 }
 
 /* layer_forward's ops for the row counts the device fuses (decode):
  *     matmul x3 (attn norm folded in)   q, k, v = rmsnorm(x) Wq^T, ...
  *     qk_rope_store, attn_cached        as below
  *     matmul (accumulating)             x += att Wo^T
- *     matmul x2 (ffn norm folded in)    g, u = rmsnorm(x) Wg^T, ...
- *     matmul (swiglu in, accumulating)  x += (silu(g) * u) Wd^T
- * six launches where the ops apart take ten. */
+ *     matmul x2 (ffn norm folded in,    g = silu(rmsnorm(x) Wg^T) * (rmsnorm(x) Wu^T)
+ *       SwiGLU after)
+ *     matmul (accumulating)             x += g Wd^T
+ * six launches where the ops apart take ten (eight on the CUDA backend,
+ * which keeps the norms apart). */
 static int layer_fused(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, hearth_err *err)
 {
     const hearth_llama_hparams *hp = &m->hp;
@@ -188,7 +200,7 @@ static int layer_fused(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, h
     const llama_layer *L = &m->layers[il];
     int64_t E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
     int rc;
-    hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, L->attn_norm, hp->rms_eps, NULL, false};
+    hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, L->attn_norm, hp->rms_eps, HEARTH_MM_STORE};
     const hearth_weight *qkv[] = {L->wq.w, L->wk.w, L->wv.w};
     float *qkv_y[] = {p->q, p->k, p->v};
     const int64_t qkv_ld[] = {qd, kvd, kvd};
@@ -197,18 +209,18 @@ static int layer_fused(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, h
                               (long long)il, hearth_status_name(rc));
     if ((rc = attention(m, p, il, err)))
         return rc;
-    f = (hearth_mm_fuse){HEARTH_MM_PRE_NONE, NULL, 0.0f, NULL, true};
+    f = (hearth_mm_fuse){HEARTH_MM_PRE_NONE, NULL, 0.0f, HEARTH_MM_ADD};
     if ((rc = mm_fold(D, st, (const hearth_weight *const[]){L->wo.w}, 1, p->att, qd, nc, &p->x, &E, &f, p->h)))
         return op_failed(rc, "attn output and residual", il, err);
-    f = (hearth_mm_fuse){HEARTH_MM_PRE_RMSNORM, L->ffn_norm, hp->rms_eps, NULL, false};
+    f = (hearth_mm_fuse){HEARTH_MM_PRE_RMSNORM, L->ffn_norm, hp->rms_eps, HEARTH_MM_SWIGLU};
     const hearth_weight *gu[] = {L->gate.w, L->up.w};
     float *gu_y[] = {p->g, p->u};
     const int64_t gu_ld[] = {F, F};
     if ((rc = mm_fold(D, st, gu, 2, p->x, E, nc, gu_y, gu_ld, &f, p->h)))
-        return op_failed(rc, "ffn norm and matmul of 2 weights", il, err);
-    f = (hearth_mm_fuse){HEARTH_MM_PRE_SWIGLU, NULL, 0.0f, p->u, true};
+        return op_failed(rc, "ffn norm, matmul of 2 weights and swiglu", il, err);
+    f = (hearth_mm_fuse){HEARTH_MM_PRE_NONE, NULL, 0.0f, HEARTH_MM_ADD};
     if ((rc = mm_fold(D, st, (const hearth_weight *const[]){L->down.w}, 1, p->g, F, nc, &p->x, &E, &f, p->h)))
-        return op_failed(rc, "swiglu, down and residual", il, err);
+        return op_failed(rc, "down and residual", il, err);
     return 0;
 }
 

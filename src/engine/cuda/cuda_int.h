@@ -147,11 +147,12 @@ cu_ctx *cu_stream_ctx(hearth_stream *st);
 int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M, float *const *Y,
               const int64_t *ldy);
 /* cu_matmul with decode's neighbours folded in (engine/dev.h's
- * hearth_mm_fuse): M = 1 and weights other than F32 only, else
- * HEARTH_EUNSUPPORTED with nothing enqueued (also when HEARTH_CUDA_FUSE=0). */
-/* HEARTH_CUDA_FUSE=0 turns the fused path off (read once): the device
- * then says it fuses nothing (caps.fused_rows_max 0). */
-bool cu_fuse_on(void);
+ * hearth_mm_fuse): M = 1, weights of one type other than F32; else
+ * HEARTH_EUNSUPPORTED with nothing enqueued. */
+/* HEARTH_CUDA_FUSE (read once): 0 nothing fused (caps.fused_rows_max 0);
+ * unset: the epilogues (ADD, SWIGLU) only, mode 1; "norm": RMSNORM too,
+ * mode 2 (measured slower: mm.cu). */
+int cu_fuse_mode(void);
 int cu_matmul_fused(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M,
                     float *const *Y, const int64_t *ldy, const hearth_mm_fuse *f);
 /* Y[r] = table[tok[r]] dequantized to f32 (n_in wide), r < n; tok is device

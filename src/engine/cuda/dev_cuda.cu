@@ -113,7 +113,7 @@ int hearth_dev_cuda_list(hearth_dev **out, int max)
         d->dev.caps.name = d->name;
         d->dev.caps.head_dim_max = CU_HEAD_DIM_MAX;
         d->dev.caps.matmul_group_max = MM_GROUP_MAX;
-        d->dev.caps.fused_rows_max = cu_fuse_on() ? 1 : 0; /* mm.cu fuses the mat-vec of one row */
+        d->dev.caps.fused_rows_max = cu_fuse_mode() ? 1 : 0; /* mm.cu fuses the mat-vec of one row */
         d->dev.caps.host_memory = false;
         /* prompts (M > 8) on tensor cores: X rounded to bfloat16 for BF16
          * weights (half an ulp of 8 bits: 2^-9), to half for the rest
@@ -628,7 +628,9 @@ static int cuda_matmul_fused(hearth_stream *st, const hearth_weight *const *ws, 
     const cu_weight *cw[MM_GROUP_MAX];
     if (!f || !mm_args_ok(ws, n, x_stride, M, y_strides, cw))
         return HEARTH_EINVAL;
-    if ((f->pre == HEARTH_MM_PRE_RMSNORM && !f->norm_w) || (f->pre == HEARTH_MM_PRE_SWIGLU && !f->X2))
+    if ((f->pre == HEARTH_MM_PRE_RMSNORM && !f->norm_w) || (f->post == HEARTH_MM_SWIGLU && n != 2) ||
+        f->pre < HEARTH_MM_PRE_NONE || f->pre > HEARTH_MM_PRE_RMSNORM || f->post < HEARTH_MM_STORE ||
+        f->post > HEARTH_MM_SWIGLU)
         return HEARTH_EINVAL;
     if (M == 0)
         return 0;

@@ -60,12 +60,25 @@
  * llama, tg128 tok/s (F16 / Q8_0 / Q4_K, two runs each, bench/RESULTS.md):
  * mvg_kernel without PDL 802-806 / 930-932 / 857-865; with PDL 888-889 /
  * 1011-1021 / 897-898; mvp_kernel with PDL 917-921 / 1029-1045 / 915-935.
- * matmul_fused (cu_matmul_fused: RMSNORM or SWIGLU folded into X's staging,
- * the residual add into the store, HEARTH_CUDA_FUSE=1) measured slower,
- * 829-843 / 933-942 / 844-857: each block redoes the norm's sum or SwiGLU's
- * expf over X in its prologue after the PDL wait, on the critical path,
- * where the separate small kernels overlap the mat-vec's first weight
- * loads; so the device reports fused_rows_max 0 unless asked.
+ * matmul_fused, first as prologues (RMSNORM or SWIGLU folded into X's
+ * staging, the residual add into the store) measured slower, 829-843 /
+ * 933-942 / 844-857: each block redid the norm's sum or SwiGLU's expf over
+ * X after the PDL wait, on the critical path, where the separate small
+ * kernels overlap the mat-vec's first weight loads. So since 2026-12-03
+ * (stop 28) the fusions are epilogues of mvp_kernel, where nothing is
+ * redone: ADD (the residual) adds the row's sum to Y, SWIGLU walks gate
+ * and up row p back to back in one warp and stores silu(gate) * up; eight
+ * launches a layer where the ops apart take ten. tg128 (two runs each, one
+ * lease; HEARTH_CUDA_FUSE=0 the ops apart): F16 972-977 against 932-945,
+ * Q8_0 1,052-1,098 against 1,028-1,035, Q4_K 966-972 against 904-944.
+ * The norm prologue stays behind HEARTH_CUDA_FUSE=norm (cuda_int.h).
+ *
+ * Tried and dropped (stop 28, H200, tg128 two runs each): F16 rows read
+ * so that each load instruction of a warp covers 512 contiguous bytes (a
+ * lane's 16 elements as two runs of 8, 512 bytes apart; ncu had counted 29
+ * sectors a request and an L1 hit rate of 50% for tr_half's 32 bytes a
+ * lane): 900-904 tok/s against 972-977, so the second half of each sector
+ * served from L1 costs less than what the spread-out loads lose.
  *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED.
@@ -288,10 +301,16 @@ void cu_weight_release(cu_weight *w)
 
 /* ---- launches over the traits ---- */
 
-/* kc: X elements a chunk holds for M rows (a multiple of 256 within 32 KiB). */
+/* kc: X elements a chunk holds for M rows (a multiple of 256 within 48 KiB). */
 static int chunk_of(int M)
 {
     return (MV_SMEM_FLOATS - 64) / M / 256 * 256; /* 64 floats left for the kernels' static shared memory */
+}
+
+/* A chunk just wide enough for kp elements (kp <= chunk_of(M)). */
+static int chunk_for(int64_t kp)
+{
+    return (int)((kp + 255) / 256 * 256);
 }
 
 /* SMs of each device, asked once (a plain read: the same answer if two
@@ -606,7 +625,7 @@ static int mvg_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, i
 {
     int kc = chunk_of(M);
     if (g.v[0].kp < kc)
-        kc = (int)((g.v[0].kp + 255) / 256 * 256);
+        kc = chunk_for(g.v[0].kp);
     int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
     if (g.v[0].kp <= kc && blocks > 4 * (int64_t)sm_count(c->ordinal))
         blocks = 4 * (int64_t)sm_count(c->ordinal);
@@ -627,23 +646,31 @@ static bool mv_pipe(void)
     return on == 1;
 }
 
-/* mvp_kernel over the group (M = 1, rows as wide as one chunk of X). */
+/* mvp_kernel over the group (M = 1, rows as wide as one chunk of X); post:
+ * MVP_STORE, MVP_ADD or MVP_SWIGLU (nr then counts gate and up rows). */
 template <class T>
-static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K, int kc)
+static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K, int post)
 {
     int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
     if (blocks > 2 * (int64_t)sm_count(c->ordinal))
         blocks = 2 * (int64_t)sm_count(c->ordinal);
+    const int kc = chunk_for(g.v[0].kp);
     cudaError_t e = cu_launch(cu_pdl_on(), mvp_kernel<T>, dim3((unsigned)blocks), dim3(MV_WARPS * 32),
-                              (size_t)kc * 4, c->s, g, X, ldx, nr, K, kc);
+                              (size_t)kc * 4, c->s, g, X, ldx, nr, K, kc, post);
     return cu_fail("mvp_kernel", e);
+}
+
+/* Whether mvp_kernel takes a group of this width (X in one chunk). */
+static bool mvp_fits(const mgroup &g)
+{
+    return mv_pipe() && g.v[0].kp <= chunk_of(1);
 }
 
 /* The mat-vec over the group's nr rows, X's rows 8 at a time. */
 template <class T>
 static int mvg_rows(cu_ctx *c, const mgroup &g0, const float *X, int64_t ldx, int64_t M, int64_t nr, int64_t K)
 {
-    const mfuse fz = {NULL, NULL, 0.0f, 0};
+    const mfuse fz = {NULL, 0.0f, 0};
     int rc = 0;
     for (int64_t m0 = 0; m0 < M && rc == 0; m0 += MV_MAX_M) {
         mgroup g = g0;
@@ -652,8 +679,8 @@ static int mvg_rows(cu_ctx *c, const mgroup &g0, const float *X, int64_t ldx, in
         const float *x = X + m0 * ldx;
         switch (M - m0 < MV_MAX_M ? (int)(M - m0) : MV_MAX_M) {
         case 1:
-            if (mv_pipe() && g.v[0].kp <= chunk_of(1))
-                rc = mvp_launch<T>(c, g, x, ldx, nr, K, (int)((g.v[0].kp + 255) / 256 * 256));
+            if (mvp_fits(g))
+                rc = mvp_launch<T>(c, g, x, ldx, nr, K, MVP_STORE);
             else
                 rc = mvg_launch<T, 1, MV_PRE_NONE>(c, g, x, ldx, nr, K, fz);
             break;
@@ -669,17 +696,26 @@ static int mvg_rows(cu_ctx *c, const mgroup &g0, const float *X, int64_t ldx, in
     return rc;
 }
 
-/* One fused mat-vec (M = 1) of a group. */
+/* One fused mat-vec (M = 1) of a group: the norm (cu_matmul_fused let it
+ * through) in mvg_kernel, the epilogues in mvp_kernel where X fits one
+ * chunk; else HEARTH_EUNSUPPORTED, nothing launched. */
 template <class T>
 static int mvg_fused(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K,
                      const hearth_mm_fuse *f)
 {
-    const mfuse fz = {f->norm_w, f->X2, f->eps, f->accumulate ? 1 : 0};
-    switch (f->pre) {
-    case HEARTH_MM_PRE_RMSNORM: return mvg_launch<T, 1, MV_PRE_RMS>(c, g, X, ldx, nr, K, fz);
-    case HEARTH_MM_PRE_SWIGLU: return mvg_launch<T, 1, MV_PRE_SWIGLU>(c, g, X, ldx, nr, K, fz);
-    default: return mvg_launch<T, 1, MV_PRE_NONE>(c, g, X, ldx, nr, K, fz);
+    if (f->pre == HEARTH_MM_PRE_RMSNORM) {
+        if (f->post == HEARTH_MM_SWIGLU)
+            return HEARTH_EUNSUPPORTED;
+        const mfuse fz = {f->norm_w, f->eps, f->post == HEARTH_MM_ADD};
+        return mvg_launch<T, 1, MV_PRE_RMS>(c, g, X, ldx, nr, K, fz);
     }
+    if (!mvp_fits(g))
+        return HEARTH_EUNSUPPORTED;
+    if (f->post != HEARTH_MM_SWIGLU)
+        return mvp_launch<T>(c, g, X, ldx, nr, K, f->post == HEARTH_MM_ADD ? MVP_ADD : MVP_STORE);
+    if (g.cnt != 2 || g.n[0] != g.n[1] || g.ldy[0] < g.n[0])
+        return HEARTH_EUNSUPPORTED;
+    return mvp_launch<T>(c, g, X, ldx, nr, K, MVP_SWIGLU);
 }
 
 template <class T, int NT, bool BF>
@@ -808,24 +844,29 @@ int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64
     return grouped(c, w, n, X, ldx, M, Y, ldy, false);
 }
 
-bool cu_fuse_on(void)
+int cu_fuse_mode(void)
 {
-    static int on = -1;
-    if (on < 0) {
+    static int mode = -1;
+    if (mode < 0) {
         const char *e = getenv("HEARTH_CUDA_FUSE");
-        on = e && strcmp(e, "1") == 0;
+        mode = e && strcmp(e, "0") == 0 ? 0 : e && strcmp(e, "norm") == 0 ? 2 : 1;
     }
-    return on == 1;
+    return mode;
 }
 
 int cu_matmul_fused(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M,
                     float *const *Y, const int64_t *ldy, const hearth_mm_fuse *f)
 {
     int mma_max;
-    if (M != 1 || n <= 0 || !cu_fuse_on() || mm_env(&mma_max))
+    const int mode = cu_fuse_mode();
+    if (M != 1 || n <= 0 || mode == 0 || mm_env(&mma_max))
+        return HEARTH_EUNSUPPORTED;
+    if (f->pre == HEARTH_MM_PRE_RMSNORM && mode < 2)
+        return HEARTH_EUNSUPPORTED;
+    if (f->post == HEARTH_MM_SWIGLU && (n != 2 || w[0]->type != w[1]->type || w[0]->n_out != w[1]->n_out))
         return HEARTH_EUNSUPPORTED;
     for (int i = 0; i < n; i++)
-        if (w[i]->type == HEARTH_F32)
-            return HEARTH_EUNSUPPORTED;
+        if (w[i]->type == HEARTH_F32 || w[i]->type != w[0]->type)
+            return HEARTH_EUNSUPPORTED; /* one launch, or none */
     return grouped(c, w, n, X, ldx, M, Y, ldy, false, f);
 }

@@ -340,6 +340,38 @@ __device__ __forceinline__ void stage_x(float4 *xs, const float *__restrict__ X,
     }
 }
 
+/* acc[m] += unit u's products with row m of X (xs: M rows of kc4 float4s,
+ * swizzled; u chunk-local). The mat-vecs' one inner product: the same
+ * order everywhere, so a row's result is the same whichever kernel ran it.
+ * For MIN types (Q4_K) the group's X sum is taken for the minimum. */
+template <class T, int M>
+__device__ __forceinline__ void unit_dot(const typename T::R &r, const float4 *xs, int kc4, int u, float (&acc)[M])
+{
+#pragma unroll
+    for (int g = 0; g < T::G; g++) {
+        float q[16], a, b;
+        T::group(r, g, q, a, b);
+        const int f0 = (int)(T::eo(u, g) >> 2);
+#pragma unroll
+        for (int m = 0; m < M; m++) {
+            float s = 0.0f, sx = 0.0f;
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                const float4 x = xs[m * kc4 + swz(f0 + jj)];
+                s = fmaf(q[4 * jj], x.x, s);
+                s = fmaf(q[4 * jj + 1], x.y, s);
+                s = fmaf(q[4 * jj + 2], x.z, s);
+                s = fmaf(q[4 * jj + 3], x.w, s);
+                if (T::MIN)
+                    sx += (x.x + x.y) + (x.z + x.w);
+            }
+            acc[m] = fmaf(a, s, acc[m]);
+            if (T::MIN)
+                acc[m] = fmaf(-b, sx, acc[m]);
+        }
+    }
+}
+
 /* Y (M, N) = X (M, K) W^T. Warp w of block b takes rows 8b + w, then
  * 8 (b + gridDim) + w, ... X is staged in shared memory in chunks of kc
  * elements (a multiple of 256, so no unit straddles two), zero past K. When
@@ -390,29 +422,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M)) mv_kernel(
                 for (int j = 0; j < T::UNR; j++) {
                     if (u + 32 * j >= nu)
                         break;
-#pragma unroll
-                    for (int g = 0; g < T::G; g++) {
-                        float q[16], a, b;
-                        T::group(r[j], g, q, a, b);
-                        const int f0 = (int)(T::eo(u + 32 * j, g) >> 2);
-#pragma unroll
-                        for (int m = 0; m < M; m++) {
-                            float s = 0.0f, sx = 0.0f;
-#pragma unroll
-                            for (int jj = 0; jj < 4; jj++) {
-                                const float4 x = xs[m * kc4 + swz(f0 + jj)];
-                                s = fmaf(q[4 * jj], x.x, s);
-                                s = fmaf(q[4 * jj + 1], x.y, s);
-                                s = fmaf(q[4 * jj + 2], x.z, s);
-                                s = fmaf(q[4 * jj + 3], x.w, s);
-                                if (T::MIN)
-                                    sx += (x.x + x.y) + (x.z + x.w);
-                            }
-                            acc[m] = fmaf(a, s, acc[m]);
-                            if (T::MIN)
-                                acc[m] = fmaf(-b, sx, acc[m]);
-                        }
-                    }
+                    unit_dot<T, M>(r[j], xs, kc4, u + 32 * j, acc);
                 }
                 u += 32 * T::UNR;
                 if (u >= nu)

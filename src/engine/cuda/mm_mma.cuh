@@ -84,21 +84,19 @@ __device__ __forceinline__ mseg seg_at(const mgroup &g, int64_t x)
 /* ---- the grouped mat-vec: mv_kernel (mm_kernels.cuh) over nr concatenated rows ---- */
 
 /* What mvg_kernel folds in (cu_matmul_fused; engine/dev.h's hearth_mm_fuse):
- * PRE (a template argument) MV_PRE_NONE, MV_PRE_RMS (X's rows normalized
+ * PRE (a template argument) MV_PRE_NONE or MV_PRE_RMS (X's rows normalized
  * and scaled by nw as staged; each block sums its rows' squares itself, an
- * extra read of X from L2) or MV_PRE_SWIGLU (silu(X) * X2 as staged); acc:
- * Y += the product. */
+ * extra read of X from L2); acc: Y += the product. */
 #define MV_PRE_NONE 0
 #define MV_PRE_RMS 1
-#define MV_PRE_SWIGLU 2
 struct mfuse {
-    const float *nw, *x2;
+    const float *nw;
     float eps;
     int acc;
 };
 
 /* stage_x with PRE applied; inv: (M) the rows' 1/rms (MV_PRE_RMS). The
- * arithmetic is ops.cu's: x * inv * w, and g / (1 + expf(-g)) * u. */
+ * arithmetic is ops.cu's: x * inv * w. */
 template <int M, int PRE>
 __device__ __forceinline__ void stage_x_pre(float4 *xs, const float *__restrict__ X, int64_t ldx, int64_t K,
                                             int64_t c0, int ce, int kc4, bool vec, const float *inv,
@@ -117,13 +115,8 @@ __device__ __forceinline__ void stage_x_pre(float4 *xs, const float *__restrict_
         for (int t = 0; t < 4; t++) {
             const int64_t k = gk + t;
             float x = 0.0f;
-            if (k < K) {
-                x = X[m * ldx + k];
-                if (PRE == MV_PRE_RMS)
-                    x = x * inv[m] * fz.nw[k];
-                else
-                    x = x / (1.0f + expf(-x)) * fz.x2[m * ldx + k];
-            }
+            if (k < K)
+                x = X[m * ldx + k] * inv[m] * fz.nw[k];
             v[t] = x;
         }
         xs[m * kc4 + swz(f)] = make_float4(v[0], v[1], v[2], v[3]);
@@ -213,29 +206,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M))
                 for (int j = 0; j < T::UNR; j++) {
                     if (u + 32 * j >= nu)
                         break;
-#pragma unroll
-                    for (int g = 0; g < T::G; g++) {
-                        float q[16], a, b;
-                        T::group(r[j], g, q, a, b);
-                        const int f0 = (int)(T::eo(u + 32 * j, g) >> 2);
-#pragma unroll
-                        for (int m = 0; m < M; m++) {
-                            float s = 0.0f, sx = 0.0f;
-#pragma unroll
-                            for (int jj = 0; jj < 4; jj++) {
-                                const float4 x = xs[m * kc4 + swz(f0 + jj)];
-                                s = fmaf(q[4 * jj], x.x, s);
-                                s = fmaf(q[4 * jj + 1], x.y, s);
-                                s = fmaf(q[4 * jj + 2], x.z, s);
-                                s = fmaf(q[4 * jj + 3], x.w, s);
-                                if (T::MIN)
-                                    sx += (x.x + x.y) + (x.z + x.w);
-                            }
-                            acc[m] = fmaf(a, s, acc[m]);
-                            if (T::MIN)
-                                acc[m] = fmaf(-b, sx, acc[m]);
-                        }
-                    }
+                    unit_dot<T, M>(r[j], xs, kc4, u + 32 * j, acc);
                 }
                 u += 32 * T::UNR;
                 if (u >= nu)
@@ -280,55 +251,63 @@ __device__ __forceinline__ void mvp_load(typename T::R (&r)[T::UNR], const mview
  * result is the same bit for bit whichever kernel ran it). */
 template <class T>
 __device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const float4 *xs, int u0, int nu,
-                                        float &acc)
+                                        float (&acc)[1])
 {
 #pragma unroll
     for (int j = 0; j < T::UNR; j++) {
         if (u0 + 32 * j >= nu)
             break;
-#pragma unroll
-        for (int g = 0; g < T::G; g++) {
-            float q[16], a, b;
-            T::group(r[j], g, q, a, b);
-            const int f0 = (int)(T::eo(u0 + 32 * j, g) >> 2);
-            float s = 0.0f, sx = 0.0f;
-#pragma unroll
-            for (int jj = 0; jj < 4; jj++) {
-                const float4 x = xs[swz(f0 + jj)];
-                s = fmaf(q[4 * jj], x.x, s);
-                s = fmaf(q[4 * jj + 1], x.y, s);
-                s = fmaf(q[4 * jj + 2], x.z, s);
-                s = fmaf(q[4 * jj + 3], x.w, s);
-                if (T::MIN)
-                    sx += (x.x + x.y) + (x.z + x.w);
-            }
-            acc = fmaf(a, s, acc);
-            if (T::MIN)
-                acc = fmaf(-b, sx, acc);
-        }
+        unit_dot<T, 1>(r[j], xs, 0, u0 + 32 * j, acc);
     }
 }
 
-__device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float acc)
+/* What mvp_kernel does with a row's sum (engine/dev.h's hearth_mm_post):
+ * store it, add it to Y, or (SWIGLU: gate and up, the group's two weights
+ * of one shape) keep the gate row's sum until the up row's and store
+ * silu(gate) * up in the gate's Y. */
+#define MVP_STORE 0
+#define MVP_ADD 1
+#define MVP_SWIGLU 2
+
+/* The weight row and output of (virtual) row `row`: with SWIGLU, row 2p is
+ * gate row p and 2p + 1 up row p. */
+__device__ __forceinline__ mseg mvp_seg(const mgroup &gr, int64_t row, int post)
+{
+    if (post != MVP_SWIGLU)
+        return seg_at(gr, row);
+    mseg s = {(row & 1) ? gr.v[1] : gr.v[0], gr.y[0], gr.ldy[0], gr.n[0], row >> 1};
+    return s;
+}
+
+/* The warp's row sum into Y; held: the gate sum of a SWIGLU pair. The
+ * arithmetic is ops.cu's swiglu (g / (1 + expf(-g)) * u) and add, so the
+ * fused result is the separate ops' bit for bit. */
+__device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float acc, int post, float &held)
 {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (post == MVP_SWIGLU && !(row & 1)) {
+        held = acc;
+        return;
+    }
     if ((threadIdx.x & 31) == 0) {
-        const mseg sg = seg_at(gr, row);
-        sg.y[sg.local] = acc;
+        const mseg sg = mvp_seg(gr, row, post);
+        float *y = sg.y + sg.local;
+        *y = post == MVP_SWIGLU ? held / (1.0f + expf(-held)) * acc : post == MVP_ADD ? *y + acc : acc;
     }
 }
 
 /* The next batch after (row, u): the next units of the row, or the warp's
- * next row from its first unit (warp-uniform: u - lane is). */
-__device__ __forceinline__ void mvp_next(int64_t row, int u, int lane, int step, int nu, int64_t rstep,
+ * next row from its first unit (warp-uniform: u - lane is). A warp's rows
+ * are rstep apart, or with SWIGLU its pairs (2p, 2p + 1) are. */
+__device__ __forceinline__ void mvp_next(int64_t row, int u, int lane, int step, int nu, int64_t rstep, int post,
                                          int64_t &row2, int &u2)
 {
     row2 = row;
     u2 = u + step;
     if (u2 - lane >= nu) {
-        row2 = row + rstep;
+        row2 = post != MVP_SWIGLU ? row + rstep : (row & 1) ? row - 1 + 2 * rstep : row + 1;
         u2 = lane;
     }
 }
@@ -338,10 +317,10 @@ __device__ __forceinline__ void mvp_next(int64_t row, int u, int lane, int step,
  * before the current one is multiplied, across row ends too, so no warp
  * waits on memory with nothing in flight (mvg_kernel issues a row's loads
  * only after the last row's products and sum). Two register sets of loads:
- * two blocks an SM. */
+ * two blocks an SM. nr: rows (with SWIGLU twice the gate's). */
 template <class T>
 __global__ void __launch_bounds__(MV_WARPS * 32, 2)
-    mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int64_t nr, int64_t K, int kc)
+    mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int64_t nr, int64_t K, int kc, int post)
 {
     extern __shared__ float4 xs[]; /* (kc/4), swizzled: X whole */
     cu_pdl_trigger();
@@ -351,40 +330,40 @@ __global__ void __launch_bounds__(MV_WARPS * 32, 2)
     const int64_t rstep = (int64_t)gridDim.x * MV_WARPS;
     const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
     typename T::R ra[T::UNR], rb[T::UNR];
-    int64_t row = (int64_t)blockIdx.x * MV_WARPS + warp;
+    int64_t row = ((int64_t)blockIdx.x * MV_WARPS + warp) * (post == MVP_SWIGLU ? 2 : 1);
     int u = lane;
     if (row < nr) {
-        const mseg sv = seg_at(gr, row);
+        const mseg sv = mvp_seg(gr, row, post);
         mvp_load<T>(ra, sv.v, sv.local, u, nu);
     }
     cu_pdl_wait();
     stage_x<1>(xs, X, ldx, K, 0, (int)kp, kc / 4, vec);
     __syncthreads();
-    float acc = 0.0f;
+    float acc[1] = {0.0f}, held = 0.0f;
     while (row < nr) {
         int64_t row2, row3;
         int u2, u3;
-        mvp_next(row, u, lane, step, nu, rstep, row2, u2);
+        mvp_next(row, u, lane, step, nu, rstep, post, row2, u2);
         if (row2 < nr) {
-            const mseg sv = seg_at(gr, row2);
+            const mseg sv = mvp_seg(gr, row2, post);
             mvp_load<T>(rb, sv.v, sv.local, u2, nu);
         }
         mvp_dot<T>(ra, xs, u, nu, acc);
         if (row2 != row) {
-            mvp_store(gr, row, acc);
-            acc = 0.0f;
+            mvp_store(gr, row, acc[0], post, held);
+            acc[0] = 0.0f;
         }
         if (row2 >= nr)
             break;
-        mvp_next(row2, u2, lane, step, nu, rstep, row3, u3);
+        mvp_next(row2, u2, lane, step, nu, rstep, post, row3, u3);
         if (row3 < nr) {
-            const mseg sv = seg_at(gr, row3);
+            const mseg sv = mvp_seg(gr, row3, post);
             mvp_load<T>(ra, sv.v, sv.local, u3, nu);
         }
         mvp_dot<T>(rb, xs, u2, nu, acc);
         if (row3 != row2) {
-            mvp_store(gr, row2, acc);
-            acc = 0.0f;
+            mvp_store(gr, row2, acc[0], post, held);
+            acc[0] = 0.0f;
         }
         row = row3;
         u = u3;

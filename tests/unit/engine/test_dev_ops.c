@@ -130,9 +130,31 @@ static void *make_weights(hearth_dtype t, int64_t N, int64_t K, size_t *rb)
     return w;
 }
 
-/* Y (M, N) against the oracle, with test_matmul.c's bound: 2e-5 of the sum
- * of |terms|, plus the q8a quantization of X for the quantized types, plus
- * the rounding the device says its matmul may apply (caps.matmul_round). */
+/* The oracle of one product: sum over k of wd[k] xm[k] (wd a dequantized
+ * weight row), in double, and test_matmul.c's bound on a device's error: 2e-5
+ * of the sum of |terms|, plus the q8a quantization of X for the quantized
+ * types, plus the rounding the device says its matmul may apply
+ * (caps.matmul_round: a tensor-core path rounds the inputs). */
+static double mm_ref(hearth_dtype t, const float *wd, int64_t K, const float *xm, double *bound)
+{
+    double sum = 0, sumabs = 0, qerr = 0;
+    for (int64_t k = 0; k < K; k++) {
+        sum += (double)wd[k] * xm[k];
+        sumabs += fabs((double)wd[k] * xm[k]);
+        if (hearth_quant_uses_q8a(t) && k % 32 == 0) {
+            float amax = 0, wsum = 0;
+            for (int l = 0; l < 32 && k + l < K; l++) {
+                amax = fmaxf(amax, fabsf(xm[k + l]));
+                wsum += fabsf(wd[k + l]);
+            }
+            qerr += (double)wsum * amax / 254 * (1 + 1e-6);
+        }
+    }
+    *bound = (2e-5 + g_dev->caps.matmul_round) * sumabs + qerr + 1e-6;
+    return sum;
+}
+
+/* Y (M, N) against the oracle (mm_ref). */
 static void check_mm(const char *what, hearth_dtype t, const void *w, size_t rb, int64_t N, int64_t K,
                      const float *X, int64_t ldx, int64_t M, const float *Y, int64_t ldy)
 {
@@ -140,23 +162,9 @@ static void check_mm(const char *what, hearth_dtype t, const void *w, size_t rb,
     for (int64_t n = 0; n < N; n++) {
         hearth_quant_dequantize_row(t, (const char *)w + (size_t)n * rb, wd, K);
         for (int64_t m = 0; m < M; m++) {
-            const float *xm = X + m * ldx;
-            double sum = 0, sumabs = 0, qerr = 0;
-            for (int64_t k = 0; k < K; k++) {
-                sum += (double)wd[k] * xm[k];
-                sumabs += fabs((double)wd[k] * xm[k]);
-                if (hearth_quant_uses_q8a(t) && k % 32 == 0) {
-                    float amax = 0, wsum = 0;
-                    for (int l = 0; l < 32 && k + l < K; l++) {
-                        amax = fmaxf(amax, fabsf(xm[k + l]));
-                        wsum += fabsf(wd[k + l]);
-                    }
-                    qerr += (double)wsum * amax / 254 * (1 + 1e-6);
-                }
-            }
+            double bound, sum = mm_ref(t, wd, K, X + m * ldx, &bound);
             double e = fabs((double)Y[m * ldy + n] - sum);
-            /* a device's tensor-core path rounds the inputs (caps.matmul_round) */
-            if (!(e <= (2e-5 + g_dev->caps.matmul_round) * sumabs + qerr + 1e-6)) {
+            if (!(e <= bound)) {
                 fprintf(stderr, "  %s matmul %s %s M=%lld N=%lld K=%lld: Y[%lld][%lld] = %g, oracle %g\n", g_where,
                         what, hearth_dtype_get(t)->name, (long long)M, (long long)N, (long long)K, (long long)m,
                         (long long)n, Y[m * ldy + n], sum);
@@ -167,6 +175,35 @@ static void check_mm(const char *what, hearth_dtype t, const void *w, size_t rb,
         }
     }
     free(wd);
+}
+
+/* Y (M, N) = silu(X G^T) * (X U^T) against the oracle: with g, u the
+ * oracle's products and eg, eu their bounds, the device's silu(g') u' is
+ * off by at most 1.1 eg (|u| + eu) + |silu(g)| eu (|silu'| <= 1.1
+ * everywhere, so |silu(g') - silu(g)| <= 1.1 eg), plus the float rounding
+ * of its three operations (4 ulps of the result). */
+static void check_swiglu(hearth_dtype t, const void *wg, const void *wu, size_t rb, int64_t N, int64_t K,
+                         const float *X, int64_t ldx, int64_t M, const float *Y, int64_t ldy)
+{
+    float *gd = malloc((size_t)K * sizeof *gd), *ud = malloc((size_t)K * sizeof *ud);
+    for (int64_t n = 0; n < N; n++) {
+        hearth_quant_dequantize_row(t, (const char *)wg + (size_t)n * rb, gd, K);
+        hearth_quant_dequantize_row(t, (const char *)wu + (size_t)n * rb, ud, K);
+        for (int64_t m = 0; m < M; m++) {
+            double eg, eu, g = mm_ref(t, gd, K, X + m * ldx, &eg), u = mm_ref(t, ud, K, X + m * ldx, &eu);
+            double sg = g / (1 + exp(-g)), want = sg * u;
+            double bound = 1.1 * eg * (fabs(u) + eu) + fabs(sg) * eu + 4 * 1.2e-7 * fabs(want) + 1e-7;
+            if (!(fabs((double)Y[m * ldy + n] - want) <= bound)) {
+                fprintf(stderr, "  %s matmul swiglu %s M=%lld N=%lld K=%lld: Y[%lld][%lld] = %g, oracle %g\n", g_where,
+                        hearth_dtype_get(t)->name, (long long)M, (long long)N, (long long)K, (long long)m,
+                        (long long)n, Y[m * ldy + n], want);
+                hearth_test_case_failed = 1;
+                break;
+            }
+        }
+    }
+    free(gd);
+    free(ud);
 }
 
 static int64_t k_of(hearth_dtype t, int i)
@@ -225,30 +262,29 @@ static void op_matmul(void)
 
 /* ---- MATMUL_FUSED (optional op) ---- */
 
-/* One fused call against check_mm's bound on the input the fold makes (on
- * the host, in float as the device's) and, accumulating, on Y less its
- * start. A device may refuse a case (HEARTH_EUNSUPPORTED): then Y must be
+/* One fused call against the oracle on the input the fold makes (on the
+ * host, in float as the device's) and, accumulating, on Y less its start.
+ * SWIGLU takes two weights of one shape and must leave Y_1 as it was. A
+ * device may refuse a case (HEARTH_EUNSUPPORTED): then every Y must be
  * untouched. Returns whether the device ran it. */
-static bool fused_case(hearth_dtype t, int n_w, int64_t M, int64_t K, enum hearth_mm_pre pre, bool acc)
+static bool fused_case(hearth_dtype t, int n_w, int64_t M, int64_t K, enum hearth_mm_pre pre,
+                       enum hearth_mm_post post)
 {
     int64_t ldx = K + 5, Ns[3] = {9, 33, 17}, ldy[3];
-    float *X = frands(M * ldx), *X2 = frands(M * ldx), *nw = frands(K), *Xf = malloc((size_t)(M * ldx) * 4);
+    if (post == HEARTH_MM_SWIGLU)
+        Ns[1] = Ns[0] = 37;
+    float *X = frands(M * ldx), *nw = frands(K), *Xf = malloc((size_t)(M * ldx) * 4);
     for (int64_t m = 0; m < M; m++) {
         const float *x = X + m * ldx;
         float *xf = Xf + m * ldx;
-        if (pre == HEARTH_MM_PRE_RMSNORM) {
-            double ss = 0;
-            for (int64_t k = 0; k < K; k++)
-                ss += (double)x[k] * x[k];
-            float inv = (float)(1.0 / sqrt(ss / (double)K + 1e-5));
-            for (int64_t k = 0; k < K; k++)
-                xf[k] = x[k] * inv * nw[k];
-        } else {
-            for (int64_t k = 0; k < K; k++)
-                xf[k] = pre == HEARTH_MM_PRE_SWIGLU ? x[k] / (1.0f + expf(-x[k])) * X2[m * ldx + k] : x[k];
-        }
+        double ss = 0;
+        for (int64_t k = 0; k < K; k++)
+            ss += (double)x[k] * x[k];
+        float inv = (float)(1.0 / sqrt(ss / (double)K + 1e-5));
+        for (int64_t k = 0; k < K; k++)
+            xf[k] = pre == HEARTH_MM_PRE_RMSNORM ? x[k] * inv * nw[k] : x[k];
     }
-    float *Xd = dputf(X, M * ldx), *X2d = dputf(X2, M * ldx), *nwd = dputf(nw, K);
+    float *Xd = dputf(X, M * ldx), *nwd = dputf(nw, K);
     void *w[3];
     size_t rb[3];
     hearth_weight *hw[3];
@@ -263,23 +299,27 @@ static bool fused_case(hearth_dtype t, int n_w, int64_t M, int64_t K, enum heart
         Y[i] = malloc((size_t)(M * ldy[i]) * sizeof(float));
         Yd[i] = dputf(Y0[i], M * ldy[i]);
     }
-    hearth_mm_fuse f = {pre, nwd, 1e-5f, X2d, acc};
+    hearth_mm_fuse f = {pre, nwd, 1e-5f, post};
     int rc = D->matmul_fused(&g_st, (const hearth_weight *const *)hw, n_w, Xd, ldx, M, Yd, ldy, &f);
     CHECK_MSG(rc == 0 || rc == HEARTH_EUNSUPPORTED, "%s matmul_fused %s M=%lld K=%lld: %d", g_where,
               hearth_dtype_get(t)->name, (long long)M, (long long)K, rc);
     for (int i = 0; i < n_w; i++) {
         dget(Y[i], Yd[i], (size_t)(M * ldy[i]) * sizeof(float));
-        if (rc == HEARTH_EUNSUPPORTED) {
-            CHECK_MSG(memcmp(Y[i], Y0[i], (size_t)(M * ldy[i]) * sizeof(float)) == 0,
-                      "%s matmul_fused refused a case and wrote Y", g_where);
+        bool untouched = memcmp(Y[i], Y0[i], (size_t)(M * ldy[i]) * sizeof(float)) == 0;
+        if (rc == HEARTH_EUNSUPPORTED || (rc == 0 && post == HEARTH_MM_SWIGLU && i == 1)) {
+            CHECK_MSG(untouched, "%s matmul_fused wrote a Y it must not (refused: %d, weight %d)", g_where,
+                      rc == HEARTH_EUNSUPPORTED, i);
+        } else if (rc == 0 && post == HEARTH_MM_SWIGLU) {
+            check_swiglu(t, w[0], w[1], rb[0], Ns[0], K, Xf, ldx, M, Y[0], ldy[0]);
         } else if (rc == 0) {
-            if (acc)
+            if (post == HEARTH_MM_ADD)
                 for (int64_t j = 0; j < M * ldy[i]; j++)
                     Y[i][j] -= Y0[i][j];
-            check_mm(pre == HEARTH_MM_PRE_RMSNORM ? "fused rmsnorm" : pre == HEARTH_MM_PRE_SWIGLU ? "fused swiglu"
-                                                                                               : "fused",
+            check_mm(pre == HEARTH_MM_PRE_RMSNORM ? "fused rmsnorm" : post == HEARTH_MM_ADD ? "fused add" : "fused",
                      t, w[i], rb[i], Ns[i], K, Xf, ldx, M, Y[i], ldy[i]);
         }
+    }
+    for (int i = 0; i < n_w; i++) {
         D->weight_free(hw[i]);
         dfree(Yd[i]);
         free(Y[i]);
@@ -287,10 +327,8 @@ static bool fused_case(hearth_dtype t, int n_w, int64_t M, int64_t K, enum heart
         free(w[i]);
     }
     dfree(Xd);
-    dfree(X2d);
     dfree(nwd);
     free(X);
-    free(X2);
     free(nw);
     free(Xf);
     return rc == 0;
@@ -308,20 +346,26 @@ static void op_matmul_fused(void)
             continue;
         for (int ri = 0; ri < 3; ri++) {
             int64_t K = k_of(t, ri);
-            for (int pre = HEARTH_MM_PRE_NONE; pre <= HEARTH_MM_PRE_SWIGLU; pre++)
-                for (int acc = 0; acc < 2; acc++) {
-                    bool ran = fused_case(t, 1 + (ri + pre) % 3, 1, K, (enum hearth_mm_pre)pre, acc);
-                    /* the rows the device says it fuses, it fuses (but F32, which a device may keep apart) */
-                    if (t != HEARTH_F32 && g_dev->caps.fused_rows_max >= 1)
-                        CHECK_MSG(ran, "%s matmul_fused refused %s at M=1", g_where, hearth_dtype_get(t)->name);
+            for (int pre = HEARTH_MM_PRE_NONE; pre <= HEARTH_MM_PRE_RMSNORM; pre++)
+                for (int post = HEARTH_MM_STORE; post <= HEARTH_MM_SWIGLU; post++) {
+                    int n_w = post == HEARTH_MM_SWIGLU ? 2 : post == HEARTH_MM_ADD ? 1 : 1 + (ri + pre) % 3;
+                    bool ran = fused_case(t, n_w, 1, K, (enum hearth_mm_pre)pre, (enum hearth_mm_post)post);
+                    /* the epilogues of one row the device says it fuses, it fuses (F32 aside, which a
+                     * device may keep apart); the norm it may leave to the walk */
+                    if (t != HEARTH_F32 && g_dev->caps.fused_rows_max >= 1 && pre == HEARTH_MM_PRE_NONE &&
+                        post != HEARTH_MM_STORE)
+                        CHECK_MSG(ran, "%s matmul_fused refused %s at M=1 (post %d)", g_where,
+                                  hearth_dtype_get(t)->name, post);
                 }
-            fused_case(t, 2, 3, K, HEARTH_MM_PRE_RMSNORM, false); /* past fused_rows_max: refused, or right */
+            fused_case(t, 2, 3, K, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_STORE); /* past fused_rows_max: refused, or right */
+            fused_case(t, 2, 3, K, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
         }
     }
     /* X wider than one staged chunk of the mat-vec (48 KiB of floats) */
-    fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_RMSNORM, false);
-    fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_SWIGLU, true);
-    hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, NULL, 1e-5f, NULL, false};
+    fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_STORE);
+    fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
+    fused_case(HEARTH_F16, 2, 1, 12544, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
+    hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, NULL, 1e-5f, HEARTH_MM_STORE};
     CHECK(D->matmul_fused(&g_st, NULL, 1, NULL, 0, 1, NULL, NULL, &f) < 0);
 }
 
