@@ -293,16 +293,38 @@ __device__ static inline void kv_put(void *dst, int64_t i, float v, bool f16)
         ((float *)dst)[i] = v;
 }
 
+/* Thread t's dim d's RoPE pair (ia, ib) and angle index i. */
+__device__ static inline void rope_pair(int d, int n_rot, int rope_type, int &i, int &ia, int &ib)
+{
+    if (rope_type == 0)
+        i = d >> 1, ia = 2 * i, ib = 2 * i + 1;
+    else
+        i = d < n_rot / 2 ? d : d - n_rot / 2, ia = i, ib = i + n_rot / 2;
+}
+
 /* Block (r, j): j < n_head is Q head j of row r; else K head and V head
- * j - n_head. blockDim.x: hd rounded up to 32. */
+ * j - n_head. blockDim.x: hd rounded up to 32. The row's position, slot
+ * and the angles of a thread's first dim are read before the PDL wait
+ * (the step block was uploaded before the pass's first kernel ran), so a
+ * decode step waits on memory once after Q/K/V land, not twice. */
 __global__ static void qk_kernel(qk_args a)
 {
-    cu_pdl_wait();
-    cu_pdl_trigger();
-    __shared__ float sh[CU_HEAD_DIM_MAX];
     int nh = a.n_head + a.n_head_kv;
     int64_t r = blockIdx.x / nh;
     int j = (int)(blockIdx.x % nh), hd = a.hd, t = threadIdx.x;
+    const int64_t p = a.pos[r];
+    const int32_t slot = a.slot[r];
+    const float *cs = a.rope_cs + r * a.rope_stride;
+    float c0 = 1.0f, s0 = 0.0f;
+    if (t < a.n_rot) {
+        int i, ia, ib;
+        rope_pair(t, a.n_rot, a.rope_type, i, ia, ib);
+        c0 = cs[2 * i];
+        s0 = cs[2 * i + 1];
+    }
+    cu_pdl_wait();
+    cu_pdl_trigger();
+    __shared__ float sh[CU_HEAD_DIM_MAX];
     bool is_q = j < a.n_head;
     int h = is_q ? j : j - a.n_head;
     int64_t width = (int64_t)(is_q ? a.n_head : a.n_head_kv) * hd;
@@ -322,23 +344,17 @@ __global__ static void qk_kernel(qk_args a)
     }
     __syncthreads(); /* RoPE reads each dim's partner */
 
-    int64_t p = a.pos[r];
     bool store = !is_q && p >= 0 && p < a.n_ctx; /* a bad position writes nothing outside the block */
     size_t at = 0;
     if (store)
-        at = (((size_t)a.slot[r] * (size_t)a.n_layer + (size_t)a.layer) * (size_t)a.n_ctx + (size_t)p) *
+        at = (((size_t)slot * (size_t)a.n_layer + (size_t)a.layer) * (size_t)a.n_ctx + (size_t)p) *
                  (size_t)width + (size_t)h * hd;
-    const float *cs = a.rope_cs + r * a.rope_stride;
-    int half = a.n_rot / 2;
     for (int d = t; d < hd; d += blockDim.x) {
         float o = sh[d];
         if (d < a.n_rot) {
             int i, ia, ib;
-            if (a.rope_type == 0)
-                i = d >> 1, ia = 2 * i, ib = 2 * i + 1;
-            else
-                i = d < half ? d : d - half, ia = i, ib = i + half;
-            float c = cs[2 * i], s = cs[2 * i + 1], va = sh[ia], vb = sh[ib];
+            rope_pair(d, a.n_rot, a.rope_type, i, ia, ib);
+            float c = d == t ? c0 : cs[2 * i], s = d == t ? s0 : cs[2 * i + 1], va = sh[ia], vb = sh[ib];
             o = d == ia ? va * c - vb * s : va * s + vb * c;
         }
         x[d] = o;
