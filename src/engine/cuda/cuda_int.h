@@ -143,7 +143,8 @@ cu_ctx *cu_stream_ctx(hearth_stream *st);
  * (decode) reads each weight once for all M rows; large M (prompts) runs on
  * tensor cores. Results within float rounding of the f32 product of X and
  * the dequantized weight (a half/bfloat16 rounding of X on the tensor-core
- * path is allowed). */
+ * path is allowed; the M = 1 mat-vec of Q8_0, Q4_0 and Q4_K rounds X to
+ * q8a blocks as the CPU's matmul does). */
 int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M, float *const *Y,
               const int64_t *ldy);
 /* cu_matmul with decode's neighbours folded in (engine/dev.h's

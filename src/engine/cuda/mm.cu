@@ -73,6 +73,13 @@
  * Q8_0 1,052-1,098 against 1,028-1,035, Q4_K 966-972 against 904-944.
  * The norm prologue stays behind HEARTH_CUDA_FUSE=norm (cuda_int.h).
  *
+ * For Q8_0, Q4_0 and Q4_K, mvp_kernel stages X as q8a blocks (int8 and a
+ * scale per 32, the CPU's rounding; mm_mma.cuh) and multiplies the raw
+ * quants with dp4a: the float path spent 12.7 instructions a Q4_K weight.
+ * tg128 (two runs each, one lease; HEARTH_CUDA_MV_Q8=0 the float path):
+ * Q8_0 1,295-1,358 against 1,216-1,228, Q4_K 1,258-1,260 against
+ * 1,037-1,074.
+ *
  * Tried and dropped (stop 28, H200, tg128 two runs each): F16 rows read
  * so that each load instruction of a warp covers 512 contiguous bytes (a
  * lane's 16 elements as two runs of 8, 512 bytes apart; ncu had counted 29
@@ -646,6 +653,18 @@ static bool mv_pipe(void)
     return on == 1;
 }
 
+/* HEARTH_CUDA_MV_Q8=0: mvp_kernel reads X as floats for every type (the
+ * q8a X of mm_mma.cuh off; read once). */
+static bool mv_q8(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_MV_Q8");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on == 1;
+}
+
 /* mvp_kernel over the group (M = 1, rows as wide as one chunk of X); post:
  * MVP_STORE, MVP_ADD or MVP_SWIGLU (nr then counts gate and up rows). */
 template <class T>
@@ -655,7 +674,13 @@ static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, i
     if (blocks > 2 * (int64_t)sm_count(c->ordinal))
         blocks = 2 * (int64_t)sm_count(c->ordinal);
     const int kc = chunk_for(g.v[0].kp);
-    cudaError_t e = cu_launch(cu_pdl_on(), mvp_kernel<T>, dim3((unsigned)blocks), dim3(MV_WARPS * 32),
+    if constexpr (q8dot<T>::on) {
+        if (mv_q8())
+            return cu_fail("mvp_kernel (q8)", cu_launch(cu_pdl_on(), mvp_kernel<T, true>, dim3((unsigned)blocks),
+                                                        dim3(MV_WARPS * 32), q8_smem(kc), c->s, g, X, ldx, nr, K,
+                                                        kc, post));
+    }
+    cudaError_t e = cu_launch(cu_pdl_on(), mvp_kernel<T, false>, dim3((unsigned)blocks), dim3(MV_WARPS * 32),
                               (size_t)kc * 4, c->s, g, X, ldx, nr, K, kc, post);
     return cu_fail("mvp_kernel", e);
 }

@@ -16,10 +16,13 @@
  * flip) give the exact value. An int-to-float conversion runs at a quarter
  * of the FMA rate on Hopper, too slow for 4-bit weights at full bandwidth.
  *
+ * The decode mat-vec (mm_mma.cuh's mvp_kernel) reads X as int8 q8a blocks
+ * for Q8_0, Q4_0 and Q4_K instead (dp4a on the raw quants, the CPU's
+ * rounding of X); these traits serve it for Q6_K and the half types, and
+ * every other kernel for all.
+ *
  * Rejected: a layout that interleaves lanes inside one block (needs eight
- * scales per load); converting X to int8 (dp4a, as ggml does) would relieve
- * shared memory for 4-bit types but rounds X, which the contract forbids on
- * this path. Compiled by nvcc only, included by mm.cu alone. */
+ * scales per load). Compiled by nvcc only, included by mm.cu alone. */
 #ifndef HEARTH_ENGINE_CUDA_MM_KERNELS_CUH
 #define HEARTH_ENGINE_CUDA_MM_KERNELS_CUH
 
@@ -227,6 +230,11 @@ struct tr_q4_k {
         const uint32_t w[4] = {(r.w.x >> sh) & 0x0F0F0F0Fu, (r.w.y >> sh) & 0x0F0F0F0Fu,
                                (r.w.z >> sh) & 0x0F0F0F0Fu, (r.w.w >> sh) & 0x0F0F0F0Fu};
         bytes16(w, TWO23, q);
+        scale(r, g, a, b);
+    }
+    /* group g's element i is a q[i] - b */
+    __device__ static void scale(const R &r, int g, float &a, float &b)
+    {
         const int j = 2 * (r.p / 2) + g; /* sub-block, as hearth_q4k_scale_min */
         int sc, m;
         if (j < 4) {

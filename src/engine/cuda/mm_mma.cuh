@@ -234,6 +234,136 @@ __global__ void __launch_bounds__(MV_WARPS * 32, MV_MIN_BLOCKS(T, M))
     }
 }
 
+/* ---- X as q8a blocks: decode's mat-vec for the types the CPU feeds q8a ---- */
+
+/* For Q8_0, Q4_0 and Q4_K (hearth_quant_uses_q8a; Q6_K not yet) the M = 1
+ * mat-vec takes X as the CPU's matmul does (engine/cpu/quant.h's q8a
+ * blocks: 32 int8 values and a scale), so a unit's products are four dp4a
+ * on the raw quants, where the float path decodes every weight to a float
+ * (ncu: 12.7 instructions a Q4_K weight, the kernel issue-bound). The
+ * rounding is the CPU's, inside the bound test_dev_ops checks for these
+ * types on every device (check_mm's qerr). Shared memory of a chunk of kc
+ * elements: kc int8 values, each 32-block's scale d, each 16-group's
+ * d * (sum of its values) (the offset and min terms). */
+__host__ __device__ constexpr size_t q8_smem(int kc)
+{
+    return (size_t)kc + (size_t)kc / 32 * 4 + (size_t)kc / 16 * 4;
+}
+
+/* X's first kp elements (a multiple of 32; zeros past K) as q8a into xq,
+ * xd, x16, the whole block. quant_ref.c's arithmetic: d = amax / 127, q =
+ * rint(x 127 / amax) within +-127. Eight lanes a 32-block, four values a
+ * lane; every lane of a warp runs the shuffles. */
+__device__ __forceinline__ void stage_q8(int8_t *xq, float *xd, float *x16, const float *__restrict__ X, int64_t K,
+                                         int kp, bool vec)
+{
+    const int lane = threadIdx.x & 31, n4 = kp / 4;
+    for (int base = threadIdx.x - lane; base < n4; base += blockDim.x) {
+        const int i = base + lane;
+        const int64_t k = 4 * (int64_t)i;
+        float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (i < n4) {
+            if (vec && k + 4 <= K) {
+                const float4 x = __ldg((const float4 *)(X + k));
+                v[0] = x.x;
+                v[1] = x.y;
+                v[2] = x.z;
+                v[3] = x.w;
+            } else {
+#pragma unroll
+                for (int t = 0; t < 4; t++)
+                    v[t] = k + t < K ? X[k + t] : 0.0f;
+            }
+        }
+        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1)
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        const float d = amax / 127, id = d > 0 ? 127 / amax : 0.0f;
+        int sum = 0;
+        uint32_t packed = 0;
+#pragma unroll
+        for (int t = 0; t < 4; t++) {
+            const int q = max(-127, min(127, __float2int_rn(v[t] * id)));
+            sum += q;
+            packed |= (uint32_t)(q & 0xFF) << (8 * t);
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        if (i < n4) {
+            ((uint32_t *)xq)[i] = packed;
+            if ((lane & 3) == 0)
+                x16[i / 4] = d * (float)sum;
+            if ((lane & 7) == 0)
+                xd[i / 8] = d;
+        }
+    }
+}
+
+/* The sum of four dp4a: 16 weights (4 words of 4 bytes) by 16 int8 of X. */
+__device__ __forceinline__ int dp16(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, const int8_t *xq)
+{
+    const int4 x = *(const int4 *)xq;
+    int s = __dp4a((int)w0, x.x, 0);
+    s = __dp4a((int)w1, x.y, s);
+    s = __dp4a((int)w2, x.z, s);
+    return __dp4a((int)w3, x.w, s);
+}
+
+/* acc += unit u's products with the q8a X: one specialization a type (on:
+ * whether the type has it). */
+template <class T>
+struct q8dot {
+    static constexpr bool on = false;
+    __device__ static void dot(const typename T::R &, int, const int8_t *, const float *, const float *, float &) {}
+};
+template <>
+struct q8dot<tr_q8_0> {
+    static constexpr bool on = true;
+    __device__ static void dot(const tr_q8_0::R &r, int u, const int8_t *xq, const float *xd, const float *x16,
+                               float &acc)
+    {
+        const int e = 16 * u;
+        const int s = dp16(r.w.x, r.w.y, r.w.z, r.w.w, xq + e);
+        acc = fmaf(r.d * xd[e >> 5], (float)s, acc);
+    }
+};
+template <>
+struct q8dot<tr_q4_0> {
+    static constexpr bool on = true;
+    __device__ static void dot(const tr_q4_0::R &r, int u, const int8_t *xq, const float *xd, const float *x16,
+                               float &acc)
+    {
+        const float dd = r.d * xd[u]; /* unit u is 32-block u */
+#pragma unroll
+        for (int g = 0; g < 2; g++) {
+            const int e = 32 * u + 16 * g, sh = 4 * g;
+            const int s = dp16((r.w.x >> sh) & 0x0F0F0F0Fu, (r.w.y >> sh) & 0x0F0F0F0Fu, (r.w.z >> sh) & 0x0F0F0F0Fu,
+                               (r.w.w >> sh) & 0x0F0F0F0Fu, xq + e);
+            acc = fmaf(dd, (float)s, acc);
+            acc = fmaf(-8.0f * r.d, x16[e >> 4], acc); /* the quants' offset of 8 */
+        }
+    }
+};
+template <>
+struct q8dot<tr_q4_k> {
+    static constexpr bool on = true;
+    __device__ static void dot(const tr_q4_k::R &r, int u, const int8_t *xq, const float *xd, const float *x16,
+                               float &acc)
+    {
+#pragma unroll
+        for (int g = 0; g < 2; g++) {
+            const int e = (int)tr_q4_k::eo(u, g), sh = 4 * g;
+            const int s = dp16((r.w.x >> sh) & 0x0F0F0F0Fu, (r.w.y >> sh) & 0x0F0F0F0Fu, (r.w.z >> sh) & 0x0F0F0F0Fu,
+                               (r.w.w >> sh) & 0x0F0F0F0Fu, xq + e);
+            float a, b;
+            tr_q4_k::scale(r, g, a, b);
+            acc = fmaf(a * xd[e >> 5], (float)s, acc);
+            acc = fmaf(-b, x16[e >> 4], acc);
+        }
+    }
+};
+
 /* ---- the pipelined mat-vec (M = 1, X staged once) ---- */
 
 /* Batch u0 (this lane's units u0, u0 + 32, ... below nu, T::UNR of them) of
@@ -249,15 +379,21 @@ __device__ __forceinline__ void mvp_load(typename T::R (&r)[T::UNR], const mview
 
 /* acc += the batch's products with X, in mvg_kernel's order (so a row's
  * result is the same bit for bit whichever kernel ran it). */
-template <class T>
-__device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const float4 *xs, int u0, int nu,
+template <class T, bool Q8>
+__device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const float4 *xs, int kc, int u0, int nu,
                                         float (&acc)[1])
 {
 #pragma unroll
     for (int j = 0; j < T::UNR; j++) {
         if (u0 + 32 * j >= nu)
             break;
-        unit_dot<T, 1>(r[j], xs, 0, u0 + 32 * j, acc);
+        if (Q8) {
+            const int8_t *xq = (const int8_t *)xs;
+            const float *xd = (const float *)(xq + kc);
+            q8dot<T>::dot(r[j], u0 + 32 * j, xq, xd, xd + kc / 32, acc[0]);
+        } else {
+            unit_dot<T, 1>(r[j], xs, 0, u0 + 32 * j, acc);
+        }
     }
 }
 
@@ -318,11 +454,11 @@ __device__ __forceinline__ void mvp_next(int64_t row, int u, int lane, int step,
  * waits on memory with nothing in flight (mvg_kernel issues a row's loads
  * only after the last row's products and sum). Two register sets of loads:
  * two blocks an SM. nr: rows (with SWIGLU twice the gate's). */
-template <class T>
+template <class T, bool Q8>
 __global__ void __launch_bounds__(MV_WARPS * 32, 2)
     mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int64_t nr, int64_t K, int kc, int post)
 {
-    extern __shared__ float4 xs[]; /* (kc/4), swizzled: X whole */
+    extern __shared__ float4 xs[]; /* (kc/4), swizzled: X whole; Q8: q8_smem(kc) bytes */
     cu_pdl_trigger();
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int64_t kp = gr.v[0].kp;
@@ -337,7 +473,13 @@ __global__ void __launch_bounds__(MV_WARPS * 32, 2)
         mvp_load<T>(ra, sv.v, sv.local, u, nu);
     }
     cu_pdl_wait();
-    stage_x<1>(xs, X, ldx, K, 0, (int)kp, kc / 4, vec);
+    if (Q8) {
+        int8_t *xq = (int8_t *)xs;
+        float *xd = (float *)(xq + kc);
+        stage_q8(xq, xd, xd + kc / 32, X, K, (int)kp, vec);
+    } else {
+        stage_x<1>(xs, X, ldx, K, 0, (int)kp, kc / 4, vec);
+    }
     __syncthreads();
     float acc[1] = {0.0f}, held = 0.0f;
     while (row < nr) {
@@ -348,7 +490,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32, 2)
             const mseg sv = mvp_seg(gr, row2, post);
             mvp_load<T>(rb, sv.v, sv.local, u2, nu);
         }
-        mvp_dot<T>(ra, xs, u, nu, acc);
+        mvp_dot<T, Q8>(ra, xs, kc, u, nu, acc);
         if (row2 != row) {
             mvp_store(gr, row, acc[0], post, held);
             acc[0] = 0.0f;
@@ -360,7 +502,7 @@ __global__ void __launch_bounds__(MV_WARPS * 32, 2)
             const mseg sv = mvp_seg(gr, row3, post);
             mvp_load<T>(ra, sv.v, sv.local, u3, nu);
         }
-        mvp_dot<T>(rb, xs, u2, nu, acc);
+        mvp_dot<T, Q8>(rb, xs, kc, u2, nu, acc);
         if (row3 != row2) {
             mvp_store(gr, row2, acc[0], post, held);
             acc[0] = 0.0f;

@@ -379,10 +379,11 @@ static void cpu_gpu_random_models(void)
              * activations and differ by summation order only: 1e-3. For
              * the quantized types the CPU's mat-vec quantizes each
              * activation row to 8 bits per 32-block (engine/cpu/quant.h's
-             * q8a) and the GPU's does not (cuda_int.h: within float
-             * rounding of the f32 product): the parity test measures that
-             * rounding at 1.1e-2 .. 2.1e-2 against an exact reference, so
-             * 4e-2, while a misread block layout is off by order 1.
+             * q8a), and so does the GPU's decode mat-vec for Q8_0, Q4_0
+             * and Q4_K (not Q6_K, nor the prompt's GEMM): the parity test
+             * measured that rounding at 1.1e-2 .. 2.1e-2 against an exact
+             * reference, so 4e-2, while a misread block layout is off by
+             * order 1.
              * Prompt rows: the GPU may run the 20-row GEMM on f16 tensor
              * cores (X rounded to half, 2^-11 relative, compounding over two
              * layers): 1e-2; the quantized types keep their 4e-2. */
@@ -540,7 +541,11 @@ static void batching_equals_alone_on_gpu(void)
         return;
     batching_model(p, "stories260K", gpu, 1e-2);
     if (write_demo("qwen3", HEARTH_Q4_K, p, sizeof p) == 0) {
-        batching_model(p, "qwen3 q4_k demo", gpu, 1e-2);
+        /* alone, decode runs the q8a mat-vec (X rounded to 8 bits a
+         * 32-block, as the CPU's); together, the f16 tensor-core kernel:
+         * 1.4e-2 apart on the H200, the q8a rounding the parity test
+         * measures at 1.1e-2 .. 2.1e-2; so its 4e-2 */
+        batching_model(p, "qwen3 q4_k demo", gpu, 4e-2);
         unlink(p);
     }
 }
