@@ -57,10 +57,11 @@
  * both kernels are launched, both count the tile's slots on the device
  * (tile_slots) and each returns from the other's tiles, so the grids depend
  * on b->n alone (the capture rule). Cost of that: n * n_head per-row blocks
- * that only check and return in a prompt pass (an estimate: tens of us a
- * layer at pp512, 1024-thread blocks, two resident per SM); the next step if
- * the profile shows it: an 8-warp per-row block when n >= 16 (measured the
- * same as 32 at 32 rows, above). Rejected: tensor cores (mma) for the two
+ * that only check and return in a prompt pass: 110 us a layer at pp512 with
+ * 1,024-thread blocks (ncu, H200, 1.04B; the tiled kernel itself 140 us),
+ * so where the tiled kernel runs the per-row blocks have 8 warps
+ * (ATT_WARPS_ROWS; 8 against 32 measured the same at 32 rows, above).
+ * Rejected: tensor cores (mma) for the two
  * products (not needed at these FLOPs; more code to verify blind);
  * dynamic shared memory for larger tiles (an attribute per device, set
  * before any capture).
@@ -78,8 +79,13 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
-static constexpr int ATT_WARPS = 32, ATT_TILE = 4;
-static_assert(ATT_WARPS == 32, "attend: warp 0 weighs the warps' partials, one a lane");
+/* Warps of a per-row block: 32 for decode; 8 in a prompt-shaped step
+ * (rows >= TL_MIN_ROWS), where the tiled kernel takes most rows and the
+ * per-row blocks of its tiles only check and return: at pp512 on the H200
+ * (1.04B) 16,384 such 1,024-thread blocks cost 110 us a layer (ncu), as
+ * much as the tiled attention itself; 8 warps served 32 rows as fast as 32
+ * did (measured, below). */
+static constexpr int ATT_WARPS = 32, ATT_WARPS_ROWS = 8, ATT_TILE = 4;
 
 __device__ static inline float warp_sum(float v)
 {
@@ -103,12 +109,13 @@ __device__ static inline float ldf(const __half *p, int64_t i)
  * registers of 1,024-thread blocks allow it), so a short context pays one
  * memory latency, not two; the warps' partials are merged with one expf
  * per warp (warp 0 weighs them), not 32 per thread. */
-template <typename T, int DPL>
+template <typename T, int DPL, int W = ATT_WARPS>
 __device__ static void attend(float *out, const float *q, const T *K, const T *V, int64_t stride, int64_t count,
                               int hd, float scale)
 {
+    static_assert(W <= 32, "attend: warp 0 weighs the warps' partials, one a lane");
     constexpr bool VPRE = DPL <= 4;
-    __shared__ float s_m[ATT_WARPS], s_l[ATT_WARPS], s_f[ATT_WARPS], s_L, s_acc[ATT_WARPS][CU_HEAD_DIM_MAX];
+    __shared__ float s_m[W], s_l[W], s_f[W], s_L, s_acc[W][CU_HEAD_DIM_MAX];
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     float qv[DPL], acc[DPL];
     for (int k = 0; k < DPL; k++) {
@@ -117,7 +124,7 @@ __device__ static void attend(float *out, const float *q, const T *K, const T *V
         acc[k] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    for (int64_t base = (int64_t)w * ATT_TILE; base < count; base += (int64_t)ATT_WARPS * ATT_TILE) {
+    for (int64_t base = (int64_t)w * ATT_TILE; base < count; base += (int64_t)W * ATT_TILE) {
         float s[ATT_TILE], kv[ATT_TILE][DPL], vv[VPRE ? ATT_TILE : 1][DPL];
 #pragma unroll
         for (int i = 0; i < ATT_TILE; i++)
@@ -177,13 +184,14 @@ __device__ static void attend(float *out, const float *q, const T *K, const T *V
             s_acc[w][d] = acc[k];
     }
     __syncthreads();
-    if (w == 0) { /* lane i weighs warp i's partial (ATT_WARPS == 32) */
-        float mi = s_m[lane], M = mi;
+    if (w == 0) { /* lane i < W weighs warp i's partial */
+        float mi = lane < W ? s_m[lane] : -INFINITY, li = lane < W ? s_l[lane] : 0.0f, M = mi;
         for (int o = 16; o > 0; o >>= 1)
             M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        float f = s_l[lane] > 0.0f ? expf(mi - M) : 0.0f; /* a warp that saw no key has m = -inf */
-        s_f[lane] = f;
-        float L = warp_sum(f * s_l[lane]);
+        float f = li > 0.0f ? expf(mi - M) : 0.0f; /* a warp that saw no key has m = -inf */
+        if (lane < W)
+            s_f[lane] = f;
+        float L = warp_sum(f * li);
         if (lane == 0)
             s_L = L;
     }
@@ -191,7 +199,7 @@ __device__ static void attend(float *out, const float *q, const T *K, const T *V
     float L = s_L;
     for (int d = threadIdx.x; d < hd; d += blockDim.x) {
         float o = 0.0f;
-        for (int i = 0; i < ATT_WARPS; i++)
+        for (int i = 0; i < W; i++)
             o += s_f[i] * s_acc[i][d];
         out[d] = L > 0.0f ? o / L : 0.0f; /* no key (a bad position): zeros, not NaN */
     }
@@ -457,7 +465,7 @@ template <typename T, int DP> __global__ static void __launch_bounds__(TL_THREAD
 
 /* Block (r, h): query head h of row r over positions 0 .. pos[r] of its
  * slot's block in layer; kv head h / group. */
-template <typename T, int DPL> __global__ static void __launch_bounds__(ATT_WARPS * 32) cached_kernel(cached_args a)
+template <typename T, int DPL, int W> __global__ static void __launch_bounds__(W * 32) cached_kernel(cached_args a)
 {
     cu_pdl_wait(); /* launched as a dependent (cu_launch) */
     cu_pdl_trigger(); /* Wo's mat-vec may start streaming its weights */
@@ -476,21 +484,27 @@ template <typename T, int DPL> __global__ static void __launch_bounds__(ATT_WARP
     size_t blk = ((size_t)a.slot[r] * (size_t)a.n_layer + (size_t)a.layer) * (size_t)a.n_ctx * (size_t)a.kv_dim +
                  (size_t)(h / a.group) * hd;
     int64_t qd = (int64_t)a.n_head * hd;
-    attend<T, DPL>(a.out + r * qd + (int64_t)h * hd, a.Q + r * qd + (int64_t)h * hd, (const T *)a.kc + blk,
-                   (const T *)a.vc + blk, a.kv_dim, count, hd, a.scale);
+    attend<T, DPL, W>(a.out + r * qd + (int64_t)h * hd, a.Q + r * qd + (int64_t)h * hd, (const T *)a.kc + blk,
+                      (const T *)a.vc + blk, a.kv_dim, count, hd, a.scale);
 }
 
-template <typename T> static cudaError_t launch_cached(const cached_args &a, int64_t blocks, cudaStream_t s)
+template <typename T, int W> static cudaError_t launch_cached_w(const cached_args &a, int64_t blocks, cudaStream_t s)
 {
-    dim3 g((unsigned)blocks), t(ATT_WARPS * 32);
+    dim3 g((unsigned)blocks), t(W * 32);
     const bool pdl = cu_pdl_rows_on() && a.n == 1; /* decode of one sequence: cu_pdl_rows_on */
     if (a.hd <= 32)
-        return cu_launch(pdl, cached_kernel<T, 1>, g, t, 0, s, a);
+        return cu_launch(pdl, cached_kernel<T, 1, W>, g, t, 0, s, a);
     if (a.hd <= 64)
-        return cu_launch(pdl, cached_kernel<T, 2>, g, t, 0, s, a);
+        return cu_launch(pdl, cached_kernel<T, 2, W>, g, t, 0, s, a);
     if (a.hd <= 128)
-        return cu_launch(pdl, cached_kernel<T, 4>, g, t, 0, s, a);
-    return cu_launch(pdl, cached_kernel<T, 8>, g, t, 0, s, a);
+        return cu_launch(pdl, cached_kernel<T, 4, W>, g, t, 0, s, a);
+    return cu_launch(pdl, cached_kernel<T, 8, W>, g, t, 0, s, a);
+}
+
+/* 8 warps a block where the tiled kernel runs beside (ATT_WARPS_ROWS). */
+template <typename T> static cudaError_t launch_cached(const cached_args &a, int64_t blocks, cudaStream_t s)
+{
+    return a.tile_rows ? launch_cached_w<T, ATT_WARPS_ROWS>(a, blocks, s) : launch_cached_w<T, ATT_WARPS>(a, blocks, s);
 }
 
 /* The tiled kernel's padded head size and queries per block for hd. */
