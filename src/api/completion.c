@@ -124,7 +124,7 @@ static int fmt_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *o
     if (!rc)
         rc = hearth_buf_appends(out, ",\"generation_settings\":");
     if (!rc)
-        rc = hearth_gen_append_settings(out, &c->g);
+        rc = hearth_gen_append_settings(out, &c->g, c->grammar ? hearth_grammar_text(c->grammar) : NULL);
     if (!rc)
         rc = hearth_buf_appends(out, ",");
     if (!rc)
@@ -415,7 +415,7 @@ static void props(hearth_request *req, void *ctx)
     hearth_buf_init(&out, (size_t)16 << 20);
     int rc = hearth_buf_printf(&out, "{\"default_generation_settings\":{\"n_ctx\":%lld,\"params\":", (long long)m->n_ctx);
     if (!rc)
-        rc = hearth_gen_append_settings(&out, &defaults);
+        rc = hearth_gen_append_settings(&out, &defaults, NULL);
     if (!rc)
         rc = hearth_buf_printf(&out, "},\"total_slots\":%d,\"cache_type\":\"%s\",\"model\":", m->n_parallel,
                                hearth_dtype_get(hearth_decoder_cache_type(m->dec))->name);

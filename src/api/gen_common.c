@@ -970,7 +970,7 @@ int hearth_gen_event_end(hearth_gen_call *c, hearth_buf *out)
     return rc;
 }
 
-int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g)
+int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g, const char *grammar)
 {
     const hearth_sampler_params *p = &g->sampling;
     long long seed = p->seed == HEARTH_SAMPLER_SEED_RANDOM ? -1 : (long long)p->seed;
@@ -989,7 +989,11 @@ int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g)
             rc = hearth_json_quote(out, g->stop[i], strlen(g->stop[i]));
     }
     if (!rc)
-        rc = hearth_buf_appends(out, "]}");
+        rc = hearth_buf_appends(out, "],\"grammar\":");
+    if (!rc)
+        rc = hearth_json_quote(out, grammar ? grammar : "", grammar ? strlen(grammar) : 0);
+    if (!rc)
+        rc = hearth_buf_appends(out, "}");
     return rc;
 }
 

@@ -201,8 +201,10 @@ int hearth_gen_append_timings_now(hearth_buf *out, const hearth_gen_call *c);
  * hearth_gen_sse_close. */
 int hearth_gen_event_end(hearth_gen_call *c, hearth_buf *out);
 /* Appends a JSON object of the sampling settings of g (llama-server's
- * generation_settings / params); seed is printed as -1 when random. */
-int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g);
+ * generation_settings / params); seed is printed as -1 when random;
+ * "grammar" is the request's GBNF text (a json_schema's converted one), ""
+ * for none. */
+int hearth_gen_append_settings(hearth_buf *out, const hearth_gen_req *g, const char *grammar);
 /* llama-server's "truncated": the prompt lost middle blocks, the context
  * shifted, or the answer ended because the context was full. */
 bool hearth_gen_truncated(const hearth_gen_call *c, const hearth_gen_stats *st);

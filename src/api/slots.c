@@ -258,7 +258,7 @@ static int append_slot(hearth_buf *out, hearth_gen_entry *m, const hearth_gen_sl
                                     "\"params\":",
                                si->id, (long long)si->n_ctx, si->processing ? "true" : "false");
     if (!rc)
-        rc = hearth_gen_append_settings(out, &shown);
+        rc = hearth_gen_append_settings(out, &shown, si->used ? si->grammar : NULL);
     if (!rc && si->prompt) {
         hearth_buf text;
         hearth_buf_init(&text, (size_t)64 << 20);
@@ -302,8 +302,10 @@ static void slots_list(hearth_request *req, void *ctx)
         n_busy += info[i].processing;
     if (query_value(req, "fail_on_no_slot", fail, sizeof fail) && strcmp(fail, "0") != 0 && strcmp(fail, "false") != 0 &&
         n_busy >= n_show) {
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
             free(info[i].prompt);
+            free(info[i].grammar);
+        }
         free(info);
         hearth_respond_error(req, 503, "unavailable_error", "no slot available");
         return;
@@ -322,8 +324,10 @@ static void slots_list(hearth_request *req, void *ctx)
     }
     if (!rc)
         rc = hearth_buf_appends(&out, "]");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         free(info[i].prompt);
+        free(info[i].grammar);
+    }
     free(info);
     hearth_api_send_buf(req, &out, rc, "answer");
     hearth_buf_deinit(&out);

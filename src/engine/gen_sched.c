@@ -50,7 +50,8 @@ typedef struct seq {
     uint64_t t_admit, t_first, t_last;
     /* shown: written by the thread under the lock, read by hearth_gen_sched_slots */
     const hearth_gen_req *shown_req;
-    hearth_gen_slot_info shown;   /* used, sampling, n_predict, n_probs, cache_prompt: the last request's */
+    hearth_gen_slot_info shown;   /* used, sampling, n_predict, n_probs, cache_prompt, grammar (owned):
+                                     the last request's */
     int64_t shown_n_gen, shown_n_tokens;
 } seq;
 
@@ -240,6 +241,8 @@ static bool admit(hearth_gen_sched *s, seq *q, hearth_gen_req *req, int64_t keep
     q->shown.n_predict = req->n_predict;
     q->shown.n_probs = req->n_probs;
     q->shown.cache_prompt = req->cache_prompt;
+    free(q->shown.grammar); /* a failed copy shows no grammar: the request runs regardless */
+    q->shown.grammar = req->grammar ? strdup(hearth_grammar_text(req->grammar)) : NULL;
     q->shown_n_gen = 0;
     q->shown_n_tokens = keep;
     s->metrics.prompt_tokens_cached += (uint64_t)keep;
@@ -659,6 +662,7 @@ void hearth_gen_sched_free(hearth_gen_sched *s)
             finish(s, q, HEARTH_ENOTFOUND, HEARTH_GEN_CANCELLED, "the server is shutting down");
         free(q->tokens);
         free(q->detok);
+        free(q->shown.grammar);
     }
     hearth_gen_req *req = s->q_head;
     while (req) {
@@ -783,6 +787,10 @@ int hearth_gen_sched_slots(hearth_gen_sched *s, hearth_gen_slot_info *out, int m
         o->n_probs = q->shown.n_probs;
         o->cache_prompt = q->shown.cache_prompt;
         o->n_decoded = q->shown_n_gen;
+        if (q->shown.grammar && !(o->grammar = strdup(q->shown.grammar))) {
+            rc = HEARTH_ENOMEM;
+            break;
+        }
         const hearth_gen_req *r = q->shown_req;
         if (!r)
             continue;
@@ -798,8 +806,10 @@ int hearth_gen_sched_slots(hearth_gen_sched *s, hearth_gen_slot_info *out, int m
     }
     pthread_mutex_unlock(&s->lock);
     if (rc) {
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
             free(out[i].prompt);
+            free(out[i].grammar);
+        }
         return rc;
     }
     return n;

@@ -202,11 +202,12 @@ typedef struct hearth_gen_slot_info {
     int64_t n_decoded;            /* tokens sampled */
     int32_t *prompt;              /* processing: an owned copy of its prompt ids (free()); else NULL */
     int64_t n_prompt;
+    char *grammar;                /* an owned copy of its grammar's text (free()), or NULL for none */
 } hearth_gen_slot_info;
 
 /* Any thread: fills out[0..n) with the first n = min(max, n_slots) slots, in
- * id order, and returns n; HEARTH_ENOMEM when a prompt copy fails (nothing
- * to free then). Free each entry's prompt. */
+ * id order, and returns n; HEARTH_ENOMEM when a copy fails (nothing to free
+ * then). Free each entry's prompt and grammar. */
 int hearth_gen_sched_slots(hearth_gen_sched *s, hearth_gen_slot_info *out, int max);
 /* Slots of the KV cache (live and idle ones: ids 0..n-1). */
 int hearth_gen_sched_n_slots(const hearth_gen_sched *s);

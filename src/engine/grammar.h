@@ -39,6 +39,9 @@ typedef struct hearth_grammar hearth_grammar;
 hearth_grammar *hearth_grammar_parse(const char *text, size_t n, hearth_err *err);
 /* NULL is a no-op. */
 void hearth_grammar_free(hearth_grammar *g);
+/* The text it was parsed from (NUL-terminated; a NUL inside it ends what a
+ * C string shows), valid until freed. */
+const char *hearth_grammar_text(const hearth_grammar *g);
 /* Rules after parsing (generated ones for groups and repetitions included). */
 int hearth_grammar_n_rules(const hearth_grammar *g);
 

@@ -30,6 +30,7 @@ struct hearth_grammar {
     uint32_t *ranges;       /* (2 * n_ranges) lo, hi pairs, inclusive */
     uint32_t n_ranges;
     uint32_t root;
+    char *text;             /* the source, NUL-terminated (what generation_settings shows) */
 };
 
 static inline bool hearth_gelem_is_end(const hearth_gelem *e) { return e->type == GE_END || e->type == GE_ALT; }

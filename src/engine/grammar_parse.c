@@ -659,6 +659,12 @@ hearth_grammar *hearth_grammar_parse(const char *text, size_t n, hearth_err *err
         g->root = root;
         rc = check(&ps, g);
     }
+    if (!rc && !(g->text = malloc(n + 1)))
+        rc = oom(&ps);
+    if (!rc) {
+        memcpy(g->text, text, n);
+        g->text[n] = '\0';
+    }
     for (size_t i = 0; i < ps.n_rules; i++)
         free(ps.rules[i].v);
     free(ps.rules);
@@ -677,7 +683,10 @@ void hearth_grammar_free(hearth_grammar *g)
     free(g->el);
     free(g->rule_start);
     free(g->ranges);
+    free(g->text);
     free(g);
 }
+
+const char *hearth_grammar_text(const hearth_grammar *g) { return g->text; }
 
 int hearth_grammar_n_rules(const hearth_grammar *g) { return (int)g->n_rules; }

@@ -28,7 +28,7 @@ class Main:
 
 def srv():
     if Main.srv is None:
-        Main.srv = Server("--model", STORIES, "--parallel", "2", "--log-level", "warn", timeout=120)
+        Main.srv = Server("--model", STORIES, "--parallel", "2", "--slots", "--log-level", "warn", timeout=120)
     return Main.srv
 
 
@@ -213,11 +213,28 @@ def test_text_response_format_is_unconstrained():
     assert st == 200, doc
 
 
+def test_settings_show_the_grammar():
+    """generation_settings and GET /slots show the request's GBNF as llama-server does (a json_schema's
+    converted one), "" without one."""
+    mine = YES_NO + "# settings test\n"
+    st, doc = post_json("/completion", {"prompt": PROMPT, "n_predict": 40, "grammar": mine})
+    assert st == 200 and doc["generation_settings"]["grammar"] == mine, doc.get("generation_settings")
+    st, _, out = request(srv().port, "GET", "/slots", timeout=30)
+    assert st == 200, out
+    shown = [s["params"]["grammar"] for s in json.loads(out)]
+    assert mine in shown, shown
+    st, doc = post_json("/completion", {"prompt": PROMPT, "n_predict": 40, "json_schema": PERSON})
+    assert st == 200 and "root ::=" in doc["generation_settings"]["grammar"], doc["generation_settings"]
+    st, doc = post_json("/completion", {"prompt": PROMPT, "n_predict": 2})
+    assert st == 200 and doc["generation_settings"]["grammar"] == "", doc["generation_settings"]
+
+
 TESTS = [test_completion_grammar_seeds, test_completion_grammar_greedy_and_streamed, test_completion_json_schema,
          test_v1_completions_json_schema_enum, test_chat_response_format_json_schema,
          test_chat_response_format_json_object, test_chat_json_schema_and_grammar_fields,
          test_parallel_requests_keep_their_grammars, test_bad_grammar_is_a_400_with_position,
-         test_bad_schema_and_response_format_are_400s, test_text_response_format_is_unconstrained]
+         test_bad_schema_and_response_format_are_400s, test_text_response_format_is_unconstrained,
+         test_settings_show_the_grammar]
 
 if __name__ == "__main__":
     try:
