@@ -2,7 +2,9 @@
  * rows of up to four weights of one type that share X (Q,K,V; gate,up).
  *
  *   mvp_kernel  mvg_kernel at M = 1 with the weight loads pipelined across
- *               batches and rows (the default for decode: mm.cu)
+ *               batches and rows (the default for decode: mm.cu), with the
+ *               epilogues of matmul_fused (residual add, SwiGLU) and, for
+ *               Q8_0, Q4_0 and Q4_K, X as q8a blocks multiplied with dp4a
  *   mvg_kernel  the decode mat-vec of mm_kernels.cuh (same arithmetic, same
  *               order per row), each warp's row looked up in the group
  *   mma_kernel  2 <= M <= 64: tensor cores (mma.sync m16n8k16, f32
@@ -377,8 +379,9 @@ __device__ __forceinline__ void mvp_load(typename T::R (&r)[T::UNR], const mview
             r[j] = T::load(v, row, u0 + 32 * j);
 }
 
-/* acc += the batch's products with X, in mvg_kernel's order (so a row's
- * result is the same bit for bit whichever kernel ran it). */
+/* acc += the batch's products with X: with floats in mvg_kernel's order
+ * (a row's result is the same bit for bit whichever kernel ran it); Q8,
+ * with the q8a X, which only this kernel has. */
 template <class T, bool Q8>
 __device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const float4 *xs, int kc, int u0, int nu,
                                         float (&acc)[1])
