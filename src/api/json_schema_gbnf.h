@@ -16,12 +16,14 @@
  * them), properties / required / additionalProperties, items (a schema, or
  * a list: a tuple), prefixItems, minItems / maxItems, enum, const, anyOf,
  * oneOf, $ref to "#/..." paths (#/definitions, #/$defs; recursive ones
- * too), minLength / maxLength of strings, format "uuid". An empty schema is
- * any JSON object, as in llama.cpp. HEARTH_EINVAL with err naming the part
- * for a schema that is not an object, an unknown type, a $ref that leads
- * nowhere, and what hearth does not convert (pattern, allOf, numeric
- * bounds): refused, never silently ignored. HEARTH_ELIMIT past out's bound
- * or a nesting of more than 64 levels. schema is borrowed. */
+ * too), minLength / maxLength of strings, format "uuid", minimum / maximum /
+ * exclusiveMinimum / exclusiveMaximum of integers (on "number" they are not
+ * checked, as in llama.cpp). An empty schema is any JSON object, as in
+ * llama.cpp. HEARTH_EINVAL with err naming the part for a schema that is
+ * not an object, an unknown type, a $ref that leads nowhere, bounds that no
+ * integer meets, and what hearth does not convert (pattern, allOf):
+ * refused, never silently ignored. HEARTH_ELIMIT past out's bound or a
+ * nesting of more than 64 levels. schema is borrowed. */
 int hearth_json_schema_to_gbnf(const cJSON *schema, hearth_buf *out, hearth_err *err);
 
 #endif

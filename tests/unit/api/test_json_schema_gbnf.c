@@ -148,6 +148,71 @@ static void test_string_lengths(void)
                  LIST("\"123e4567\"", "\"not-a-uuid\""));
 }
 
+static void test_integer_bounds(void)
+{
+    check_schema("{\"type\":\"integer\",\"minimum\":0}", LIST("0", "7", "1000", "1234567890123456"),
+                 LIST("-1", "01", "1.0", "12345678901234567", "\"5\""));
+    check_schema("{\"type\":\"integer\",\"minimum\":-123,\"maximum\":42}", LIST("-123", "-100", "-99", "-1", "0", "9", "42"),
+                 LIST("-124", "-200", "-1230", "43", "100", "-", "-01"));
+    /* wholly negative, and a bound that is all zeros after its first digit */
+    check_schema("{\"type\":\"integer\",\"minimum\":-1000,\"maximum\":-100}", LIST("-1000", "-999", "-100", "-500"),
+                 LIST("-99", "-1001", "100", "0", "-0100"));
+    check_schema("{\"type\":\"integer\",\"minimum\":1000}", LIST("1000", "1001", "9999", "10000"), LIST("10", "999", "0"));
+    check_schema("{\"type\":\"integer\",\"maximum\":-5}", LIST("-5", "-6", "-10", "-1234567890123456"),
+                 LIST("-4", "0", "5", "-05", "-00", "-12345678901234567"));
+    check_schema("{\"type\":\"integer\",\"maximum\":0}", LIST("0", "-1", "-1000"), LIST("1", "10"));
+    check_schema("{\"type\":\"integer\",\"minimum\":7,\"maximum\":7}", LIST("7"), LIST("6", "8", "77", "70"));
+    /* exclusive bounds: draft 6 numbers and draft 4 booleans */
+    check_schema("{\"type\":\"integer\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":10}", LIST("1", "9"),
+                 LIST("0", "10", "-1"));
+    check_schema("{\"type\":\"integer\",\"exclusiveMaximum\":-1}", LIST("-2", "-100"), LIST("-1", "0"));
+    check_schema("{\"type\":\"integer\",\"minimum\":5,\"exclusiveMinimum\":true,\"maximum\":9,\"exclusiveMaximum\":true}",
+                 LIST("6", "8"), LIST("5", "9"));
+    /* the tightest of minimum and exclusiveMinimum; fractions round inward */
+    check_schema("{\"type\":\"integer\",\"minimum\":5,\"exclusiveMinimum\":7}", LIST("8"), LIST("7", "5"));
+    check_schema("{\"type\":\"integer\",\"minimum\":-1.5,\"maximum\":2.5}", LIST("-1", "0", "2"), LIST("-2", "3"));
+    /* bounds past 16 digits are no bound: the integer rule writes at most 16 */
+    check_schema("{\"type\":\"integer\",\"minimum\":-1e300,\"maximum\":1e300}", LIST("0", "-9999999999999999", "9999999999999999"),
+                 LIST("10000000000000000"));
+    check_schema("{\"type\":[\"integer\",\"null\"],\"minimum\":3}", LIST("3", "null"), LIST("2"));
+    /* llama.cpp leaves bounds on "number" unchecked, and so does hearth */
+    check_schema("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", LIST("0.5", "-5", "2.5e3"), LIST("\"1\""));
+}
+
+/* Every range whose bounds come from a list of edge values (powers of ten,
+ * one either side, 0, negatives) against the definition, on every integer
+ * in a window around them. */
+static void test_integer_bounds_exhaustive(void)
+{
+    static const int B[] = {-1000, -999, -101, -100, -99, -10, -9, -1, 0, 1, 9, 10, 11, 99, 100, 101, 109, 190, 999, 1000};
+    enum { NB = sizeof B / sizeof *B };
+    for (int i = -1; i < NB; i++) {
+        for (int j = i < 0 ? -1 : i; j < NB; j++) {
+            if (i < 0 && j < 0)
+                continue;
+            char schema[160] = "{\"type\":\"integer\"", doc[32];
+            size_t k = strlen(schema);
+            if (i >= 0)
+                k += (size_t)snprintf(schema + k, sizeof schema - k, ",\"minimum\":%d", B[i]);
+            if (j >= 0)
+                k += (size_t)snprintf(schema + k, sizeof schema - k, ",\"maximum\":%d", B[j]);
+            snprintf(schema + k, sizeof schema - k, "}");
+            hearth_grammar *g = grammar_of(schema);
+            if (!g)
+                continue;
+            for (int n = -1200; n <= 1200; n++) {
+                bool want = (i < 0 || n >= B[i]) && (j < 0 || n <= B[j]);
+                snprintf(doc, sizeof doc, "%d", n);
+                if (accepts(g, doc) != want) {
+                    CHECK_MSG(0, "schema %s: %s %s", schema, want ? "refused" : "accepted", doc);
+                    break;
+                }
+            }
+            hearth_grammar_free(g);
+        }
+    }
+}
+
 /* Schemas that must be refused, each with the words of its message. */
 static void expect_refused(const char *schema, const char *want)
 {
@@ -167,7 +232,14 @@ static void test_refuse_type_not_string(void) { expect_refused("{\"type\":123}",
 static void test_refuse_not_object(void) { expect_refused("123", "not an object"); }
 static void test_refuse_pattern(void) { expect_refused("{\"type\":\"string\",\"pattern\":\"^a+$\"}", "'pattern'"); }
 static void test_refuse_allof(void) { expect_refused("{\"allOf\":[{\"type\":\"object\"}]}", "'allOf'"); }
-static void test_refuse_bounds(void) { expect_refused("{\"type\":\"integer\",\"minimum\":0}", "minimum / maximum"); }
+static void test_refuse_bounds(void)
+{
+    expect_refused("{\"type\":\"integer\",\"minimum\":\"0\"}", "'minimum' that is not a number");
+    expect_refused("{\"type\":\"integer\",\"exclusiveMaximum\":null}", "'exclusiveMaximum' that is not a number");
+    expect_refused("{\"type\":\"integer\",\"minimum\":5,\"maximum\":3}", "leave no integer");
+    expect_refused("{\"type\":\"integer\",\"exclusiveMinimum\":3,\"exclusiveMaximum\":4}", "leave no integer");
+    expect_refused("{\"type\":\"integer\",\"minimum\":1e17}", "leave no integer");
+}
 static void test_refuse_dangling_ref(void) { expect_refused("{\"$ref\":\"#/$defs/none\"}", "leads nowhere"); }
 static void test_refuse_remote_ref(void) { expect_refused("{\"$ref\":\"https://example.com/s.json\"}", "remote"); }
 static void test_refuse_bad_counts(void)
@@ -198,6 +270,8 @@ int main(void)
     RUN(test_unions);
     RUN(test_refs);
     RUN(test_string_lengths);
+    RUN(test_integer_bounds);
+    RUN(test_integer_bounds_exhaustive);
     RUN(test_refuse_unknown_type);
     RUN(test_refuse_type_not_string);
     RUN(test_refuse_not_object);
