@@ -13,12 +13,16 @@
  *
  * Bounds on integers (minimum, maximum, exclusive ones) become a rule
  * written digit by digit (int_range); bounds on "number" are not checked,
- * as llama.cpp does not check them.
+ * as llama.cpp does not check them. "allOf" is llama.cpp's: one object of
+ * the components' properties (a $ref followed), all required, or all
+ * optional for those under an anyOf; the components' other keywords are
+ * not looked at, and a schema with "properties" ignores its allOf.
  *
  * What is left out is refused with the part named (a client learns its
  * output would not be checked): "pattern" (a regular expression to GBNF
- * translation of its own) and "allOf". Formats other than uuid are plain
- * strings. With additionalProperties,
+ * translation of its own), and an allOf whose components declare one name
+ * twice (llama.cpp's grammar then wants the key twice). Formats other than
+ * uuid are plain strings. With additionalProperties,
  * the extra keys may repeat a declared property's name (llama.cpp's
  * grammar excludes those names; the JSON still parses).
  *
@@ -376,16 +380,11 @@ static int union_of(conv *c, const cJSON *list, hearth_buf *body)
     return i ? rc : bad(c, list, "an empty list of alternatives");
 }
 
-static int resolve_ref(conv *c, const cJSON *s, const cJSON *ref, char *name)
+/* The node a "#/..." $ref (a JSON pointer into the schema) names. */
+static int ref_target(conv *c, const cJSON *s, const cJSON *ref, const cJSON **out)
 {
     if (!cJSON_IsString(ref) || strncmp(ref->valuestring, "#/", 2) != 0)
         return bad(c, s, "a $ref that is not a \"#/...\" path in this schema (remote references are not fetched)");
-    for (int i = 0; i < c->n_refs; i++) {
-        if (!strcmp(c->ref[i], ref->valuestring)) {
-            snprintf(name, NAME_MAX_LEN, "r%d", c->ref_rule[i]);
-            return HEARTH_OK;
-        }
-    }
     const cJSON *target = c->root;
     char seg[256];
     for (const char *p = ref->valuestring + 2; *p && target;) {
@@ -404,6 +403,24 @@ static int resolve_ref(conv *c, const cJSON *s, const cJSON *ref, char *name)
     }
     if (!target)
         return bad(c, s, "a $ref that leads nowhere in the schema");
+    *out = target;
+    return HEARTH_OK;
+}
+
+static int resolve_ref(conv *c, const cJSON *s, const cJSON *ref, char *name)
+{
+    if (cJSON_IsString(ref)) {
+        for (int i = 0; i < c->n_refs; i++) {
+            if (!strcmp(c->ref[i], ref->valuestring)) {
+                snprintf(name, NAME_MAX_LEN, "r%d", c->ref_rule[i]);
+                return HEARTH_OK;
+            }
+        }
+    }
+    const cJSON *target;
+    int rc = ref_target(c, s, ref, &target);
+    if (rc)
+        return rc;
     if (c->n_refs == MAX_REFS)
         return hearth_err_set(c->err, HEARTH_ELIMIT, "json_schema: more than %d distinct $ref targets", MAX_REFS);
     int id = c->n_rules++;
@@ -411,7 +428,7 @@ static int resolve_ref(conv *c, const cJSON *s, const cJSON *ref, char *name)
     c->ref_rule[c->n_refs++] = id;
     snprintf(name, NAME_MAX_LEN, "r%d", id);
     rname sub;
-    int rc = visit(c, target, sub);
+    rc = visit(c, target, sub);
     if (!rc)
         rc = hearth_buf_printf(c->out, "r%d ::= %s\n", id, sub);
     return rc;
@@ -437,36 +454,47 @@ static int kv_rule(conv *c, const char *key, const cJSON *value_schema, char *na
     return rc;
 }
 
+/* The properties of an object rule, in order: borrowed from the schema. */
+typedef struct prop {
+    const char *name;
+    const cJSON *schema;
+    bool required;
+} prop;
+
+typedef struct props {
+    prop *v;
+    int n, cap;
+} props;
+
+static int props_add(props *ps, const char *name, const cJSON *schema, bool required)
+{
+    if (ps->n == ps->cap) {
+        int cap = ps->cap ? ps->cap * 2 : 16;
+        prop *v = realloc(ps->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return HEARTH_ENOMEM;
+        ps->v = v;
+        ps->cap = cap;
+    }
+    ps->v[ps->n++] = (prop){name, schema, required};
+    return HEARTH_OK;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 /* llama.cpp's object: the required properties in order, then the optional
  * ones, any subset in order, each after a comma; additional properties
- * last, any number. */
-static int object_rule(conv *c, const cJSON *s, hearth_buf *body)
+ * (addl true or a schema) last, any number. */
+static int object_body(conv *c, const props *ps, const cJSON *addl, hearth_buf *body)
 {
-    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
-    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
-    const cJSON *addl = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
-    if (props && !cJSON_IsObject(props))
-        return bad(c, s, "'properties' that is not an object");
-    int n = props ? cJSON_GetArraySize(props) : 0;
+    int n = ps->n;
     rname *kv = calloc((size_t)n + 1, sizeof *kv);
-    bool *is_req = calloc((size_t)n + 1, sizeof *is_req);
     int *opt = calloc((size_t)n + 1, sizeof *opt);
-    int rc = kv && is_req && opt ? HEARTH_OK : HEARTH_ENOMEM, i = 0, n_opt = 0, n_req = 0;
-    const cJSON *p;
-    cJSON_ArrayForEach(p, props)
-    {
-        if (rc)
-            break;
-        rc = kv_rule(c, p->string, p, kv[i]);
-        const cJSON *r;
-        cJSON_ArrayForEach(r, req)
-        {
-            if (cJSON_IsString(r) && !strcmp(r->valuestring, p->string))
-                is_req[i] = true;
-        }
-        if (!is_req[i])
+    int rc = kv && opt ? HEARTH_OK : HEARTH_ENOMEM, n_opt = 0, n_req = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        rc = kv_rule(c, ps->v[i].name, ps->v[i].schema, kv[i]);
+        if (!ps->v[i].required)
             opt[n_opt++] = i;
-        i++;
     }
     bool star = cJSON_IsTrue(addl) || cJSON_IsObject(addl);
     if (!rc && star) {
@@ -486,8 +514,8 @@ static int object_rule(conv *c, const cJSON *s, hearth_buf *body)
     }
     if (!rc)
         rc = hearth_buf_appends(body, "\"{\" space ");
-    for (i = 0; i < n && !rc; i++)
-        if (is_req[i])
+    for (int i = 0; i < n && !rc; i++)
+        if (ps->v[i].required)
             rc = hearth_buf_printf(body, n_req++ ? " \",\" space %s" : "%s", kv[i]);
     if (!rc && n_opt) {
         /* rest[k]: the optional ones from k on, each optional, after a comma */
@@ -522,8 +550,117 @@ static int object_rule(conv *c, const cJSON *s, hearth_buf *body)
     if (!rc)
         rc = hearth_buf_appends(body, " \"}\" space");
     free(kv);
-    free(is_req);
     free(opt);
+    return rc;
+}
+
+/* An object with properties / required / additionalProperties. The
+ * required names are sorted once, so a schema with many of each costs
+ * n log n, not n * m. */
+static int object_rule(conv *c, const cJSON *s, hearth_buf *body)
+{
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    if (pr && !cJSON_IsObject(pr))
+        return bad(c, s, "'properties' that is not an object");
+    int n_req = cJSON_IsArray(req) ? cJSON_GetArraySize(req) : 0, k = 0;
+    const char **names = calloc((size_t)n_req + 1, sizeof *names);
+    props ps = {0};
+    int rc = names ? HEARTH_OK : HEARTH_ENOMEM;
+    const cJSON *it, *req_list = n_req ? req : NULL;
+    cJSON_ArrayForEach(it, req_list)
+    {
+        if (cJSON_IsString(it))
+            names[k++] = it->valuestring;
+    }
+    qsort(names, (size_t)k, sizeof *names, cmp_str);
+    cJSON_ArrayForEach(it, pr)
+    {
+        if (rc)
+            break;
+        const char *key = it->string;
+        rc = props_add(&ps, key, it, bsearch(&key, names, (size_t)k, sizeof *names, cmp_str) != NULL);
+    }
+    if (!rc)
+        rc = object_body(c, &ps, cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"), body);
+    free(names);
+    free(ps.v);
+    return rc;
+}
+
+/* One allOf component into ps, as llama.cpp takes it: a $ref is followed,
+ * a component's properties are all required (its own "required" aside) or
+ * all optional (listed under an anyOf of the allOf), and what else a
+ * component says is not looked at. */
+static int allof_add(conv *c, props *ps, const cJSON *comp, bool required, int hops)
+{
+    if (cJSON_IsTrue(comp))
+        return HEARTH_OK;
+    if (!cJSON_IsObject(comp))
+        return bad(c, comp, "an allOf component that is not a schema object");
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(comp, "$ref");
+    if (ref) {
+        const cJSON *target;
+        if (hops >= MAX_DEPTH)
+            return hearth_err_set(c->err, HEARTH_ELIMIT, "json_schema: allOf $refs chained more than %d deep", MAX_DEPTH);
+        int rc = ref_target(c, comp, ref, &target);
+        return rc ? rc : allof_add(c, ps, target, required, hops + 1);
+    }
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(comp, "properties"), *it;
+    if (pr && !cJSON_IsObject(pr))
+        return bad(c, comp, "'properties' that is not an object");
+    cJSON_ArrayForEach(it, pr)
+    {
+        int rc = props_add(ps, it->string, it, required);
+        if (rc)
+            return rc;
+    }
+    return HEARTH_OK;
+}
+
+/* llama.cpp's allOf: one object of the components' properties, no others.
+ * A name declared by two components is refused: llama.cpp's grammar then
+ * wants the key twice, and hearth does not intersect the two schemas. */
+static int allof_rule(conv *c, const cJSON *s, hearth_buf *body)
+{
+    const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf"), *t;
+    if (!cJSON_IsArray(all))
+        return bad(c, s, "allOf that is not a list");
+    props ps = {0};
+    int rc = HEARTH_OK;
+    cJSON_ArrayForEach(t, all)
+    {
+        const cJSON *any = cJSON_IsObject(t) ? cJSON_GetObjectItemCaseSensitive(t, "anyOf") : NULL, *tt;
+        if (any && !cJSON_IsArray(any))
+            rc = bad(c, t, "anyOf / oneOf that is not a list");
+        cJSON_ArrayForEach(tt, any)
+        {
+            if (!rc)
+                rc = allof_add(c, &ps, tt, false, 0);
+        }
+        if (!rc && !any)
+            rc = allof_add(c, &ps, t, true, 0);
+        if (rc)
+            break;
+    }
+    const char **names = rc ? NULL : calloc((size_t)ps.n + 1, sizeof *names);
+    if (!rc && !names)
+        rc = HEARTH_ENOMEM;
+    for (int i = 0; i < ps.n && !rc; i++)
+        names[i] = ps.v[i].name;
+    if (!rc)
+        qsort(names, (size_t)ps.n, sizeof *names, cmp_str);
+    for (int i = 1; i < ps.n && !rc; i++) {
+        if (!strcmp(names[i - 1], names[i])) {
+            char what[300];
+            snprintf(what, sizeof what, "allOf components that both declare the property '%.200s' (not merged by hearth)", names[i]);
+            rc = bad(c, s, what);
+        }
+    }
+    if (!rc)
+        rc = object_body(c, &ps, NULL, body);
+    free(names);
+    free(ps.v);
     return rc;
 }
 
@@ -624,7 +761,7 @@ static int visit_node(conv *c, const cJSON *s, char *name)
                (has(s, "properties") || (has(s, "additionalProperties") && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "additionalProperties"))))) {
         rc = object_rule(c, s, &body);
     } else if (type_is(type, "object") && has(s, "allOf")) {
-        rc = bad(c, s, "'allOf' is not supported by hearth");
+        rc = allof_rule(c, s, &body);
     } else if (type_is(type, "array") && (has(s, "items") || has(s, "prefixItems"))) {
         rc = array_rule(c, s, &body);
     } else if (type_is(type, "string") && has(s, "pattern")) {

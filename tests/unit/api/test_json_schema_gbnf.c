@@ -179,6 +179,28 @@ static void test_integer_bounds(void)
     check_schema("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", LIST("0.5", "-5", "2.5e3"), LIST("\"1\""));
 }
 
+/* llama.cpp's allOf: one object of the components' properties; those of a
+ * plain component are all required, those under an anyOf all optional. */
+static void test_allof(void)
+{
+    check_schema("{\"$defs\":{\"base\":{\"properties\":{\"a\":{\"type\":\"string\"}},\"required\":[]}},"
+                 "\"allOf\":[{\"$ref\":\"#/$defs/base\"},{\"properties\":{\"c\":{\"type\":\"integer\"}}}]}",
+                 LIST("{\"a\":\"x\",\"c\":1}", "{ \"a\" : \"\" , \"c\" : -2 }"),
+                 LIST("{\"a\":\"x\"}", "{\"c\":1}", "{\"c\":1,\"a\":\"x\"}", "{\"a\":\"x\",\"c\":1,\"d\":2}", "{\"a\":1,\"c\":1}"));
+    check_schema("{\"type\":\"object\",\"allOf\":[{\"properties\":{\"a\":{\"type\":\"integer\"}}},"
+                 "{\"anyOf\":[{\"properties\":{\"b\":{\"type\":\"string\"}}},{\"$ref\":\"#/$defs/cc\"}]}],"
+                 "\"$defs\":{\"cc\":{\"properties\":{\"c\":{\"type\":\"boolean\"}}}}}",
+                 LIST("{\"a\":1}", "{\"a\":1,\"b\":\"x\"}", "{\"a\":1,\"c\":true}", "{\"a\":1,\"b\":\"x\",\"c\":false}"),
+                 LIST("{}", "{\"b\":\"x\"}", "{\"a\":1,\"c\":1}", "{\"a\":1,\"c\":true,\"b\":\"x\"}"));
+    /* a $ref to a $ref, and components without properties (true, a bare type) */
+    check_schema("{\"$defs\":{\"p\":{\"$ref\":\"#/$defs/q\"},\"q\":{\"properties\":{\"x\":{\"type\":\"null\"}}}},"
+                 "\"allOf\":[true,{\"type\":\"object\"},{\"$ref\":\"#/$defs/p\"}]}",
+                 LIST("{\"x\":null}"), LIST("{}", "{\"x\":1}"));
+    /* properties win over allOf, as in llama.cpp */
+    check_schema("{\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"],\"allOf\":[{\"properties\":{\"b\":{}}}]}",
+                 LIST("{\"a\":1}"), LIST("{\"a\":1,\"b\":{}}"));
+}
+
 /* Every range whose bounds come from a list of edge values (powers of ten,
  * one either side, 0, negatives) against the definition, on every integer
  * in a window around them. */
@@ -231,7 +253,16 @@ static void test_refuse_unknown_type(void) { expect_refused("{\"type\":\"hiccup\
 static void test_refuse_type_not_string(void) { expect_refused("{\"type\":123}", "unrecognized schema"); }
 static void test_refuse_not_object(void) { expect_refused("123", "not an object"); }
 static void test_refuse_pattern(void) { expect_refused("{\"type\":\"string\",\"pattern\":\"^a+$\"}", "'pattern'"); }
-static void test_refuse_allof(void) { expect_refused("{\"allOf\":[{\"type\":\"object\"}]}", "'allOf'"); }
+static void test_refuse_allof(void)
+{
+    expect_refused("{\"allOf\":{\"type\":\"object\"}}", "allOf that is not a list");
+    expect_refused("{\"allOf\":[5]}", "an allOf component that is not a schema object");
+    expect_refused("{\"allOf\":[{\"properties\":{\"a\":{}}},{\"properties\":{\"a\":{\"type\":\"string\"}}}]}",
+                   "both declare the property 'a'");
+    expect_refused("{\"allOf\":[{\"$ref\":\"#/$defs/none\"}]}", "leads nowhere");
+    /* a $ref that names itself: llama.cpp's converter overflows its stack */
+    expect_refused("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"allOf\":[{\"$ref\":\"#/$defs/a\"}]}", "chained more than");
+}
 static void test_refuse_bounds(void)
 {
     expect_refused("{\"type\":\"integer\",\"minimum\":\"0\"}", "'minimum' that is not a number");
@@ -272,6 +303,7 @@ int main(void)
     RUN(test_string_lengths);
     RUN(test_integer_bounds);
     RUN(test_integer_bounds_exhaustive);
+    RUN(test_allof);
     RUN(test_refuse_unknown_type);
     RUN(test_refuse_type_not_string);
     RUN(test_refuse_not_object);
