@@ -16,20 +16,22 @@
  * as llama.cpp does not check them. "allOf" is llama.cpp's: one object of
  * the components' properties (a $ref followed), all required, or all
  * optional for those under an anyOf; the components' other keywords are
- * not looked at, and a schema with "properties" ignores its allOf.
+ * not looked at, and a schema with "properties" ignores its allOf. With
+ * additionalProperties, an extra key is never a declared name (a trie of
+ * the names, one rule per node: not_names_rule).
  *
  * What is left out is refused with the part named (a client learns its
  * output would not be checked): "pattern" (a regular expression to GBNF
  * translation of its own), and an allOf whose components declare one name
  * twice (llama.cpp's grammar then wants the key twice). Formats other than
- * uuid are plain strings. With additionalProperties,
- * the extra keys may repeat a declared property's name (llama.cpp's
- * grammar excludes those names; the JSON still parses).
+ * uuid are plain strings.
  *
  * Rejected: building the grammar as parsed rules directly (the text is
  * what llama-server logs and what a client can compare, and the GBNF
  * parser then checks the converter's output like any client's grammar). */
 #include "json_schema_gbnf.h"
+
+#include "text/unicode.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -454,6 +456,223 @@ static int kv_rule(conv *c, const char *key, const cJSON *value_schema, char *na
     return rc;
 }
 
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* A code point inside a GBNF character class: letters and digits as they
+ * are, anything else as an escape the GBNF parser reads (\x, \u, \U). */
+static int class_char(hearth_buf *b, uint32_t cp)
+{
+    if (cp < 0x80 && ((cp | 0x20) - 'a' < 26 || cp - '0' < 10))
+        return hearth_buf_printf(b, "%c", (char)cp);
+    if (cp < 0x80)
+        return hearth_buf_printf(b, "\\x%02X", (unsigned)cp);
+    return cp < 0x10000 ? hearth_buf_printf(b, "\\u%04X", (unsigned)cp) : hearth_buf_printf(b, "\\U%08X", (unsigned)cp);
+}
+
+/* A GBNF literal of one code point. */
+static int cp_literal(hearth_buf *b, uint32_t cp)
+{
+    char u[4];
+    size_t n = hearth_utf8_encode((int32_t)cp, u);
+    return literal(b, u, n);
+}
+
+/* ---- keys other than the declared names (llama.cpp's _not_strings) ----
+ *
+ * A trie of the declared names as JSON writes them (cJSON's escapes, the
+ * text kv_rule matches), one code point per level; each node becomes a rule
+ * for the rest of a key that has come this far: a child's character and
+ * its rule, or any other character that may come here and then any
+ * characters, or (where no name ends and no escape is open) nothing more.
+ * A node knows where in the string's syntax it stands, so that "any other
+ * character" after a backslash is another escape letter, and after "\u"
+ * another hex digit. Unlike llama.cpp's, a key that is a proper prefix of a
+ * name ("nam" beside "name") is allowed, and the characters are JSON's, so
+ * a name with a quote or a backslash is excluded as written. A name written
+ * with other escapes ("\u0061" for "a") is not excluded (neither is it by
+ * llama.cpp). One rule per node, never nested: a long name makes a long
+ * chain of rules, not a deep group for the GBNF parser. */
+enum kstate { K_PLAIN, K_ESC, K_U0, K_U1, K_U2, K_U3 };
+enum { KEY_NODES_MAX = 1 << 20 };
+
+typedef struct knode {
+    uint32_t cp;          /* the character that leads here */
+    int child, last, sibling;  /* first and last child, next sibling; -1: none */
+    uint8_t state;        /* the string's syntax after this character */
+    bool end;             /* a declared name ends here */
+} knode;
+
+/* The state after cp in state st, or -1 when char cannot write cp there
+ * (a raw control character or DEL: such a name is no key, nothing to
+ * exclude). */
+static int kstate_next(int st, uint32_t cp)
+{
+    switch (st) {
+    case K_PLAIN: return cp == '\\' ? K_ESC : cp < 0x20 || cp == 0x7F ? -1 : K_PLAIN;
+    case K_ESC: return cp == 'u' ? K_U0 : K_PLAIN;
+    case K_U3: return K_PLAIN;
+    default: return st + 1;
+    }
+}
+
+static bool knode_has(const knode *t, int k, uint32_t cp)
+{
+    for (int ch = t[k].child; ch >= 0; ch = t[ch].sibling)
+        if (t[ch].cp == cp)
+            return true;
+    return false;
+}
+
+/* One node's rule: "r<base+k> ::= ...". A leaf is no rule: its parent
+ * writes "char+" after its character (a name ends there), or "char*" (a
+ * name went on with a character no key can hold). r<esc> is an escape and
+ * then any characters. */
+static int knode_rule(conv *c, const knode *t, int k, int base, int esc)
+{
+    hearth_buf *o = c->out;
+    const knode *n = &t[k];
+    int rc = hearth_buf_printf(o, "r%d ::= ", base + k);
+    const char *sep = "";
+    if (!rc && n->state == K_PLAIN && !n->end) {
+        rc = hearth_buf_appends(o, "| "); /* the key may end here */
+    }
+    for (int ch = n->child; ch >= 0 && !rc; ch = t[ch].sibling) {
+        rc = hearth_buf_appends(o, sep);
+        if (!rc)
+            rc = cp_literal(o, t[ch].cp);
+        if (!rc)
+            rc = t[ch].child >= 0 ? hearth_buf_printf(o, " r%d", base + ch)
+                                  : hearth_buf_appends(o, t[ch].end ? " char+" : " char*");
+        sep = " | ";
+    }
+    /* any other character that may come here, then any characters */
+    if (!rc && n->state == K_PLAIN) {
+        rc = hearth_buf_printf(o, "%s[^\"\\\\\\x7F\\x00-\\x1F", sep);
+        for (int ch = n->child; ch >= 0 && !rc; ch = t[ch].sibling)
+            if (t[ch].cp != '\\')
+                rc = class_char(o, t[ch].cp);
+        if (!rc)
+            rc = hearth_buf_appends(o, "] char*");
+        if (!rc && !knode_has(t, k, '\\'))
+            rc = hearth_buf_printf(o, " | r%d", esc);
+    } else if (!rc && n->state == K_ESC) {
+        hearth_buf letters;
+        hearth_buf_init(&letters, 64);
+        for (const char *l = "\"\\bfnrt"; *l && !rc; l++)
+            if (!knode_has(t, k, (uint32_t)*l))
+                rc = class_char(&letters, (uint32_t)*l);
+        if (!rc && letters.len)
+            rc = hearth_buf_printf(o, "%s[%.*s] char*", sep, (int)letters.len, letters.data);
+        if (!rc && letters.len)
+            sep = " | ";
+        if (!rc && !knode_has(t, k, 'u'))
+            rc = hearth_buf_printf(o, "%s\"u\" [0-9a-fA-F]{4} char*", sep);
+        hearth_buf_deinit(&letters);
+    } else if (!rc) {
+        int left = K_U3 - n->state; /* hex digits after the next one */
+        hearth_buf hex;
+        hearth_buf_init(&hex, 64);
+        for (const char *h = "0123456789abcdefABCDEF"; *h && !rc; h++)
+            if (!knode_has(t, k, (uint32_t)*h))
+                rc = hearth_buf_printf(&hex, "%c", *h);
+        if (!rc && hex.len)
+            rc = hearth_buf_printf(o, "%s[%.*s]", sep, (int)hex.len, hex.data);
+        if (!rc && hex.len && left)
+            rc = hearth_buf_printf(o, " [0-9a-fA-F]{%d}", left);
+        if (!rc && hex.len)
+            rc = hearth_buf_appends(o, " char*");
+        hearth_buf_deinit(&hex);
+    }
+    return rc ? rc : hearth_buf_appends(o, "\n");
+}
+
+/* The rule of a key string that is none of the n names (n >= 1): its name
+ * into name. */
+static int not_names_rule(conv *c, const char *const *names, int n, char *name)
+{
+    char **enc = calloc((size_t)n, sizeof *enc);
+    knode *t = NULL;
+    int rc = enc ? need(c, P_CHAR) : HEARTH_ENOMEM, n_nodes = 1, cap = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        cJSON *str = cJSON_CreateString(names[i]);
+        enc[i] = str ? cJSON_PrintUnformatted(str) : NULL;
+        cJSON_Delete(str);
+        if (!enc[i])
+            rc = HEARTH_ENOMEM;
+    }
+    if (!rc) /* UTF-8 order is code point order: a name shares its prefix with the one before it */
+        qsort(enc, (size_t)n, sizeof *enc, cmp_str);
+    cap = 64;
+    if (!rc && !(t = malloc((size_t)cap * sizeof *t)))
+        rc = HEARTH_ENOMEM;
+    if (!rc)
+        t[0] = (knode){.child = -1, .last = -1, .sibling = -1, .state = K_PLAIN};
+    for (int i = 0; i < n && !rc; i++) {
+        const char *e = enc[i] + 1; /* past the opening quote */
+        size_t len = strlen(e) - 1, at = 0;
+        int k = 0;
+        while (at < len && !rc) {
+            int32_t cp = hearth_utf8_decode(e, len, &at);
+            if (cp < 0) {
+                char what[300];
+                snprintf(what, sizeof what, "a property name that is not UTF-8 ('%.200s')", names[i]);
+                rc = hearth_err_set(c->err, HEARTH_EINVAL, "json_schema: %s", what);
+                break;
+            }
+            int st = kstate_next(t[k].state, (uint32_t)cp);
+            if (st < 0)
+                break;
+            int last = t[k].last;
+            if (last >= 0 && t[last].cp == (uint32_t)cp) {
+                k = last;
+                continue;
+            }
+            if (n_nodes == KEY_NODES_MAX) {
+                rc = hearth_err_set(c->err, HEARTH_ELIMIT, "json_schema: property names longer than %d characters in all",
+                                    KEY_NODES_MAX);
+                break;
+            }
+            if (n_nodes == cap) {
+                knode *g = realloc(t, (size_t)cap * 2 * sizeof *t);
+                if (!g) {
+                    rc = HEARTH_ENOMEM;
+                    break;
+                }
+                t = g;
+                cap *= 2;
+            }
+            t[n_nodes] = (knode){.cp = (uint32_t)cp, .child = -1, .last = -1, .sibling = -1, .state = (uint8_t)st};
+            if (last >= 0)
+                t[last].sibling = n_nodes;
+            else
+                t[k].child = n_nodes;
+            t[k].last = n_nodes;
+            k = n_nodes++;
+        }
+        if (!rc && at == len)
+            t[k].end = true;
+    }
+    int base = c->n_rules, esc = base + n_nodes;
+    c->n_rules += n_nodes + 1;
+    if (!rc)
+        rc = hearth_buf_printf(c->out, "r%d ::= [\\\\] ([\"\\\\bfnrt] | \"u\" [0-9a-fA-F]{4}) char*\n", esc);
+    for (int k = 0; k < n_nodes && !rc; k++)
+        if (k == 0 || t[k].child >= 0)
+            rc = knode_rule(c, t, k, base, esc);
+    hearth_buf body;
+    hearth_buf_init(&body, 64);
+    if (!rc)
+        rc = hearth_buf_printf(&body, "\"\\\"\" r%d \"\\\"\" space", base);
+    if (!rc)
+        rc = new_rule(c, &body, name);
+    hearth_buf_deinit(&body);
+    for (int i = 0; enc && i < n; i++)
+        free(enc[i]);
+    free(enc);
+    free(t);
+    return rc;
+}
+
 /* The properties of an object rule, in order: borrowed from the schema. */
 typedef struct prop {
     const char *name;
@@ -480,8 +699,6 @@ static int props_add(props *ps, const char *name, const cJSON *schema, bool requ
     return HEARTH_OK;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
-
 /* llama.cpp's object: the required properties in order, then the optional
  * ones, any subset in order, each after a comma; additional properties
  * (addl true or a schema) last, any number. */
@@ -498,9 +715,13 @@ static int object_body(conv *c, const props *ps, const cJSON *addl, hearth_buf *
     }
     bool star = cJSON_IsTrue(addl) || cJSON_IsObject(addl);
     if (!rc && star) {
-        /* "*": any other key (llama.cpp's excludes the declared names) */
+        /* "*": any other key */
         rname key, val;
-        rc = prim(c, P_STRING, key);
+        const char **names = calloc((size_t)n + 1, sizeof *names);
+        for (int i = 0; names && i < n; i++)
+            names[i] = ps->v[i].name;
+        rc = !names ? HEARTH_ENOMEM : n ? not_names_rule(c, names, n, key) : prim(c, P_STRING, key);
+        free(names);
         if (!rc)
             rc = cJSON_IsObject(addl) ? visit(c, addl, val) : prim(c, P_VALUE, val);
         hearth_buf kb;

@@ -94,6 +94,55 @@ static void test_additional_properties(void)
     check_schema("{\"type\":\"object\",\"additionalProperties\":false}", LIST("{}"), LIST("{\"k\":1}"));
 }
 
+/* Additional keys are never a declared name (llama.cpp's _not_strings),
+ * prefixes and extensions of one are, and names are compared as JSON
+ * writes them (escapes included). */
+static void test_additional_not_declared(void)
+{
+    check_schema("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"integer\"}},"
+                 "\"additionalProperties\":{\"type\":\"integer\"}}",
+                 LIST("{}", "{\"nam\":1}", "{\"names\":1}", "{\"na\":1,\"x\":2}", "{\"name\":\"s\",\"n\":1,\"other\":3}",
+                      "{\"\":1}", "{\"\\\"\":1}", "{\"n\\n\":1}", "{\"\u00e9\":1}", "{\"N\":1}"),
+                 LIST("{\"name\":1}", "{\"n\":\"s\"}", "{\"name\":\"s\",\"name\":\"t\"}", "{\"n\":1,\"n\":2}",
+                      "{\"name\":\"s\",\"x\":1,\"name\":\"t\"}"));
+    /* names with a quote, a backslash, a newline and a control character */
+    check_schema("{\"type\":\"object\",\"properties\":{\"a\\\"b\":{\"type\":\"null\"},\"c\\\\d\":{\"type\":\"null\"},"
+                 "\"\\n\":{\"type\":\"null\"},\"\\u0001\":{\"type\":\"null\"}},\"additionalProperties\":true}",
+                 LIST("{\"a\\\"b\":null}", "{\"a\\\"bc\":1}", "{\"a\\\"\":1}", "{\"a\\\\b\":1}", "{\"c\\\\\":1}",
+                      "{\"c\\\\d\":null,\"c\\\\e\":1}", "{\"\\t\":1}", "{\"\\u0002\":1}", "{\"\\u00012\":1}"),
+                 LIST("{\"a\\\"b\":1}", "{\"c\\\\d\":1}", "{\"\\n\":1}", "{\"\\u0001\":1}", "{\"a\\\"b\":null,\"a\\\"b\":null}",
+                      "{\"\\x\":1}", "{\"\\u00g1\":1}"));
+    /* many names (all required: llama.cpp's chain of optional ones costs the
+     * matcher n^2 at every comma): exclusion stays exact */
+    char *big = malloc(200000);
+    size_t k = (size_t)sprintf(big, "{\"type\":\"object\",\"additionalProperties\":true,\"properties\":{");
+    for (int i = 0; i < 3000; i++)
+        k += (size_t)sprintf(big + k, "%s\"p%d\":{\"type\":\"integer\"}", i ? "," : "", i);
+    k += (size_t)sprintf(big + k, "},\"required\":[");
+    for (int i = 0; i < 3000; i++)
+        k += (size_t)sprintf(big + k, "%s\"p%d\"", i ? "," : "", i);
+    sprintf(big + k, "]}");
+    hearth_grammar *g = grammar_of(big);
+    if (g) {
+        hearth_buf doc;
+        hearth_buf_init(&doc, 1 << 20);
+        hearth_buf_appends(&doc, "{");
+        for (int i = 0; i < 3000; i++)
+            hearth_buf_printf(&doc, "%s\"p%d\":%d", i ? "," : "", i, i);
+        hearth_buf_appends(&doc, "}");
+        CHECK(accepts(g, doc.data));
+        doc.len--;
+        hearth_buf_appends(&doc, ",\"p3000\":1,\"p30000\":2,\"p\":3,\"q1\":4}");
+        CHECK(accepts(g, doc.data));
+        doc.len--;
+        hearth_buf_appends(&doc, ",\"p2999\":1}");
+        CHECK(!accepts(g, doc.data));
+        hearth_buf_deinit(&doc);
+        hearth_grammar_free(g);
+    }
+    free(big);
+}
+
 static void test_any_object(void)
 {
     check_schema("{}", LIST("{}", "{\"a\":[1,2,{\"b\":\"c\"}],\"d\":-1.5e3,\"e\":true,\"f\":null}"),
@@ -295,6 +344,7 @@ int main(void)
     RUN(test_object_required_and_optional);
     RUN(test_object_all_optional);
     RUN(test_additional_properties);
+    RUN(test_additional_not_declared);
     RUN(test_any_object);
     RUN(test_arrays);
     RUN(test_enum_const);
