@@ -284,6 +284,52 @@ static void test_integer_bounds_exhaustive(void)
     }
 }
 
+/* "pattern": llama.cpp's own examples first (tests/test-json-schema-to-
+ * grammar.cpp), then the rest of the subset. Documents are JSON text: a
+ * pattern's '"' is \" in them, a newline \n. */
+static void test_pattern(void)
+{
+    check_schema("{\"type\":\"string\",\"pattern\":\"^abc?d*efg+(hij)?kl$\"}",
+                 LIST("\"abefgkl\"", "\"abcddefgghijkl\"", "\"abdefgkl\""),
+                 LIST("\"abdefkl\"", "\"abcdefghij\"", "\"xabefgkl\"", "\"abefgklx\"", "abefgkl"));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^\\\\[\\\\]\\\\{\\\\}\\\\(\\\\)\\\\|\\\\+\\\\*\\\\?$\"}", LIST("\"[]{}()|+*?\""),
+                 LIST("\"[]{}()|+*\"", "\"\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^\\\"$\"}", LIST("\"\\\"\""), LIST("\"\"\"", "\"\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^A|B|C|D$\"}", LIST("\"A\"", "\"D\""), LIST("\"AB\"", "\"E\"", "\"\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^(\\\\([0-9]{1,3}\\\\))?[0-9]{3}-[0-9]{4} a{3,5}nd...$\"}",
+                 LIST("\"(1)123-4567 aaand...\"", "\"123-4567 aaaaandxyz\"", "\"(12)123-4567 aaand\xc3\xa9\\t!\""),
+                 LIST("\"(1234)123-4567 aaand...\"", "\"123-4567 aand...\"", "\"123-456 aaand...\"", "\"123-4567 aaand\\n..\"",
+                      "\"()123-4567 aaand...\""));
+    /* alternation inside a repeated group */
+    check_schema("{\"type\":\"string\",\"pattern\":\"^(ab|c){2,3}(-[0-9]+)?$\"}",
+                 LIST("\"abc\"", "\"cab\"", "\"ccc\"", "\"ababab\"", "\"abab-12\""),
+                 LIST("\"ab\"", "\"abababab\"", "\"abab-\"", "\"ab-1c\"", "\"a\""));
+    /* escapes llama.cpp passes to a grammar that does not parse */
+    check_schema("{\"type\":\"string\",\"pattern\":\"^\\\\d{3}-\\\\w+\\\\s?$\"}",
+                 LIST("\"123-a_B\"", "\"123-x \"", "\"123-x\\t\"", "\"123-x\\n\""),
+                 LIST("\"12-a\"", "\"123-\"", "\"123-\\u00e9\"", "\"123-x  \"", "\"abc-x\""));
+    /* negated classes and '.' admit what JSON must escape, escaped */
+    check_schema("{\"type\":\"string\",\"pattern\":\"^[^a]+$\"}",
+                 LIST("\"b\"", "\"\\\"\"", "\"\\\\\"", "\"\\n\"", "\"\\u0001\"", "\"\\u001F\"", "\"\\u001f\"", "\"x\\by\""),
+                 LIST("\"a\"", "\"ba\"", "\"\"\"", "\"\\\"", "\"\\x\"", "\"\\u0061\"", "\"\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^.$\"}", LIST("\"\\t\"", "\"\xc3\xa9\"", "\"\\\"\""),
+                 LIST("\"\\n\"", "\"\\r\"", "\"ab\"", "\"\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^[\\\\x00-\\\\x1f\\\"]{2}$\"}", LIST("\"\\n\\\"\"", "\"\\u0000\\u001e\""),
+                 LIST("\"a\\n\"", "\"\\n\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^\xc3\xa9+[\xce\xb1-\xcf\x89]{2}$\"}", LIST("\"\xc3\xa9\xc3\xa9\xce\xb1\xcf\x89\""),
+                 LIST("\"\xc3\xa9\xce\xb1\"", "\"e\xce\xb1\xcf\x89\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^$\"}", LIST("\"\""), LIST("\"a\""));
+    /* groups llama.cpp cannot read, lazy quantifiers, {,n}, {0}, anchored alternatives */
+    check_schema("{\"type\":\"string\",\"pattern\":\"^(?:a|b)+?(?<x>c)$\"}", LIST("\"abac\"", "\"ac\""), LIST("\"c\"", "\"abc \""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^a{,2}b{0}$\"}", LIST("\"\"", "\"a\"", "\"aa\""), LIST("\"aaa\"", "\"b\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^a$|^b$\"}", LIST("\"a\"", "\"b\""), LIST("\"ab\"", "\"a$\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^a]}\\\\$\\\\^$\"}", LIST("\"a]}$^\""), LIST("\"a]}\""));
+    check_schema("{\"type\":\"string\",\"pattern\":\"^\\\\u00e9\\\\x41\\\\u{1F600}\\\\ud83d\\\\ude00$\"}",
+                 LIST("\"\xc3\xa9" "A\xf0\x9f\x98\x80\xf0\x9f\x98\x80\""), LIST("\"\xc3\xa9" "A\""));
+    /* as in llama.cpp, a pattern wins over minLength / maxLength */
+    check_schema("{\"type\":\"string\",\"pattern\":\"^a+$\",\"minLength\":3}", LIST("\"a\"", "\"aaaa\""), LIST("\"\""));
+}
+
 /* Schemas that must be refused, each with the words of its message. */
 static void expect_refused(const char *schema, const char *want)
 {
@@ -301,7 +347,53 @@ static void expect_refused(const char *schema, const char *want)
 static void test_refuse_unknown_type(void) { expect_refused("{\"type\":\"hiccup\"}", "unrecognized schema"); }
 static void test_refuse_type_not_string(void) { expect_refused("{\"type\":123}", "unrecognized schema"); }
 static void test_refuse_not_object(void) { expect_refused("123", "not an object"); }
-static void test_refuse_pattern(void) { expect_refused("{\"type\":\"string\",\"pattern\":\"^a+$\"}", "'pattern'"); }
+static void test_refuse_pattern(void)
+{
+    static const char *const BAD[][2] = {
+        {"a+", "does not start with '^' and end with '$'"},
+        {"^a+", "does not start with '^' and end with '$'"},
+        {"^a\\\\$", "does not start with '^' and end with '$'"},
+        {"^(a$", "an unclosed '(' at offset 1"},
+        {"^a)$", "an unbalanced ')' at offset 2"},
+        {"^[a$", "an unclosed '['"},
+        {"^a{2$", "a '{' that is no {m,n} repetition"},
+        {"^{a}$", "with nothing before it"},
+        {"^a{3,1}$", "maximum is below its minimum"},
+        {"^a{1000001}$", "above 1000000"},
+        {"^a**$", "a repetition of a repetition"},
+        {"^(?=a)b$", "lookaround"},
+        {"^(?i)a$", "lookaround or other '(?' group"},
+        {"^(a)\\\\1$", "a back-reference"},
+        {"^\\\\bx$", "a word boundary"},
+        {"^\\\\p{L}$", "a Unicode property escape"},
+        {"^\\\\q$", "an unknown escape '\\q'"},
+        {"^\\\\07$", "an octal escape"},
+        {"^\\\\ud800$", "a lone surrogate"},
+        {"^a^b$", "an anchor ('^' or '$') inside the pattern"},
+        {"^(a|b$)$", "an anchor"},
+        {"^(a*)*$", "an unbounded repetition of something that may be empty"},
+        {"^(a|)+$", "may be empty"},
+        {"^[]$", "a character class that matches nothing"},
+        {"^[z-a]$", "ends before it starts"},
+        {"^[\\\\d-z]$", "a range from a class escape"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof *BAD; i++) {
+        char schema[200];
+        snprintf(schema, sizeof schema, "{\"type\":\"string\",\"pattern\":\"%s\"}", BAD[i][0]);
+        expect_refused(schema, BAD[i][1]);
+    }
+    expect_refused("{\"type\":\"string\",\"pattern\":5}", "'pattern' that is not a string");
+    expect_refused("{\"type\":\"string\",\"pattern\":\"^\xff$\"}", "not UTF-8");
+    /* groups past the nesting limit */
+    char deep[512] = "{\"pattern\":\"^";
+    for (int i = 0; i < 100; i++)
+        strcat(deep, "(");
+    strcat(deep, "a");
+    for (int i = 0; i < 100; i++)
+        strcat(deep, ")");
+    strcat(deep, "$\"}");
+    expect_refused(deep, "nested more than");
+}
 static void test_refuse_allof(void)
 {
     expect_refused("{\"allOf\":{\"type\":\"object\"}}", "allOf that is not a list");
@@ -319,6 +411,10 @@ static void test_refuse_bounds(void)
     expect_refused("{\"type\":\"integer\",\"minimum\":5,\"maximum\":3}", "leave no integer");
     expect_refused("{\"type\":\"integer\",\"exclusiveMinimum\":3,\"exclusiveMaximum\":4}", "leave no integer");
     expect_refused("{\"type\":\"integer\",\"minimum\":1e17}", "leave no integer");
+}
+static void test_refuse_bad_name(void)
+{
+    expect_refused("{\"properties\":{\"\xff\":{}},\"additionalProperties\":true}", "a property name that is not UTF-8");
 }
 static void test_refuse_dangling_ref(void) { expect_refused("{\"$ref\":\"#/$defs/none\"}", "leads nowhere"); }
 static void test_refuse_remote_ref(void) { expect_refused("{\"$ref\":\"https://example.com/s.json\"}", "remote"); }
@@ -354,12 +450,14 @@ int main(void)
     RUN(test_integer_bounds);
     RUN(test_integer_bounds_exhaustive);
     RUN(test_allof);
+    RUN(test_pattern);
     RUN(test_refuse_unknown_type);
     RUN(test_refuse_type_not_string);
     RUN(test_refuse_not_object);
     RUN(test_refuse_pattern);
     RUN(test_refuse_allof);
     RUN(test_refuse_bounds);
+    RUN(test_refuse_bad_name);
     RUN(test_refuse_dangling_ref);
     RUN(test_refuse_remote_ref);
     RUN(test_refuse_bad_counts);
