@@ -154,13 +154,18 @@ static int literal(hearth_buf *b, const char *s, size_t n)
     return rc ? rc : hearth_buf_appends(b, "\"");
 }
 
-/* The literal of a JSON value as it is written compactly. */
+/* The literal of a JSON value as it is written compactly. cJSON lets
+ * bytes that are not UTF-8 through, and the GBNF parser would refuse them
+ * in a message about the grammar's text: refused here, without echoing
+ * them. */
 static int json_literal(conv *c, hearth_buf *b, const cJSON *v)
 {
     char *txt = cJSON_PrintUnformatted(v);
     if (!txt)
         return hearth_err_set(c->err, HEARTH_ENOMEM, "json_schema: out of memory");
-    int rc = literal(b, txt, strlen(txt));
+    int rc = hearth_utf8_validate(txt, strlen(txt), NULL)
+                 ? hearth_err_set(c->err, HEARTH_EINVAL, "json_schema: a property name, const or enum value that is not UTF-8")
+                 : literal(b, txt, strlen(txt));
     free(txt);
     return rc;
 }
@@ -641,8 +646,8 @@ static int pat_char(pat *p, uint32_t *cp)
 {
     size_t at = p->i;
     int32_t v = hearth_utf8_decode(p->src, p->end, &p->i);
-    if (v < 0)
-        return pat_bad(p, at, "a byte that is not UTF-8");
+    if (v < 0) /* not echoed: the message would not be UTF-8 either */
+        return hearth_err_set(p->c->err, HEARTH_EINVAL, "json_schema: a 'pattern' with a byte that is not UTF-8 at offset %zu", at);
     *cp = (uint32_t)v;
     return HEARTH_OK;
 }

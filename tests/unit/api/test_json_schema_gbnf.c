@@ -414,7 +414,8 @@ static void test_refuse_bounds(void)
 }
 static void test_refuse_bad_name(void)
 {
-    expect_refused("{\"properties\":{\"\xff\":{}},\"additionalProperties\":true}", "a property name that is not UTF-8");
+    expect_refused("{\"properties\":{\"\xff\":{}},\"additionalProperties\":true}", "not UTF-8");
+    expect_refused("{\"enum\":[\"a\",\"\xc3\"]}", "not UTF-8");
 }
 static void test_refuse_dangling_ref(void) { expect_refused("{\"$ref\":\"#/$defs/none\"}", "leads nowhere"); }
 static void test_refuse_remote_ref(void) { expect_refused("{\"$ref\":\"https://example.com/s.json\"}", "remote"); }
