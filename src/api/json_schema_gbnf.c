@@ -526,10 +526,11 @@ static int emit_set(hearth_buf *b, const cset *s)
                 rc = cset_add(&raw, lo, hi);
                 break;
             }
-            if (cut >= lo && cut > lo)
+            if (cut < lo)
+                continue;
+            if (cut > lo)
                 rc = cset_add(&raw, lo, cut - 1);
-            if (cut >= lo)
-                lo = cut + 1;
+            lo = cut + 1;
         }
     }
     char letters[8];
@@ -867,6 +868,17 @@ static int pat_flush(pat *p, hearth_buf *pend, bool *wrote)
     return rc;
 }
 
+/* Before an item written directly (a group, a set, a quantified
+ * character): the pending characters, then a space. */
+static int pat_begin_item(pat *p, hearth_buf *pend, bool *wrote)
+{
+    int rc = pat_flush(p, pend, wrote);
+    if (!rc && *wrote)
+        rc = hearth_buf_appends(p->b, " ");
+    *wrote = true;
+    return rc;
+}
+
 /* A (group) at p->i. */
 static int pat_group(pat *p, bool *nullable)
 {
@@ -933,12 +945,9 @@ static int pat_sequence(pat *p, bool top, bool *nullable)
         uint32_t cp = 0;
         size_t pend_before = pend.len;
         if (ch == '(') {
-            rc = pat_flush(p, &pend, &wrote);
-            if (!rc && wrote)
-                rc = hearth_buf_appends(p->b, " ");
+            rc = pat_begin_item(p, &pend, &wrote);
             if (!rc)
                 rc = pat_group(p, &item_null);
-            wrote = true;
         } else if (ch == '[') {
             is_set = true;
             rc = pat_class(p, &set);
@@ -961,12 +970,9 @@ static int pat_sequence(pat *p, bool top, bool *nullable)
         }
         if (!rc && is_set) {
             cset_norm(&set);
-            rc = pat_flush(p, &pend, &wrote);
-            if (!rc && wrote)
-                rc = hearth_buf_appends(p->b, " ");
+            rc = pat_begin_item(p, &pend, &wrote);
             if (!rc && (rc = emit_set(p->b, &set)) == HEARTH_ENOTFOUND)
                 rc = pat_bad(p, at, "a character class that matches nothing");
-            wrote = true;
         } else if (!rc && n) {
             rc = hearth_buf_append(&pend, text, n);
         }
@@ -979,12 +985,9 @@ static int pat_sequence(pat *p, bool top, bool *nullable)
             rc = pat_bad(p, at, "an unbounded repetition of something that may be empty");
         if (!rc && found && n) { /* the quantifier takes the last character alone */
             pend.len = pend_before;
-            rc = pat_flush(p, &pend, &wrote);
-            if (!rc && wrote)
-                rc = hearth_buf_appends(p->b, " ");
+            rc = pat_begin_item(p, &pend, &wrote);
             if (!rc)
                 rc = literal(p->b, text, n);
-            wrote = true;
         }
         if (!rc && found)
             rc = pat_quantifier_text(p->b, min, max);
