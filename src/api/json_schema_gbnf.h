@@ -18,7 +18,7 @@
  * merges it), items (a schema, or a list: a tuple), prefixItems, minItems
  * / maxItems, enum, const, anyOf, oneOf, $ref to "#/..." paths
  * (#/definitions, #/$defs; recursive ones too), minLength / maxLength and
- * pattern (an anchored regular expression: see json_schema_gbnf.c) of
+ * pattern (an anchored regular expression: see json_schema_pattern.c) of
  * strings, format "uuid", minimum / maximum / exclusiveMinimum /
  * exclusiveMaximum of integers (on "number" they are not checked, as in
  * llama.cpp). An empty schema is any JSON object, as in llama.cpp.
