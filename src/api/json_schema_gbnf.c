@@ -89,7 +89,10 @@ typedef struct conv {
     hearth_buf *out;
     unsigned have;            /* primitives written */
     int n_rules;
-    const char *ref[MAX_REFS];
+    /* each $ref string met, and its rule: copies, owned here, because a
+     * $ref may sit in a node copied for one of a list of types, and that
+     * copy is freed before the walk ends */
+    char *ref[MAX_REFS];
     int ref_rule[MAX_REFS];
     int n_refs;
     int depth;
@@ -292,8 +295,9 @@ static int resolve_ref(conv *c, const cJSON *s, const cJSON *ref, char *name)
         return rc;
     if (c->n_refs == MAX_REFS)
         return hearth_err_set(c->err, HEARTH_ELIMIT, "json_schema: more than %d distinct $ref targets", MAX_REFS);
+    if (!(c->ref[c->n_refs] = strdup(ref->valuestring)))
+        return HEARTH_ENOMEM;
     int id = c->n_rules++;
-    c->ref[c->n_refs] = ref->valuestring;
     c->ref_rule[c->n_refs++] = id;
     snprintf(name, NAME_MAX_LEN, "r%d", id);
     rname sub;
@@ -900,6 +904,8 @@ int hearth_json_schema_to_gbnf(const cJSON *schema, hearth_buf *out, hearth_err 
     int rc = visit(&c, schema, top);
     if (!rc)
         rc = hearth_buf_printf(out, "root ::= %s\n", top);
+    for (int i = 0; i < c.n_refs; i++)
+        free(c.ref[i]);
     if (rc && !(err && err->code))
         hearth_err_set(err, rc, "json_schema: the grammar does not fit (%s)", hearth_status_name(rc));
     return rc;

@@ -187,6 +187,15 @@ static void test_refs(void)
                  "\"$ref\":\"#/definitions/node\"}",
                  LIST("{\"v\":1}", "{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[{\"v\":3}]},{\"v\":4}]}"),
                  LIST("{\"v\":1,\"kids\":[{}]}", "{\"kids\":[]}"));
+    /* a $ref under a list of types (walked on a copy of its node, freed
+     * before the walk ends), then $refs met after it, a new one and the same
+     * one: the $ref table held the copy's strings (a use after free, seen
+     * under SAN=1) */
+    check_schema("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":[\"array\",\"null\"],\"items\":{\"$ref\":\"#/$defs/x\"}},"
+                 "\"b\":{\"$ref\":\"#/$defs/y\"},\"c\":{\"$ref\":\"#/$defs/x\"}},"
+                 "\"$defs\":{\"x\":{\"type\":\"integer\"},\"y\":{\"type\":\"string\"}}}",
+                 LIST("{\"a\":[1,2],\"b\":\"s\",\"c\":3}", "{\"a\":null}", "{}"),
+                 LIST("{\"a\":[\"1\"]}", "{\"b\":1}", "{\"c\":\"x\"}"));
 }
 
 static void test_string_lengths(void)
