@@ -23,9 +23,11 @@
  *     (json_schema_pattern.c), matched on the string as JSON writes it.
  * Where llama.cpp's converter writes a grammar that is not what the schema
  * says (leading zeros under a negative maximum, a pattern's '"' written
- * raw, an allOf property wanted twice) or loops or crashes (an unescaped
- * ']' in a pattern, a $ref naming itself under allOf), hearth writes what
- * the schema says or refuses; each part's comment names the cases.
+ * raw, an allOf property wanted twice), or one its parser refuses (a $ref
+ * that comes back to itself before anything is matched: left recursion;
+ * see visit), or loops or crashes (an unescaped ']' in a pattern, a $ref
+ * naming itself under allOf), hearth writes what the schema says or
+ * refuses; each part's comment names the cases.
  *
  * What is left out is refused with the part named (a client learns its
  * output would not be checked): regular expression features past the
@@ -94,8 +96,11 @@ typedef struct conv {
      * copy is freed before the walk ends */
     char *ref[MAX_REFS];
     int ref_rule[MAX_REFS];
+    bool ref_open[MAX_REFS];  /* its target is being walked */
+    int ref_guard[MAX_REFS];  /* guard when its walk began */
     int n_refs;
     int depth;
+    int guard;                /* nodes being walked whose rule starts with a character */
     hearth_err *err;
 } conv;
 
@@ -284,6 +289,9 @@ static int resolve_ref(conv *c, const cJSON *s, const cJSON *ref, char *name)
     if (cJSON_IsString(ref)) {
         for (int i = 0; i < c->n_refs; i++) {
             if (!strcmp(c->ref[i], ref->valuestring)) {
+                if (c->ref_open[i] && c->ref_guard[i] == c->guard)
+                    return bad(c, s, "a $ref that comes back to itself before anything is matched (through $ref, anyOf, "
+                                     "oneOf or a list of types alone: a left-recursive grammar)");
                 snprintf(name, NAME_MAX_LEN, "r%d", c->ref_rule[i]);
                 return HEARTH_OK;
             }
@@ -297,11 +305,14 @@ static int resolve_ref(conv *c, const cJSON *s, const cJSON *ref, char *name)
         return hearth_err_set(c->err, HEARTH_ELIMIT, "json_schema: more than %d distinct $ref targets", MAX_REFS);
     if (!(c->ref[c->n_refs] = strdup(ref->valuestring)))
         return HEARTH_ENOMEM;
-    int id = c->n_rules++;
-    c->ref_rule[c->n_refs++] = id;
+    int id = c->n_rules++, k = c->n_refs++;
+    c->ref_rule[k] = id;
+    c->ref_open[k] = true;
+    c->ref_guard[k] = c->guard;
     snprintf(name, NAME_MAX_LEN, "r%d", id);
     rname sub;
     rc = visit(c, target, sub);
+    c->ref_open[k] = false;
     if (!rc)
         rc = hearth_buf_printf(c->out, "r%d ::= %s\n", id, sub);
     return rc;
@@ -886,13 +897,24 @@ static int visit_node(conv *c, const cJSON *s, char *name)
     return rc;
 }
 
+/* The walk of one node. guard counts the nodes on the way down whose rule
+ * starts with a character of its own (everything but a $ref, an anyOf /
+ * oneOf and a list of types, whose rules start with another rule): a $ref
+ * met again while its target is walked, with no such node in between,
+ * would be a rule that reaches itself before any character, which the
+ * GBNF parser refuses as left recursion, so resolve_ref refuses it first,
+ * naming the schema's part. */
 static int visit(conv *c, const cJSON *s, char *name)
 {
     if (++c->depth > MAX_DEPTH) {
         c->depth--;
         return hearth_err_set(c->err, HEARTH_ELIMIT, "json_schema: nested more than %d levels deep", MAX_DEPTH);
     }
+    bool eats = cJSON_IsObject(s) && !has(s, "$ref") && !has(s, "oneOf") && !has(s, "anyOf") &&
+                !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(s, "type"));
+    c->guard += eats;
     int rc = visit_node(c, s, name);
+    c->guard -= eats;
     c->depth--;
     return rc;
 }

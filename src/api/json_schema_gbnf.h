@@ -23,7 +23,8 @@
  * exclusiveMaximum of integers (on "number" they are not checked, as in
  * llama.cpp). An empty schema is any JSON object, as in llama.cpp.
  * HEARTH_EINVAL with err naming the part for a schema that is not an
- * object, an unknown type, a $ref that leads nowhere, bounds that no
+ * object, an unknown type, a $ref that leads nowhere or comes back to
+ * itself before anything is matched (a left-recursive grammar), bounds that no
  * integer meets, an allOf whose components declare one property twice, and
  * a pattern hearth does not translate (unanchored, lookarounds,
  * back-references, ...: the message names it and its offset): refused,

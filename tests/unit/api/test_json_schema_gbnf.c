@@ -196,6 +196,9 @@ static void test_refs(void)
                  "\"$defs\":{\"x\":{\"type\":\"integer\"},\"y\":{\"type\":\"string\"}}}",
                  LIST("{\"a\":[1,2],\"b\":\"s\",\"c\":3}", "{\"a\":null}", "{}"),
                  LIST("{\"a\":[\"1\"]}", "{\"b\":1}", "{\"c\":\"x\"}"));
+    /* recursive through a list of types: the array's "[" comes first */
+    check_schema("{\"$defs\":{\"l\":{\"type\":[\"array\",\"null\"],\"items\":{\"$ref\":\"#/$defs/l\"}}},\"$ref\":\"#/$defs/l\"}",
+                 LIST("null", "[]", "[null,[[]],[null]]"), LIST("[1]", "[", "nul"));
 }
 
 static void test_string_lengths(void)
@@ -426,6 +429,21 @@ static void test_refuse_bad_name(void)
     expect_refused("{\"properties\":{\"\xff\":{}},\"additionalProperties\":true}", "not UTF-8");
     expect_refused("{\"enum\":[\"a\",\"\xc3\"]}", "not UTF-8");
 }
+/* A $ref that comes back to itself with nothing matched on the way (llama.cpp
+ * writes the left-recursive grammar, and its parser refuses it). */
+static void test_refuse_left_recursive_ref(void)
+{
+    const char *want = "comes back to itself before anything is matched";
+    expect_refused("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", want);
+    expect_refused("{\"$defs\":{\"a\":{\"anyOf\":[{\"type\":\"null\"},{\"$ref\":\"#/$defs/b\"}]},"
+                   "\"b\":{\"oneOf\":[{\"type\":\"integer\"},{\"$ref\":\"#/$defs/a\"}]}},\"$ref\":\"#/$defs/a\"}",
+                   want);
+    expect_refused("{\"anyOf\":[{\"type\":\"null\"},{\"$ref\":\"#/\"}]}", want); /* "#/" is the whole schema */
+    expect_refused("{\"$defs\":{\"a\":{\"type\":[\"null\",\"integer\"],\"anyOf\":[{\"$ref\":\"#/$defs/a\"}]}},"
+                   "\"$ref\":\"#/$defs/a\"}",
+                   want);
+}
+
 static void test_refuse_dangling_ref(void) { expect_refused("{\"$ref\":\"#/$defs/none\"}", "leads nowhere"); }
 static void test_refuse_remote_ref(void) { expect_refused("{\"$ref\":\"https://example.com/s.json\"}", "remote"); }
 static void test_refuse_bad_counts(void)
@@ -468,6 +486,7 @@ int main(void)
     RUN(test_refuse_allof);
     RUN(test_refuse_bounds);
     RUN(test_refuse_bad_name);
+    RUN(test_refuse_left_recursive_ref);
     RUN(test_refuse_dangling_ref);
     RUN(test_refuse_remote_ref);
     RUN(test_refuse_bad_counts);
