@@ -371,7 +371,14 @@ def test_queue_overflow_is_503():
         queued = connect(s.port, timeout=120)  # waits in the queue of one
         body = json.dumps(long).encode()
         queued.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-        time.sleep(0.5)
+        # until the server holds it in the queue (a fixed 0.5 s sleep was not
+        # always enough on a loaded 2-core CI machine: the next request took
+        # the queue's place and the test saw 200s)
+        deadline = time.time() + 30
+        while not re.search(r"^hearth_gen_queue_depth\{[^}]*\} [1-9]", request(s.port, "GET", "/metrics")[2].decode(),
+                            re.M):
+            assert time.time() < deadline, "the second request never reached the queue"
+            time.sleep(0.05)
         statuses = []
         for _ in range(3):
             st, doc = post_json(s.port, "/completion", {"prompt": "Once", "n_predict": 2}, timeout=60)
