@@ -122,6 +122,7 @@ extern "C" {
  * 2,369 tok/s) and lost at 64 (3,684 against 5,562): few blocks per weight
  * at large M. */
 #define MMA_DEFAULT_M 32
+#define MMA_PART_MAX ((size_t)32 << 20) /* mma_kernel's split-K sums */
 
 /* ---- layout ---- */
 
@@ -371,11 +372,30 @@ static int mv_rows(cu_ctx *c, const mview &v, const float *X, int64_t ldx, int64
     return rc;
 }
 
+/* HEARTH_CUDA_DEQ=plain: GEMM tiles through deq_kernel (read once). */
+static bool deq_run_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_DEQ");
+        on = !(e && strcmp(e, "plain") == 0);
+    }
+    return on == 1;
+}
+
 template <class T, class O>
 static int deq_launch(cu_ctx *c, const mview &v, const int32_t *tok, int64_t r0, O *out, int64_t ldo, int64_t rows,
                       int64_t K)
 {
     const int64_t units = rows * (v.kp / T::EPU);
+    if constexpr (sizeof(O) == 2) {
+        /* rows back to back: deq_run_kernel's contiguous runs */
+        if (!tok && ldo == K && v.kp == K && units < INT_MAX && deq_run_on()) {
+            deq_run_kernel<T><<<(unsigned)((units + DEQ_UNITS - 1) / DEQ_UNITS), DEQ_UNITS, 0, c->s>>>(
+                v, r0, out, (int)units, (int)(v.kp / T::EPU));
+            return cu_launched("deq_run_kernel");
+        }
+    }
     const unsigned blocks = (unsigned)((units + 255) / 256);
     deq_kernel<T, O><<<blocks, 256, 0, c->s>>>(v, tok, r0, out, ldo, rows, K);
     return cu_launched("deq_kernel");
@@ -467,6 +487,8 @@ typedef struct mm_ctx {
     cublasHandle_t h;
     void *ws;
     size_t ws_bytes;
+    float *part; /* mma_kernel's split-K sums (MMA_PART_MAX bytes) */
+    bool part_tried;
 } mm_ctx;
 
 void cu_mm_ctx_free(cu_ctx *c)
@@ -478,6 +500,8 @@ void cu_mm_ctx_free(cu_ctx *c)
         blas.destroy(m->h);
     if (m->ws)
         cu_fail("cudaFree (mm workspace)", cudaFree(m->ws));
+    if (m->part)
+        cu_fail("cudaFree (mma split-K sums)", cudaFree(m->part));
     free(m);
     c->mm = NULL;
 }
@@ -544,6 +568,14 @@ static int64_t tile_rows(const cu_weight *w)
 
 static int x_round(cu_ctx *c, const float *X, int64_t ldx, void *Xh, int64_t M, int64_t K, bool bf)
 {
+    if (K % 4 == 0 && ldx % 4 == 0 && ((uintptr_t)X & 15) == 0 && M * K < INT_MAX && ldx < INT_MAX) {
+        const unsigned blocks = (unsigned)((M * K / 4 + 255) / 256);
+        if (bf)
+            x_round4_kernel<true><<<blocks, 256, 0, c->s>>>(X, (int)ldx, Xh, (int)M, (int)K);
+        else
+            x_round4_kernel<false><<<blocks, 256, 0, c->s>>>(X, (int)ldx, Xh, (int)M, (int)K);
+        return cu_launched("x_round4_kernel");
+    }
     const unsigned blocks = (unsigned)((M * K + 255) / 256);
     if (bf)
         x_round_kernel<true><<<blocks, 256, 0, c->s>>>(X, ldx, Xh, M, K);
@@ -743,6 +775,51 @@ static int mvg_fused(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, in
     return mvp_launch<T>(c, g, X, ldx, nr, K, MVP_SWIGLU);
 }
 
+/* HEARTH_CUDA_MMA_SPLIT=0: mma_kernel never splits K over blocks (read once). */
+static bool mma_split_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_MMA_SPLIT");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on == 1;
+}
+
+/* The context's split-K buffer, allocated whole on first need outside a
+ * capture (a step's first run is never captured: dev_cuda.cu); NULL when
+ * it cannot be had, and the caller does not split. */
+static float *mma_part(cu_ctx *c, size_t need)
+{
+    mm_ctx *m = (mm_ctx *)c->mm;
+    if (m && (m->part || m->part_tried))
+        return need <= MMA_PART_MAX ? m->part : NULL;
+    if (c->recording || need > MMA_PART_MAX)
+        return NULL;
+    if (!m) {
+        m = (mm_ctx *)calloc(1, sizeof *m);
+        if (!m)
+            return NULL;
+        c->mm = m;
+    }
+    if (cu_fail("cudaSetDevice", cudaSetDevice(c->ordinal)))
+        return NULL;
+    m->part_tried = true;
+    if (cudaMalloc((void **)&m->part, MMA_PART_MAX) != cudaSuccess) {
+        (void)cudaGetLastError();
+        m->part = NULL;
+        hearth_log(HEARTH_LOG_WARN, "cuda: matmul: no %zu-byte split-K buffer on device %d: batched steps unsplit",
+                   (size_t)MMA_PART_MAX, c->ordinal);
+    }
+    return m->part;
+}
+
+/* The tensor-core kernel over the group's tiles. Rows alone give few
+ * blocks at small N (a 2,048-row weight at M = 64 was 8 blocks of 256
+ * rows for 132 SMs: batched decode at 64 sequences ran slower on it than
+ * on cuBLAS over a dequantized copy), so when the rows make fewer than two
+ * blocks an SM, K is split over blocks too: each split's sums go to a
+ * buffer and mma_reduce_kernel adds them in split order into Y. */
 template <class T, int NT, bool BF>
 static int mma_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t K, int64_t tiles)
 {
@@ -750,8 +827,38 @@ static int mma_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, i
     static_assert(C::SMEM <= 48 * 1024, "mma_kernel: shared memory past the default limit");
     const int64_t per = (int64_t)C::WN * MMA_TB;
     const int64_t blocks = (tiles + per - 1) / per;
-    mma_kernel<T, NT, BF><<<(unsigned)blocks, MMA_WARPS * 32, C::SMEM, c->s>>>(g, X, ldx, (int)M, K, tiles);
-    return cu_launched("mma_kernel");
+    const int64_t chunks = (g.v[0].kp + C::R - 1) / C::R, want = 2 * (int64_t)sm_count(c->ordinal);
+    int64_t ks = 1, cps = chunks;
+    if (blocks < want && chunks > 1 && mma_split_on()) {
+        const size_t split_bytes = (size_t)M * (size_t)tiles * 16 * sizeof(float);
+        int64_t s = (want + blocks - 1) / blocks;
+        if (s > (int64_t)(MMA_PART_MAX / split_bytes))
+            s = (int64_t)(MMA_PART_MAX / split_bytes);
+        s = s < chunks ? s : chunks;
+        if (s > 1) {
+            cps = (chunks + s - 1) / s;
+            s = (chunks + cps - 1) / cps; /* no empty split */
+        }
+        if (s > 1 && mma_part(c, (size_t)s * split_bytes))
+            ks = s;
+        else
+            cps = chunks;
+    }
+    if (ks == 1) {
+        mma_kernel<T, NT, BF><<<(unsigned)blocks, MMA_WARPS * 32, C::SMEM, c->s>>>(g, X, ldx, (int)M, K, tiles,
+                                                                                   (int)cps, NULL);
+        return cu_launched("mma_kernel");
+    }
+    float *part = ((mm_ctx *)c->mm)->part;
+    mma_kernel<T, NT, BF><<<dim3((unsigned)blocks, (unsigned)ks), MMA_WARPS * 32, C::SMEM, c->s>>>(
+        g, X, ldx, (int)M, K, tiles, (int)cps, part);
+    int rc = cu_launched("mma_kernel (split)");
+    if (!rc) {
+        const int64_t n = M * tiles * 16;
+        mma_reduce_kernel<<<(unsigned)((n + 255) / 256), 256, 0, c->s>>>(g, part, (int)ks, (int)M, tiles);
+        rc = cu_launched("mma_reduce_kernel");
+    }
+    return rc;
 }
 
 template <class T, bool BF>

@@ -600,7 +600,8 @@ __device__ __forceinline__ void stage_xh(uint16_t *xs, const float *__restrict__
  * 0 .. TB-1, K slices wk S + j R. */
 template <class T, int NT, bool BF>
 __global__ void __launch_bounds__(MMA_WARPS * 32, 1)
-    mma_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t K, int64_t tiles)
+    mma_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t K, int64_t tiles, int cps,
+               float *__restrict__ part)
 {
     typedef mma_cfg<T, NT> C;
     extern __shared__ uint4 smem4[];
@@ -639,7 +640,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 1)
             for (int i = 0; i < 4; i++)
                 acc[tb][j][i] = 0.0f;
 
-    for (int64_t c0 = 0; c0 < kp; c0 += C::R) {
+    const int64_t c_end = part ? (int64_t)(blockIdx.y + 1) * cps * C::R : kp;
+    for (int64_t c0 = (int64_t)blockIdx.y * cps * C::R; c0 < kp && c0 < c_end; c0 += C::R) {
         const int64_t e0 = c0 + (int64_t)wk * C::S; /* this warp's slice */
         const bool work = e0 < kp;                  /* warp-uniform */
         /* the weight loads go out before X is staged: both latencies overlap */
@@ -738,7 +740,27 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 1)
         }
     }
     /* c[0] = D[gq][2tq], c[1] = D[gq][2tq+1], c[2], c[3] the same for row gq+8;
-     * D's row is the weight row, its column the row of X */
+     * D's row is the weight row, its column the row of X. Split over K:
+     * this block's sums to part[blockIdx.y][m][16 tile + row in tile] */
+    if (part) {
+        const int64_t tr = 16 * tiles;
+        float *pp = part + (int64_t)blockIdx.y * M * tr;
+#pragma unroll
+        for (int tb = 0; tb < MMA_TB; tb++) {
+            const int64_t tile = ((int64_t)blockIdx.x * C::WN + wn) * MMA_TB + tb;
+            if (tile >= tiles)
+                continue;
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int m = 8 * j + 2 * tq + (i & 1);
+                    if (m < M)
+                        pp[m * tr + 16 * tile + gq + 8 * (i / 2)] = acc[tb][j][i];
+                }
+        }
+        return;
+    }
 #pragma unroll
     for (int tb = 0; tb < MMA_TB; tb++)
 #pragma unroll
@@ -749,6 +771,24 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 1)
                 if (ok[tb][h] && m < M)
                     y[tb][m * ldy[tb] + row[tb][h]] = acc[tb][j][i];
             }
+}
+
+/* Y = the sum of mma_kernel's ks splits of part, in split order (the same
+ * sums every run: no atomics), one thread per (row of X, row in tile space). */
+__global__ void mma_reduce_kernel(mgroup gr, const float *__restrict__ part, int ks, int M, int64_t tiles)
+{
+    const int64_t tr = 16 * tiles, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= M * tr)
+        return;
+    const int m = (int)(i / tr);
+    const int64_t t = i - m * tr;
+    float sum = part[i];
+    for (int k = 1; k < ks; k++)
+        sum += part[(int64_t)k * M * tr + i];
+    const mseg sg = seg_at(gr, t / 16);
+    const int64_t row = 16 * sg.local + t % 16;
+    if (row < sg.n)
+        sg.y[m * sg.ldy + row] = sum;
 }
 
 #endif
