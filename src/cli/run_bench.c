@@ -12,7 +12,10 @@
  * figures include its per-step work (an argmax, the stop check); before
  * 2026-12-02 they called the forward pass directly, and RESULTS.md has the two
  * side by side (within noise). Each test runs once
- * untimed (page faults, pool start-up), then -r times; the table shows the
+ * untimed (page faults, pool start-up; twice on a device that records
+ * passes, so no timed run holds a graph's capture: before 2026-12-03 the
+ * first timed pp512 on the H200 did, the spread of -r 3 was +-25%), then
+ * -r times; the table shows the
  * mean and sample standard deviation of tokens/s over the runs. For tg it
  * adds the weight bytes read per second (hearth_llama_weight_bytes x tok/s)
  * and, below the table, the machine's measured read bandwidth, because a
@@ -212,7 +215,10 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
         int n = test == 0 ? pp : tg;
         if (n == 0 || (test == 2 && P == 1))
             continue;
-        for (int r = -1; r < o->reps; r++) {
+        /* untimed: one run, two where the device records passes (the first
+         * sight of a shape runs op by op, the second is captured: dev.h) */
+        const int warm = o->dev && o->dev->ops->graph_begin ? 2 : 1;
+        for (int r = -warm; r < o->reps; r++) {
             double sec;
             int rc = test == 0 ? timed(sched, tokens, n_max, n, 1, 1, reqs, rp, ends, &sec, &err)
                                : timed(sched, tokens, n_max, 1, n, test == 2 ? P : 1, reqs, rp, ends, &sec, &err);

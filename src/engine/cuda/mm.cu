@@ -697,22 +697,43 @@ static bool mv_q8(void)
     return on == 1;
 }
 
+/* HEARTH_CUDA_MV_HALF=0: mvp_kernel keeps a whole warp on a row at every
+ * width (read once). */
+static bool mv_half(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_MV_HALF");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on == 1;
+}
+
 /* mvp_kernel over the group (M = 1, rows as wide as one chunk of X); post:
- * MVP_STORE, MVP_ADD or MVP_SWIGLU (nr then counts gate and up rows). */
+ * MVP_STORE, MVP_ADD or MVP_SWIGLU (nr then counts gate and up rows). With
+ * q8a X, a row of at most 16 UNR units goes to half a warp (mvp_kernel's
+ * LW); the float path keeps whole warps, the order mvg_kernel sums in. */
 template <class T>
 static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K, int post)
 {
-    int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
-    if (blocks > 2 * (int64_t)sm_count(c->ordinal))
-        blocks = 2 * (int64_t)sm_count(c->ordinal);
     const int kc = chunk_for(g.v[0].kp);
+    const int64_t cap = 2 * (int64_t)sm_count(c->ordinal);
     if constexpr (q8dot<T>::on) {
-        if (mv_q8())
-            return cu_fail("mvp_kernel (q8)", cu_launch(cu_pdl_on(), mvp_kernel<T, true>, dim3((unsigned)blocks),
-                                                        dim3(MV_WARPS * 32), q8_smem(kc), c->s, g, X, ldx, nr, K,
-                                                        kc, post));
+        if (mv_q8()) {
+            const bool half = mv_half() && g.v[0].kp / T::EPU <= 16 * T::UNR;
+            const int64_t per = half ? 2 * MV_WARPS : MV_WARPS;
+            int64_t blocks = (nr + per - 1) / per;
+            blocks = blocks < cap ? blocks : cap;
+            cudaError_t e = half ? cu_launch(cu_pdl_on(), mvp_kernel<T, true, 16>, dim3((unsigned)blocks),
+                                             dim3(MV_WARPS * 32), q8_smem(kc), c->s, g, X, ldx, nr, K, kc, post)
+                                 : cu_launch(cu_pdl_on(), mvp_kernel<T, true, 32>, dim3((unsigned)blocks),
+                                             dim3(MV_WARPS * 32), q8_smem(kc), c->s, g, X, ldx, nr, K, kc, post);
+            return cu_fail("mvp_kernel (q8)", e);
+        }
     }
-    cudaError_t e = cu_launch(cu_pdl_on(), mvp_kernel<T, false>, dim3((unsigned)blocks), dim3(MV_WARPS * 32),
+    int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
+    blocks = blocks < cap ? blocks : cap;
+    cudaError_t e = cu_launch(cu_pdl_on(), mvp_kernel<T, false, 32>, dim3((unsigned)blocks), dim3(MV_WARPS * 32),
                               (size_t)kc * 4, c->s, g, X, ldx, nr, K, kc, post);
     return cu_fail("mvp_kernel", e);
 }

@@ -368,34 +368,34 @@ struct q8dot<tr_q4_k> {
 
 /* ---- the pipelined mat-vec (M = 1, X staged once) ---- */
 
-/* Batch u0 (this lane's units u0, u0 + 32, ... below nu, T::UNR of them) of
- * a row into r. */
-template <class T>
+/* Batch u0 (this lane's units u0, u0 + LW, ... below nu, T::UNR of them) of
+ * a row into r; LW: the lanes that share a row (mvp_kernel). */
+template <class T, int LW>
 __device__ __forceinline__ void mvp_load(typename T::R (&r)[T::UNR], const mview &v, int64_t row, int u0, int nu)
 {
 #pragma unroll
     for (int j = 0; j < T::UNR; j++)
-        if (u0 + 32 * j < nu)
-            r[j] = T::load(v, row, u0 + 32 * j);
+        if (u0 + LW * j < nu)
+            r[j] = T::load(v, row, u0 + LW * j);
 }
 
 /* acc += the batch's products with X: with floats in mvg_kernel's order
- * (a row's result is the same bit for bit whichever kernel ran it); Q8,
- * with the q8a X, which only this kernel has. */
-template <class T, bool Q8>
+ * (a row's result is the same bit for bit whichever kernel ran it; LW = 32
+ * there); Q8, with the q8a X, which only this kernel has. */
+template <class T, bool Q8, int LW>
 __device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const float4 *xs, int kc, int u0, int nu,
                                         float (&acc)[1])
 {
 #pragma unroll
     for (int j = 0; j < T::UNR; j++) {
-        if (u0 + 32 * j >= nu)
+        if (u0 + LW * j >= nu)
             break;
         if (Q8) {
             const int8_t *xq = (const int8_t *)xs;
             const float *xd = (const float *)(xq + kc);
-            q8dot<T>::dot(r[j], u0 + 32 * j, xq, xd, xd + kc / 32, acc[0]);
+            q8dot<T>::dot(r[j], u0 + LW * j, xq, xd, xd + kc / 32, acc[0]);
         } else {
-            unit_dot<T, 1>(r[j], xs, 0, u0 + 32 * j, acc);
+            unit_dot<T, 1>(r[j], xs, 0, u0 + LW * j, acc);
         }
     }
 }
@@ -418,62 +418,82 @@ __device__ __forceinline__ mseg mvp_seg(const mgroup &gr, int64_t row, int post)
     return s;
 }
 
-/* The warp's row sum into Y; held: the gate sum of a SWIGLU pair. The
- * arithmetic is ops.cu's swiglu (g / (1 + expf(-g)) * u) and add, so the
- * fused result is the separate ops' bit for bit. */
-__device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float acc, int post, float &held)
+/* The row sums of the warp's lane groups into Y (every lane calls it; live:
+ * this lane's row is below nr); held: with LW = 32, the gate sum of a
+ * SWIGLU pair, whose up row is the warp's next; with LW = 16 the pair is
+ * the warp's two halves (gate in lanes 0-15, up in 16-31). The arithmetic
+ * is ops.cu's swiglu (g / (1 + expf(-g)) * u) and add, so the fused result
+ * is the separate ops' bit for bit. */
+template <int LW>
+__device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float acc, int post, float &held, bool live)
 {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
+    for (int o = LW / 2; o > 0; o >>= 1)
         acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (post == MVP_SWIGLU && !(row & 1)) {
-        held = acc;
-        return;
+    if (post == MVP_SWIGLU) {
+        if (LW == 32 && !(row & 1)) {
+            held = acc;
+            return;
+        }
+        if (LW < 32)
+            held = __shfl_xor_sync(0xffffffffu, acc, LW); /* the partner group's: the gate's in the up group */
+        if (LW < 32 && !(row & 1))
+            return;
     }
-    if ((threadIdx.x & 31) == 0) {
+    if ((threadIdx.x & (LW - 1)) == 0 && live) {
         const mseg sg = mvp_seg(gr, row, post);
         float *y = sg.y + sg.local;
         *y = post == MVP_SWIGLU ? held / (1.0f + expf(-held)) * acc : post == MVP_ADD ? *y + acc : acc;
     }
 }
 
-/* The next batch after (row, u): the next units of the row, or the warp's
- * next row from its first unit (warp-uniform: u - lane is). A warp's rows
- * are rstep apart, or with SWIGLU its pairs (2p, 2p + 1) are. */
-__device__ __forceinline__ void mvp_next(int64_t row, int u, int lane, int step, int nu, int64_t rstep, int post,
+/* The next batch after (row, u): the next units of the row, or the group's
+ * next row from its first unit (group-uniform: u - gl is, gl the lane in
+ * its group). A group's rows are rstep apart; with SWIGLU and LW = 32 a
+ * warp's pairs (2p, 2p + 1) are (pairs). */
+__device__ __forceinline__ void mvp_next(int64_t row, int u, int gl, int step, int nu, int64_t rstep, bool pairs,
                                          int64_t &row2, int &u2)
 {
     row2 = row;
     u2 = u + step;
-    if (u2 - lane >= nu) {
-        row2 = post != MVP_SWIGLU ? row + rstep : (row & 1) ? row - 1 + 2 * rstep : row + 1;
-        u2 = lane;
+    if (u2 - gl >= nu) {
+        row2 = !pairs ? row + rstep : (row & 1) ? row - 1 + 2 * rstep : row + 1;
+        u2 = gl;
     }
 }
 
-/* mvg_kernel at M = 1 with the weight stream kept going: each warp walks its
- * rows' batches (T::UNR units a lane) with the next batch's loads issued
- * before the current one is multiplied, across row ends too, so no warp
- * waits on memory with nothing in flight (mvg_kernel issues a row's loads
- * only after the last row's products and sum). Two register sets of loads:
- * two blocks an SM. nr: rows (with SWIGLU twice the gate's). */
-template <class T, bool Q8>
+/* mvg_kernel at M = 1 with the weight stream kept going: each lane group
+ * walks its rows' batches (T::UNR units a lane) with the next batch's loads
+ * issued before the current one is multiplied, across row ends too, so no
+ * warp waits on memory with nothing in flight (mvg_kernel issues a row's
+ * loads only after the last row's products and sum). Two register sets of
+ * loads: two blocks an SM. nr: rows (with SWIGLU twice the gate's).
+ * LW: lanes a row (32, or 16 where a row has at most 16 UNR units: a
+ * 2,048-wide Q4_K row is 64 units, so with a whole warp on it half of each
+ * lane's load slots stayed empty; ncu on the H200 read Q4_K's gate/up at
+ * 1.05 TB/s with 16 warps an SM). A warp's groups hold consecutive rows and
+ * move together (every group's row has the same units), so the loop is
+ * warp-uniform; a group past nr computes and stores nothing. */
+template <class T, bool Q8, int LW>
 __global__ void __launch_bounds__(MV_WARPS * 32, 2)
     mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int64_t nr, int64_t K, int kc, int post)
 {
     extern __shared__ float4 xs[]; /* (kc/4), swizzled: X whole; Q8: q8_smem(kc) bytes */
     cu_pdl_trigger();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    constexpr int G = 32 / LW; /* rows a warp walks at once */
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gl = lane % LW, gi = lane / LW;
     const int64_t kp = gr.v[0].kp;
-    const int nu = (int)(kp / T::EPU), step = 32 * T::UNR;
-    const int64_t rstep = (int64_t)gridDim.x * MV_WARPS;
+    const int nu = (int)(kp / T::EPU), step = LW * T::UNR;
+    const bool pairs = post == MVP_SWIGLU && G == 1;
+    const int64_t rstep = (int64_t)gridDim.x * MV_WARPS * G;
     const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
     typename T::R ra[T::UNR], rb[T::UNR];
-    int64_t row = ((int64_t)blockIdx.x * MV_WARPS + warp) * (post == MVP_SWIGLU ? 2 : 1);
-    int u = lane;
+    /* row: this group's; the loop runs on the warp's first group's (row - gi) */
+    int64_t row = ((int64_t)blockIdx.x * MV_WARPS + warp) * (pairs ? 2 : G) + gi;
+    int u = gl;
     if (row < nr) {
         const mseg sv = mvp_seg(gr, row, post);
-        mvp_load<T>(ra, sv.v, sv.local, u, nu);
+        mvp_load<T, LW>(ra, sv.v, sv.local, u, nu);
     }
     cu_pdl_wait();
     if (Q8) {
@@ -485,29 +505,31 @@ __global__ void __launch_bounds__(MV_WARPS * 32, 2)
     }
     __syncthreads();
     float acc[1] = {0.0f}, held = 0.0f;
-    while (row < nr) {
+    while (row - gi < nr) {
         int64_t row2, row3;
         int u2, u3;
-        mvp_next(row, u, lane, step, nu, rstep, post, row2, u2);
+        mvp_next(row, u, gl, step, nu, rstep, pairs, row2, u2);
         if (row2 < nr) {
             const mseg sv = mvp_seg(gr, row2, post);
-            mvp_load<T>(rb, sv.v, sv.local, u2, nu);
+            mvp_load<T, LW>(rb, sv.v, sv.local, u2, nu);
         }
-        mvp_dot<T, Q8>(ra, xs, kc, u, nu, acc);
+        if (row < nr)
+            mvp_dot<T, Q8, LW>(ra, xs, kc, u, nu, acc);
         if (row2 != row) {
-            mvp_store(gr, row, acc[0], post, held);
+            mvp_store<LW>(gr, row, acc[0], post, held, row < nr);
             acc[0] = 0.0f;
         }
-        if (row2 >= nr)
+        if (row2 - gi >= nr)
             break;
-        mvp_next(row2, u2, lane, step, nu, rstep, post, row3, u3);
+        mvp_next(row2, u2, gl, step, nu, rstep, pairs, row3, u3);
         if (row3 < nr) {
             const mseg sv = mvp_seg(gr, row3, post);
-            mvp_load<T>(ra, sv.v, sv.local, u3, nu);
+            mvp_load<T, LW>(ra, sv.v, sv.local, u3, nu);
         }
-        mvp_dot<T, Q8>(rb, xs, kc, u2, nu, acc);
+        if (row2 < nr)
+            mvp_dot<T, Q8, LW>(rb, xs, kc, u2, nu, acc);
         if (row3 != row2) {
-            mvp_store(gr, row2, acc[0], post, held);
+            mvp_store<LW>(gr, row2, acc[0], post, held, row2 < nr);
             acc[0] = 0.0f;
         }
         row = row3;
