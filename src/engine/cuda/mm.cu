@@ -709,12 +709,14 @@ static bool mv_half(void)
     return on == 1;
 }
 
-/* mvp_kernel over the group (M = 1, rows as wide as one chunk of X); post:
- * MVP_STORE, MVP_ADD or MVP_SWIGLU (nr then counts gate and up rows). With
- * q8a X, a row of at most 16 UNR units goes to half a warp (mvp_kernel's
- * LW); the float path keeps whole warps, the order mvg_kernel sums in. */
-template <class T>
-static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K, int post)
+/* mvp_kernel over the group for M rows of X (MT of them staged, MT >= M):
+ * M = 1, rows as wide as one chunk of X, post MVP_STORE, MVP_ADD or
+ * MVP_SWIGLU (nr then counts gate and up rows); M > 1 (q8a X alone), post
+ * MVP_STORE. With q8a X, a row of at most 16 UNR units goes to half a warp
+ * (mvp_kernel's LW); the float path keeps whole warps, the order
+ * mvg_kernel sums in. */
+template <class T, int MT>
+static int mvp_go(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K, int post)
 {
     const int kc = chunk_for(g.v[0].kp);
     const int64_t cap = 2 * (int64_t)sm_count(c->ordinal);
@@ -724,18 +726,73 @@ static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, i
             const int64_t per = half ? 2 * MV_WARPS : MV_WARPS;
             int64_t blocks = (nr + per - 1) / per;
             blocks = blocks < cap ? blocks : cap;
-            cudaError_t e = half ? cu_launch(cu_pdl_on(), mvp_kernel<T, true, 16>, dim3((unsigned)blocks),
-                                             dim3(MV_WARPS * 32), q8_smem(kc), c->s, g, X, ldx, nr, K, kc, post)
-                                 : cu_launch(cu_pdl_on(), mvp_kernel<T, true, 32>, dim3((unsigned)blocks),
-                                             dim3(MV_WARPS * 32), q8_smem(kc), c->s, g, X, ldx, nr, K, kc, post);
+            const size_t smem = MT * q8_smem(kc);
+            cudaError_t e = half ? cu_launch(cu_pdl_on(), mvp_kernel<T, true, 16, MT>, dim3((unsigned)blocks),
+                                             dim3(MV_WARPS * 32), smem, c->s, g, X, ldx, M, nr, K, kc, post)
+                                 : cu_launch(cu_pdl_on(), mvp_kernel<T, true, 32, MT>, dim3((unsigned)blocks),
+                                             dim3(MV_WARPS * 32), smem, c->s, g, X, ldx, M, nr, K, kc, post);
             return cu_fail("mvp_kernel (q8)", e);
         }
     }
-    int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
-    blocks = blocks < cap ? blocks : cap;
-    cudaError_t e = cu_launch(cu_pdl_on(), mvp_kernel<T, false, 32>, dim3((unsigned)blocks), dim3(MV_WARPS * 32),
-                              (size_t)kc * 4, c->s, g, X, ldx, nr, K, kc, post);
-    return cu_fail("mvp_kernel", e);
+    if constexpr (MT == 1) {
+        int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
+        blocks = blocks < cap ? blocks : cap;
+        cudaError_t e = cu_launch(cu_pdl_on(), mvp_kernel<T, false, 32, 1>, dim3((unsigned)blocks),
+                                  dim3(MV_WARPS * 32), (size_t)kc * 4, c->s, g, X, ldx, 1, nr, K, kc, post);
+        return cu_fail("mvp_kernel", e);
+    }
+    return HEARTH_EUNSUPPORTED;
+}
+
+template <class T>
+static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K, int post)
+{
+    return mvp_go<T, 1>(c, g, X, ldx, 1, nr, K, post);
+}
+
+/* HEARTH_CUDA_MVP_ROWS=0: 2 to 16 rows of X go to the tensor-core kernel
+ * (or mvg_kernel), not to mvp_kernel (read once). */
+static bool mvp_rows_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_MVP_ROWS");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on == 1;
+}
+
+/* The rows of X mvp_kernel stages for M (0: it does not take M). */
+static int mvp_rows_mt(int64_t M)
+{
+    return M < 2 || M > 16 ? 0 : M <= 2 ? 2 : M <= 4 ? 4 : M <= 8 ? 8 : 16;
+}
+
+/* Whether mvp_kernel takes M > 1 rows of X for a weight of this type and
+ * width: the q8a types, X's rows within the default 48 KiB of shared
+ * memory. A batched decode step of a few sequences reads the weights once
+ * at the mat-vec's speed (the tensor-core kernel, built for throughput,
+ * ran a 4-sequence step at twice the single one's time: H200, 1.04B Q4_K). */
+static bool mvp_rows_take(hearth_dtype t, int64_t kp, int64_t M)
+{
+    const int mt = mvp_rows_mt(M);
+    if (!mt || !mvp_rows_on() || !mv_pipe() || !mv_q8())
+        return false;
+    if (t != HEARTH_Q8_0 && t != HEARTH_Q4_0 && t != HEARTH_Q4_K)
+        return false;
+    return (size_t)mt * q8_smem(chunk_for(kp)) <= 48 * 1024;
+}
+
+template <class T>
+static int mvp_rows(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t nr, int64_t K)
+{
+    switch (mvp_rows_mt(M)) {
+    case 2: return mvp_go<T, 2>(c, g, X, ldx, (int)M, nr, K, MVP_STORE);
+    case 4: return mvp_go<T, 4>(c, g, X, ldx, (int)M, nr, K, MVP_STORE);
+    case 8: return mvp_go<T, 8>(c, g, X, ldx, (int)M, nr, K, MVP_STORE);
+    case 16: return mvp_go<T, 16>(c, g, X, ldx, (int)M, nr, K, MVP_STORE);
+    default: return HEARTH_EUNSUPPORTED;
+    }
 }
 
 /* Whether mvp_kernel takes a group of this width (X in one chunk). */
@@ -903,6 +960,14 @@ static int group_launch(cu_ctx *c, const mgroup &g, hearth_dtype t, bool mma, co
         MM_DISPATCH(t, MVF_CALL)
 #undef MVF_CALL
     }
+    if (M >= 2 && mvp_rows_take(t, g.v[0].kp, M)) {
+        switch (t) {
+        case HEARTH_Q8_0: return mvp_rows<tr_q8_0>(c, g, X, ldx, M, nr, K);
+        case HEARTH_Q4_0: return mvp_rows<tr_q4_0>(c, g, X, ldx, M, nr, K);
+        case HEARTH_Q4_K: return mvp_rows<tr_q4_k>(c, g, X, ldx, M, nr, K);
+        default: return HEARTH_EUNSUPPORTED;
+        }
+    }
     if (mma && t != HEARTH_F32) {
         switch (t) {
         case HEARTH_F16: return mma_rows<tr_half<false>, false>(c, g, X, ldx, M, nr, K);
@@ -935,6 +1000,8 @@ static int grouped(cu_ctx *c, const cu_weight *const *w, int n, const float *X, 
         mgroup g;
         memset(&g, 0, sizeof g);
         int64_t nr = 0;
+        /* counted in 16-row tiles for the tensor-core kernel, in rows for the mat-vecs */
+        const bool tiles = mma && !mvp_rows_take(w[i]->type, view_of(w[i]).kp, M);
         for (int j = i; j < n; j++) {
             if (done[j] || w[j]->type != w[i]->type || w[j]->n_in != w[i]->n_in)
                 continue;
@@ -943,7 +1010,7 @@ static int grouped(cu_ctx *c, const cu_weight *const *w, int n, const float *X, 
             g.ldy[g.cnt] = ldy[j];
             g.n[g.cnt] = w[j]->n_out;
             g.at[g.cnt] = nr;
-            nr += mma ? (w[j]->n_out + 15) / 16 : w[j]->n_out;
+            nr += tiles ? (w[j]->n_out + 15) / 16 : w[j]->n_out;
             g.cnt++;
             done[j] = true;
         }

@@ -382,20 +382,28 @@ __device__ __forceinline__ void mvp_load(typename T::R (&r)[T::UNR], const mview
 /* acc += the batch's products with X: with floats in mvg_kernel's order
  * (a row's result is the same bit for bit whichever kernel ran it; LW = 32
  * there); Q8, with the q8a X, which only this kernel has. */
-template <class T, bool Q8, int LW>
+template <class T, bool Q8, int LW, int MT>
 __device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const float4 *xs, int kc, int u0, int nu,
-                                        float (&acc)[1])
+                                        int M, float (&acc)[MT])
 {
+    static_assert(Q8 || MT == 1, "mvp_kernel: rows of X take the q8a X");
 #pragma unroll
     for (int j = 0; j < T::UNR; j++) {
         if (u0 + LW * j >= nu)
             break;
         if (Q8) {
-            const int8_t *xq = (const int8_t *)xs;
-            const float *xd = (const float *)(xq + kc);
-            q8dot<T>::dot(r[j], u0 + LW * j, xq, xd, xd + kc / 32, acc[0]);
+            /* X's rows q8_smem(kc) bytes apart; the weight's decode is the
+             * same for every row (the compiler keeps one) */
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                if (m >= M)
+                    break;
+                const int8_t *xq = (const int8_t *)xs + m * q8_smem(kc);
+                const float *xd = (const float *)(xq + kc);
+                q8dot<T>::dot(r[j], u0 + LW * j, xq, xd, xd + kc / 32, acc[m]);
+            }
         } else {
-            unit_dot<T, 1>(r[j], xs, 0, u0 + LW * j, acc);
+            unit_dot<T, 1>(r[j], xs, 0, u0 + LW * j, *(float(*)[1])acc);
         }
     }
 }
@@ -424,12 +432,30 @@ __device__ __forceinline__ mseg mvp_seg(const mgroup &gr, int64_t row, int post)
  * the warp's two halves (gate in lanes 0-15, up in 16-31). The arithmetic
  * is ops.cu's swiglu (g / (1 + expf(-g)) * u) and add, so the fused result
  * is the separate ops' bit for bit. */
-template <int LW>
-__device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float acc, int post, float &held, bool live)
+template <int LW, int MT>
+__device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float (&accs)[MT], int post, float &held,
+                                          bool live, int M)
 {
 #pragma unroll
-    for (int o = LW / 2; o > 0; o >>= 1)
-        acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int o = LW / 2; o > 0; o >>= 1)
+            accs[m] += __shfl_xor_sync(0xffffffffu, accs[m], o);
+    if (MT > 1) { /* rows of X: STORE alone */
+        if ((threadIdx.x & (LW - 1)) == 0 && live) {
+            const mseg sg = seg_at(gr, row);
+#pragma unroll
+            for (int m = 0; m < MT; m++)
+                if (m < M)
+                    sg.y[m * sg.ldy + sg.local] = accs[m];
+        }
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+            accs[m] = 0.0f;
+        return;
+    }
+    float acc = accs[0];
+    accs[0] = 0.0f;
     if (post == MVP_SWIGLU) {
         if (LW == 32 && !(row & 1)) {
             held = acc;
@@ -474,9 +500,9 @@ __device__ __forceinline__ void mvp_next(int64_t row, int u, int gl, int step, i
  * 1.05 TB/s with 16 warps an SM). A warp's groups hold consecutive rows and
  * move together (every group's row has the same units), so the loop is
  * warp-uniform; a group past nr computes and stores nothing. */
-template <class T, bool Q8, int LW>
+template <class T, bool Q8, int LW, int MT>
 __global__ void __launch_bounds__(MV_WARPS * 32, 2)
-    mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int64_t nr, int64_t K, int kc, int post)
+    mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t nr, int64_t K, int kc, int post)
 {
     extern __shared__ float4 xs[]; /* (kc/4), swizzled: X whole; Q8: q8_smem(kc) bytes */
     cu_pdl_trigger();
@@ -499,12 +525,19 @@ __global__ void __launch_bounds__(MV_WARPS * 32, 2)
     if (Q8) {
         int8_t *xq = (int8_t *)xs;
         float *xd = (float *)(xq + kc);
-        stage_q8(xq, xd, xd + kc / 32, X, K, (int)kp, vec);
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+            if (m < M)
+                stage_q8(xq + m * q8_smem(kc), xd + m * q8_smem(kc) / 4, xd + m * q8_smem(kc) / 4 + kc / 32,
+                         X + m * ldx, K, (int)kp, vec);
     } else {
         stage_x<1>(xs, X, ldx, K, 0, (int)kp, kc / 4, vec);
     }
     __syncthreads();
-    float acc[1] = {0.0f}, held = 0.0f;
+    float acc[MT], held = 0.0f;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+        acc[m] = 0.0f;
     while (row - gi < nr) {
         int64_t row2, row3;
         int u2, u3;
@@ -514,11 +547,9 @@ __global__ void __launch_bounds__(MV_WARPS * 32, 2)
             mvp_load<T, LW>(rb, sv.v, sv.local, u2, nu);
         }
         if (row < nr)
-            mvp_dot<T, Q8, LW>(ra, xs, kc, u, nu, acc);
-        if (row2 != row) {
-            mvp_store<LW>(gr, row, acc[0], post, held, row < nr);
-            acc[0] = 0.0f;
-        }
+            mvp_dot<T, Q8, LW, MT>(ra, xs, kc, u, nu, M, acc);
+        if (row2 != row)
+            mvp_store<LW, MT>(gr, row, acc, post, held, row < nr, M);
         if (row2 - gi >= nr)
             break;
         mvp_next(row2, u2, gl, step, nu, rstep, pairs, row3, u3);
@@ -527,11 +558,9 @@ __global__ void __launch_bounds__(MV_WARPS * 32, 2)
             mvp_load<T, LW>(ra, sv.v, sv.local, u3, nu);
         }
         if (row2 < nr)
-            mvp_dot<T, Q8, LW>(rb, xs, kc, u2, nu, acc);
-        if (row3 != row2) {
-            mvp_store<LW>(gr, row2, acc[0], post, held, row2 < nr);
-            acc[0] = 0.0f;
-        }
+            mvp_dot<T, Q8, LW, MT>(rb, xs, kc, u2, nu, M, acc);
+        if (row3 != row2)
+            mvp_store<LW, MT>(gr, row2, acc, post, held, row2 < nr, M);
         row = row3;
         u = u3;
     }
