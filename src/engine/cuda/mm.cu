@@ -38,7 +38,7 @@
  * type but F32 (F32 weights take the per-weight path of before: the grouped
  * F32 mat-vec wrote wrong rows on the H200 and is not used), each weight byte read once per call, dequantized in registers
  * to f16 (bf16 for BF16), X rounded to f16/bf16 as staged in shared memory
- * (caps.matmul_round 2^-9 covers both roundings); fragment mapping in
+ * (caps.matmul_round 2^-8 covers both roundings); fragment mapping in
  * mm_mma.cuh's header. M > 64: cuBLAS as below. HEARTH_CUDA_MM=legacy:
  * the dispatch before these (one mat-vec launch per weight, cuBLAS past 8).
  * Bytes of mma_kernel per call: N K b of weight from HBM once, plus M K 4
@@ -750,8 +750,7 @@ static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, i
     return mvp_go<T, 1>(c, g, X, ldx, 1, nr, K, post);
 }
 
-/* HEARTH_CUDA_MVP_ROWS=0: 2 to 16 rows of X go to the tensor-core kernel
- * (or mvg_kernel), not to mvp_kernel (read once). */
+/* HEARTH_CUDA_MVP_ROWS=0: rows of X never go to mvp_kernel (read once). */
 static bool mvp_rows_on(void)
 {
     static int on = -1;
@@ -762,23 +761,27 @@ static bool mvp_rows_on(void)
     return on == 1;
 }
 
-/* The rows of X mvp_kernel stages for M (0: it does not take M). */
-static int mvp_rows_mt(int64_t M)
+/* The rows of X mvp_kernel stages for M > 1 rows of a weight of type t (0:
+ * it does not take them): the q8a types, where it beat the tensor-core
+ * kernel on the H200 (1.04B, batched decode, tok/s summed, mvp against
+ * mma): Q4_K 2 rows 1,675 / 1,323, 4 rows 2,098 / 2,429; Q8_0 2 rows
+ * 1,886 / 1,336, 4 rows 2,587 / 2,345, 8 rows 3,615 / 3,610, 16 rows
+ * 4,477 / 5,388. Each row of X costs the mat-vec its dp4a and shared-memory
+ * loads again where the tensor cores take 8 rows an instruction, and a
+ * Q4_K unit's decode is dearer than Q8_0's. */
+static int mvp_rows_mt(hearth_dtype t, int64_t M)
 {
-    return M < 2 || M > 16 ? 0 : M <= 2 ? 2 : M <= 4 ? 4 : M <= 8 ? 8 : 16;
+    if (M == 2 && (t == HEARTH_Q8_0 || t == HEARTH_Q4_0 || t == HEARTH_Q4_K))
+        return 2;
+    return M >= 2 && M <= 4 && t == HEARTH_Q8_0 ? 4 : 0;
 }
 
 /* Whether mvp_kernel takes M > 1 rows of X for a weight of this type and
- * width: the q8a types, X's rows within the default 48 KiB of shared
- * memory. A batched decode step of a few sequences reads the weights once
- * at the mat-vec's speed (the tensor-core kernel, built for throughput,
- * ran a 4-sequence step at twice the single one's time: H200, 1.04B Q4_K). */
+ * width (X's rows within the default 48 KiB of shared memory). */
 static bool mvp_rows_take(hearth_dtype t, int64_t kp, int64_t M)
 {
-    const int mt = mvp_rows_mt(M);
+    const int mt = mvp_rows_mt(t, M);
     if (!mt || !mvp_rows_on() || !mv_pipe() || !mv_q8())
-        return false;
-    if (t != HEARTH_Q8_0 && t != HEARTH_Q4_0 && t != HEARTH_Q4_K)
         return false;
     return (size_t)mt * q8_smem(chunk_for(kp)) <= 48 * 1024;
 }
@@ -786,13 +789,8 @@ static bool mvp_rows_take(hearth_dtype t, int64_t kp, int64_t M)
 template <class T>
 static int mvp_rows(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t nr, int64_t K)
 {
-    switch (mvp_rows_mt(M)) {
-    case 2: return mvp_go<T, 2>(c, g, X, ldx, (int)M, nr, K, MVP_STORE);
-    case 4: return mvp_go<T, 4>(c, g, X, ldx, (int)M, nr, K, MVP_STORE);
-    case 8: return mvp_go<T, 8>(c, g, X, ldx, (int)M, nr, K, MVP_STORE);
-    case 16: return mvp_go<T, 16>(c, g, X, ldx, (int)M, nr, K, MVP_STORE);
-    default: return HEARTH_EUNSUPPORTED;
-    }
+    return M <= 2 ? mvp_go<T, 2>(c, g, X, ldx, (int)M, nr, K, MVP_STORE)
+                  : mvp_go<T, 4>(c, g, X, ldx, (int)M, nr, K, MVP_STORE);
 }
 
 /* Whether mvp_kernel takes a group of this width (X in one chunk). */
