@@ -43,7 +43,8 @@
 
 static constexpr int AM_WARPS = 4, AM_NQ = 16 * AM_WARPS, AM_STAGES = 2;
 
-/* Keys per tile by padded head DP: two stages of K and V tiles fit 48 KiB. */
+/* Keys per tile by padded head DP: two stages of K and V tiles fit 48 KiB
+ * (at DP 128, 64 keys would take 68 KiB; 32 halve the S registers too). */
 template <int DP> struct am_shape;
 template <> struct am_shape<64> {
     static constexpr int KC = 64;
@@ -226,7 +227,9 @@ __device__ __forceinline__ void am_tile(const __half *sk, const __half *sv, int6
  * (that comment), here lane (gq, tq) of warp w holds queries 16 w + gq and
  * 16 w + gq + 8. For each distinct slot of the tile's rows, over key tiles
  * up to the largest count of its rows: the next tile's copy starts, this
- * one's is waited for, am_tile runs per warp. */
+ * one's is waited for, am_tile runs per warp. Launch bounds (128, 2): with
+ * no minimum ptxas (13.0) held DP 64 to 168 registers and spilled; with it,
+ * 196 (DP 64) and 252 (DP 128), no spill, 2 blocks an SM. */
 template <int DP> __global__ static void __launch_bounds__(AM_WARPS * 32, 2) tiled_mma_kernel(cached_args a)
 {
     constexpr int KC = am_shape<DP>::KC, P = DP + 8;
