@@ -243,7 +243,7 @@ typedef struct cached_args {
 
 /* TL_SLOTS_MAX: a tile whose rows span more slots goes to the per-row
  * kernel (a decode step's rows, one per slot). TL_ROWS_MAX: the largest
- * tile (the tiled blocks' query count at hd <= 64). */
+ * tile (64 queries: tiled_kernel's at hd <= 64, tiled_mma_kernel's). */
 static constexpr int TL_THREADS = 256, TL_SLOTS_MAX = 4, TL_ROWS_MAX = 64, TL_MIN_ROWS = 16;
 
 /* Called by the whole block (at least TL_ROWS_MAX threads): the slots of
