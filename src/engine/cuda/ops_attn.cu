@@ -61,10 +61,24 @@
  * 1,024-thread blocks (ncu, H200, 1.04B; the tiled kernel itself 140 us),
  * so where the tiled kernel runs the per-row blocks have 8 warps
  * (ATT_WARPS_ROWS; 8 against 32 measured the same at 32 rows, above).
- * Rejected: tensor cores (mma) for the two
- * products (not needed at these FLOPs; more code to verify blind);
- * dynamic shared memory for larger tiles (an attribute per device, set
- * before any capture).
+ *
+ * Tensor cores for the f16 cache at hd <= 128 (attn_mma.cuh, unmeasured
+ * until the lead's H200 run): the same profile put tiled_kernel at 140 us a
+ * layer, 22% of the prompt pass, for few FLOPs (the profile did not say
+ * where inside it the time goes: FMA issue, or the softmax's trips through
+ * shared memory and barriers, which the new kernel both avoids).
+ * tiled_mma_kernel takes the same tiles and slots (tile_rows from its 64
+ * queries a block, which the per-row kernel reads from the same args): 4
+ * warps of 16 queries, S = Q K^T and O = P V by mma.sync m16n8k16 (f16 in,
+ * f32 accumulate) with S, the online softmax and O in registers, K/V tiles
+ * copied by cp.async into two stages. The f16 operands keep f32 accuracy by
+ * a split: K and V are exact in f16, Q and P are not, so each is hi + lo
+ * (two f16 roundings, residue ~2^-22 relative) and each product two mmas
+ * (the bound: attn_mma.cuh). tiled_kernel stays for the f32 cache, for hd
+ * > 128, and for HEARTH_CUDA_ATTN_MMA=0 (to measure both).
+ * Rejected: dynamic shared memory for larger tiles (an attribute per
+ * device, set before any capture); wgmma/TMA (a warpgroup's 64-row tiles
+ * and descriptors, where mma.sync suffices for ~1 GFLOP a layer).
  *
  * attn_packed first adds the Q/K/V biases in place (a flat kernel over the
  * (n, 3h) rows), then runs the same head over the rows of the query's own
@@ -78,6 +92,8 @@
 
 #include <cuda_fp16.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Warps of a per-row block: 32 for decode; 8 in a prompt-shaped step
  * (rows >= TL_MIN_ROWS), where the tiled kernel takes most rows and the
@@ -220,13 +236,14 @@ typedef struct cached_args {
     int tile_rows;      /* rows per tile of the tiled path; 0: the per-row kernel takes every row */
     int tile_heads;     /* query heads of one GQA group per tiled block */
     bool vec;           /* K/V rows load 4 elements at a time (hd % 4 == 0, aligned cache) */
+    bool vec8;          /* tiled_mma_kernel's: f16 K/V rows copy 16 bytes at a time (hd % 8 == 0, 16-byte aligned) */
 } cached_args;
 
 /* ---- the prompt path: tiles of rows sharing K/V ---- */
 
 /* TL_SLOTS_MAX: a tile whose rows span more slots goes to the per-row
  * kernel (a decode step's rows, one per slot). TL_ROWS_MAX: the largest
- * tile (the tiled blocks' query count at hd <= 64). */
+ * tile (64 queries: tiled_kernel's at hd <= 64, tiled_mma_kernel's). */
 static constexpr int TL_THREADS = 256, TL_SLOTS_MAX = 4, TL_ROWS_MAX = 64, TL_MIN_ROWS = 16;
 
 /* Called by the whole block (at least TL_ROWS_MAX threads): the slots of
@@ -463,6 +480,8 @@ template <typename T, int DP> __global__ static void __launch_bounds__(TL_THREAD
     }
 }
 
+#include "engine/cuda/attn_mma.cuh"
+
 /* Block (r, h): query head h of row r over positions 0 .. pos[r] of its
  * slot's block in layer; kv head h / group. */
 template <typename T, int DPL, int W> __global__ static void __launch_bounds__(W * 32) cached_kernel(cached_args a)
@@ -518,11 +537,16 @@ static int tiled_nq(int hd)
     return dp == 64 ? tl_shape<64>::NQ : dp == 128 ? tl_shape<128>::NQ : tl_shape<256>::NQ;
 }
 
+/* Either tiled kernel's grid: (tiles of rows, kv heads, head chunks). */
+static dim3 tiled_grid(const cached_args &a, int64_t n_head_kv)
+{
+    return dim3((unsigned)((a.n + a.tile_rows - 1) / a.tile_rows), (unsigned)n_head_kv,
+                (unsigned)((a.group + a.tile_heads - 1) / a.tile_heads));
+}
+
 template <typename T> static void launch_tiled(const cached_args &a, int64_t n_head_kv, cudaStream_t s)
 {
-    dim3 g((unsigned)((a.n + a.tile_rows - 1) / a.tile_rows), (unsigned)n_head_kv,
-           (unsigned)((a.group + a.tile_heads - 1) / a.tile_heads)),
-        t(TL_THREADS);
+    dim3 g = tiled_grid(a, n_head_kv), t(TL_THREADS);
     int dp = tiled_dp(a.hd);
     if (dp == 64)
         tiled_kernel<T, 64><<<g, t, 0, s>>>(a);
@@ -530,6 +554,28 @@ template <typename T> static void launch_tiled(const cached_args &a, int64_t n_h
         tiled_kernel<T, 128><<<g, t, 0, s>>>(a);
     else
         tiled_kernel<T, 256><<<g, t, 0, s>>>(a);
+}
+
+/* tiled_mma_kernel at hd <= 128 (padded to 64 or 128). */
+static void launch_tiled_mma(const cached_args &a, int64_t n_head_kv, cudaStream_t s)
+{
+    dim3 g = tiled_grid(a, n_head_kv), t(AM_WARPS * 32);
+    if (a.hd <= 64)
+        tiled_mma_kernel<64><<<g, t, 0, s>>>(a);
+    else
+        tiled_mma_kernel<128><<<g, t, 0, s>>>(a);
+}
+
+/* HEARTH_CUDA_ATTN_MMA=0: the f16 cache's prompt path runs tiled_kernel
+ * (FMA) where tiled_mma_kernel would (read once), for measuring both. */
+static bool attn_mma_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_ATTN_MMA");
+        on = !(e && strcmp(e, "0") == 0);
+    }
+    return on == 1;
 }
 
 int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *kv, int64_t layer,
@@ -544,7 +590,7 @@ int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *k
         return 0;
     cached_args a = {out,    Q,      kv->k,   kv->v,      kv->n_ctx,          kv->n_layer, layer,
                      kv->kv_dim, b->pos, b->slot, (int)n_head, (int)(n_head / n_head_kv), (int)hd, scale,
-                     b->n,   0,      0,       false};
+                     b->n,   0,      0,       false,      false};
     /* A prompt's rows: tiles of consecutive rows spanning at most
      * TL_SLOTS_MAX slots go to the tiled kernel, the others (a decode
      * step's rows, one per slot) stay with the per-row kernel; which is
@@ -552,16 +598,22 @@ int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *k
      * other's tiles. Decode-shaped calls launch the per-row kernel alone. */
     bool tiled = b->n >= TL_MIN_ROWS && n_head_kv <= 65535;
     if (tiled) {
-        int nq = tiled_nq(a.hd);
+        /* tile_rows follows the kernel's queries per block; the per-row
+         * kernel reads it from a to find the same tiles */
+        bool mma = kv->type == HEARTH_F16 && hd <= 128 && attn_mma_on();
+        int nq = mma ? AM_NQ : tiled_nq(a.hd);
         a.tile_heads = a.group < nq ? a.group : nq;
         a.tile_rows = nq / a.tile_heads;
         size_t al = 4 * (kv->type == HEARTH_F16 ? sizeof(__half) : sizeof(float));
         a.vec = hd % 4 == 0 && (uintptr_t)kv->k % al == 0 && (uintptr_t)kv->v % al == 0;
-        if (kv->type == HEARTH_F16)
+        a.vec8 = hd % 8 == 0 && (uintptr_t)kv->k % 16 == 0 && (uintptr_t)kv->v % 16 == 0;
+        if (mma)
+            launch_tiled_mma(a, n_head_kv, c->s);
+        else if (kv->type == HEARTH_F16)
             launch_tiled<__half>(a, n_head_kv, c->s);
         else
             launch_tiled<float>(a, n_head_kv, c->s);
-        int rc = cu_launched("attn_cached tiled");
+        int rc = cu_launched(mma ? "attn_cached tiled_mma" : "attn_cached tiled");
         if (rc)
             return rc;
     }
