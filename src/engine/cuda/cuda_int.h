@@ -37,6 +37,12 @@ extern "C" {
  * returns HEARTH_EDEVICE; what names the kernel or call. e == cudaSuccess
  * returns 0 and logs nothing. */
 int cu_fail(const char *what, cudaError_t e);
+/* Waits until the copies made on the legacy default stream (cudaMemcpy,
+ * cudaMemset: weight uploads) have landed: a copy from pageable host memory
+ * returns once the runtime has staged the bytes, before its DMA completes,
+ * and kernels on the backend's non-blocking streams are not ordered after
+ * that stream. what names the upload in the log. */
+int cu_uploads_landed(const char *what);
 /* After a launch: cu_fail(kernel, cudaGetLastError()). */
 static inline int cu_launched(const char *kernel)
 {

@@ -82,6 +82,11 @@ int cu_fail(const char *what, cudaError_t e)
     return HEARTH_EDEVICE;
 }
 
+int cu_uploads_landed(const char *what)
+{
+    return cu_fail(what, cudaStreamSynchronize(0));
+}
+
 /* ---- devices ---- */
 
 typedef struct cuda_dev {

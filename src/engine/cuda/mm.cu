@@ -285,6 +285,10 @@ int cu_weight_place(cu_weight *w, const hearth_weight_desc *d, int ordinal, hear
     } else {
         rc = place_split(w, d, &L, err);
     }
+    /* the first matmul runs on a non-blocking stream: test_dev_ops saw an
+     * F32 weight's rows read before they had landed (H200, 2026-12-03) */
+    if (!rc && (rc = cu_uploads_landed("cudaStreamSynchronize (weight upload)")))
+        hearth_err_set(err, rc, "cuda: weight '%s': upload failed", d->name);
     if (rc)
         cu_weight_release(w);
     return rc;

@@ -297,6 +297,8 @@ static void *upload_new(hearth_dev *dev, const void *host, size_t bytes, const c
     if (!p)
         return NULL;
     cudaError_t e = cudaMemcpy(p, host, bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(0); /* landed before a frame's stream reads it (cu_uploads_landed) */
     if (e != cudaSuccess) {
         cu_fail("cudaMemcpy (conv weights)", e);
         hearth_err_set(err, HEARTH_EDEVICE, "conv '%s': cannot copy %zu bytes to %s: %s", name, bytes,
