@@ -30,8 +30,8 @@
  * (capture-safe). Without cuBLAS: the mat-vec over X in groups of 8 rows
  * (fp32, dequantizing in the kernel; the weight is read M/8 times).
  *
- * Since the grouped kernels (mm_mma.cuh; UNMEASURED until the lead's H200
- * run): cu_matmul launches once per group of weights of one type and width
+ * Since the grouped kernels (mm_mma.cuh; their H200 figures are in
+ * bench/RESULTS.md): cu_matmul launches once per group of weights of one type and width
  * over their concatenated rows (Q,K,V: one launch; gate,up: one). Dispatch:
  * M = 1: mvg_kernel (the mat-vec above, grouped; fp32). 2 <= M <= 32
  * (HEARTH_CUDA_MM_MMA_MAX, up to 64): mma_kernel on tensor cores for every
@@ -87,15 +87,36 @@
  * lane): 900-904 tok/s against 972-977, so the second half of each sector
  * served from L1 costs less than what the spread-out loads lose.
  *
+ * Stop 29 (2026-12-03), each measured on the H200 against its switch in
+ * one lease (1.04B llama; bench/RESULTS.md):
+ * - Prompts of quantized weights: the tiles for cuBLAS are dequantized by
+ *   deq_run_kernel (a block's units decoded into shared memory, then
+ *   written as one contiguous run; HEARTH_CUDA_DEQ=plain the old per-unit
+ *   stores, 0.6 TB/s, 40% of a Q4_K prompt pass by ncu) and X is rounded
+ *   four floats a thread: pp512 Q8_0 67-68k against 52-56k tok/s, Q4_K
+ *   61-67k against 48k.
+ * - mma_kernel splits K over blocks (grid.y) when its rows give fewer than
+ *   two blocks an SM, the splits' sums added in split order by
+ *   mma_reduce_kernel (HEARTH_CUDA_MMA_SPLIT=0 off): batched Q4_K decode,
+ *   4 sequences 2,387 against 2,259 tok/s, 16: 5,961 against 4,614.
+ * - mvp_kernel gives a row of at most 16 UNR units half a warp (LW = 16;
+ *   HEARTH_CUDA_MV_HALF=0 off): tg128 Q4_K 1,305-1,311 against
+ *   1,215-1,233, Q4_0 1,595 against 1,446-1,486 (Q8_0's 2,048-wide rows
+ *   are 128 units: whole warps, unchanged).
+ * - mvp_kernel takes 2 rows of X (Q8_0 up to 4; HEARTH_CUDA_MVP_ROWS=0 off):
+ *   mvp_rows_mt has the figures; at 8 and 16 rows the tensor cores win.
+ *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
- * created; a workspace too small then is HEARTH_EUNSUPPORTED.
+ * created; a workspace too small then is HEARTH_EUNSUPPORTED (mma_kernel's
+ * split-K buffer: it does not split).
  *
  * Rejected: keeping f16
  * copies of quantized weights for the GEMM (3.5x the memory of Q4).
  *
- * What test_dev_ops checks here (every type, rows 1, 3, 17, 130, widths up
- * to 384 and odd N): matmul at M = 1, 3 (mat-vec, several X rows), 17 and
- * 130 (GEMM, or the fallback) against a double-precision oracle over
+ * What test_dev_ops checks here (every type, rows 1, 2, 3, 6, 12, 17, 130,
+ * widths up to 384 and odd N): matmul at M = 1, 2, 3 (mat-vecs), 6, 12, 17
+ * (tensor-core kernel, split over K where its rows are few) and 130 (GEMM,
+ * or the fallback) against a double-precision oracle over
  * quant_ref.c's dequantization; the n-weight group equal to n single calls;
  * embed rows of every type; ldx/ldy wider than the rows. */
 #include "engine/cuda/cuda_int.h"
