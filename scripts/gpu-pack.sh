@@ -45,6 +45,7 @@ find gpu/build-cuda -type f -perm -u+x -exec strip --strip-debug {} +
 # dozen statically linked CUDA binaries pass that; compressed they are a third
 # (gpu-visit.sh unpacks gpu/pack.tar.xz where it finds one)
 n=$(find gpu -type f | wc -l); raw=$(du -sh gpu | cut -f1)
-tar -C gpu -cf - build-cuda shared | xz -T2 -6 > gpu.pack.tar.xz
+# one xz thread, a dictionary wider than the binaries: their fatbins repeat one another
+tar -C gpu -cf - build-cuda shared | xz -T1 --lzma2=preset=6,dict=160MiB > gpu.pack.tar.xz
 rm -rf gpu && mkdir gpu && mv gpu.pack.tar.xz gpu/pack.tar.xz
 echo "gpu-pack: gpu/pack.tar.xz holds $n files ($raw) in $(du -sh gpu/pack.tar.xz | cut -f1); carry \"gpu\""
