@@ -109,7 +109,10 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     info->created = hearth_unix_time();
     g->info = info;
     find_template(g, st->gen.chat_template);
-    hearth_gen_sched_config sc = {.n_parallel = st->gen.n_parallel, .max_queue = st->gen.max_queue, .n_batch = st->gen.n_batch};
+    hearth_gen_sched_config sc = {.n_parallel = st->gen.n_parallel,
+                                  .max_queue = st->gen.max_queue,
+                                  .n_batch = st->gen.n_batch,
+                                  .pool = st->pool};
     g->token_texts = hearth_gen_token_texts_new(hearth_decoder_tokenizer(g->dec), v->n_tokens);
     if (!g->token_texts) {
         hearth_decoder_close(g->dec);

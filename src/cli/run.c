@@ -162,7 +162,7 @@ static int generate(const run_opts *o, const gen_params *gp, const hearth_sample
         hearth_gen_batch_model bm;
         if (rm.kv) {
             run_model_table(&rm, 1, n_ctx, &bm);
-            sched = run_sched_new(&bm, o->n_batch, &err);
+            sched = run_sched_new(&bm, o->n_batch, rm.pool, &err);
         }
         if (!sched) {
             fprintf(stderr, "hearth run: %s\n", err.msg[0] ? err.msg : "out of memory");

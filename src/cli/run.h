@@ -43,8 +43,9 @@ typedef struct run_model {
  * scheduler's life. */
 void run_model_table(run_model *rm, int n_slots, int64_t n_ctx, hearth_gen_batch_model *out);
 /* A scheduler with every slot live at once and room to queue one request
- * per slot; quietens the scheduler's per-request info lines. NULL with err. */
-hearth_gen_sched *run_sched_new(const hearth_gen_batch_model *m, int32_t n_batch, hearth_err *err);
+ * per slot, drawing a step's tokens on pool (may be NULL); quietens the
+ * scheduler's per-request info lines. NULL with err. */
+hearth_gen_sched *run_sched_new(const hearth_gen_batch_model *m, int32_t n_batch, hearth_pool *pool, hearth_err *err);
 
 /* How one request ended (filled on the scheduler thread, read after the wait). */
 typedef struct run_end {

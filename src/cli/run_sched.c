@@ -124,12 +124,12 @@ int run_sched_wait(hearth_gen_sched *s, hearth_gen_req *const *reqs, run_end *en
     return rc;
 }
 
-hearth_gen_sched *run_sched_new(const hearth_gen_batch_model *m, int32_t n_batch, hearth_err *err)
+hearth_gen_sched *run_sched_new(const hearth_gen_batch_model *m, int32_t n_batch, hearth_pool *pool, hearth_err *err)
 {
     /* The scheduler logs each admission ("slot 0: kept 0 of N positions") for
      * the server's operators; `hearth run` keeps stderr to its own lines. */
     if (hearth_log_get_level() < HEARTH_LOG_WARN)
         hearth_log_set_level(HEARTH_LOG_WARN);
-    hearth_gen_sched_config cfg = {.n_parallel = m->n_slots, .max_queue = m->n_slots, .n_batch = n_batch};
+    hearth_gen_sched_config cfg = {.n_parallel = m->n_slots, .max_queue = m->n_slots, .n_batch = n_batch, .pool = pool};
     return hearth_gen_sched_new(m, &cfg, err);
 }

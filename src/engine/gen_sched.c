@@ -76,6 +76,7 @@ struct hearth_gen_sched {
     int32_t *b_tokens, *b_slots;
     bool *b_want;
     seq **b_seq;              /* the sequence of each logits row */
+    int32_t *b_draw;          /* (n_slots) each row's token drawn in parallel, or -1 (draw_rows) */
     float *b_logits;
     uint8_t *allowed;         /* (n_vocab) a grammar's mask, made at the first one */
     hearth_buf text, out;
@@ -330,11 +331,42 @@ static int32_t constrain(hearth_gen_sched *s, seq *q, const float *logits, int32
     return hearth_sampler_sample_masked(q->sampler, logits, s->allowed);
 }
 
-/* Samples the row of logits for q; finishes q when it is done. */
-static void sample_row(hearth_gen_sched *s, seq *q, const float *logits)
+/* Rows a step draws in parallel from: below, the pool's hand-off costs
+ * about what it saves (a greedy draw over 32k logits, sanitized copy and
+ * argmax, is some tens of microseconds). */
+#define DRAW_PAR_MIN 4
+
+/* Task r of draw_rows: row r's token from its own sampler (a sequence's
+ * sampler is touched by this task alone). Rows under a grammar draw in
+ * sample_row: constrain's mask is the scheduler's one buffer. */
+static void draw_task(void *ctx, int64_t r, int64_t n)
+{
+    (void)n;
+    hearth_gen_sched *s = ctx;
+    seq *q = s->b_seq[r];
+    s->b_draw[r] = -1;
+    if (q->req && !q->gm)
+        s->b_draw[r] = hearth_sampler_sample(q->sampler, s->b_logits + (size_t)r * (size_t)s->m.n_vocab);
+}
+
+/* The step's draws, on the pool when there are rows enough: with the model
+ * on a GPU they were the CPU's part of a batched step (64 rows of 32k
+ * logits, one after another on the scheduler thread). The tokens are the
+ * same whichever thread draws them. */
+static void draw_rows(hearth_gen_sched *s, int rows)
+{
+    for (int r = 0; r < rows; r++)
+        s->b_draw[r] = -1;
+    if (s->cfg.pool && rows >= DRAW_PAR_MIN && hearth_pool_size(s->cfg.pool) > 1)
+        hearth_pool_run(s->cfg.pool, draw_task, s, rows);
+}
+
+/* Samples the row of logits for q (drawn: its token when draw_rows drew it,
+ * else -1); finishes q when it is done. */
+static void sample_row(hearth_gen_sched *s, seq *q, const float *logits, int32_t drawn)
 {
     hearth_gen_req *req = q->req;
-    int32_t tok = hearth_sampler_sample(q->sampler, logits);
+    int32_t tok = drawn >= 0 ? drawn : hearth_sampler_sample(q->sampler, logits);
     if (q->gm && (tok = constrain(s, q, logits, tok)) < 0 && hearth_grammar_matcher_spent(q->gm)) {
         finish(s, q, HEARTH_ELIMIT, HEARTH_GEN_NONE,
                "the grammar is too costly to follow: its parses multiplied past the matcher's work budget "
@@ -489,10 +521,11 @@ static bool step(hearth_gen_sched *s)
     for (int i = 0; i < s->m.n_slots; i++)
         s->seqs[i].shown_n_tokens = s->seqs[i].n_tokens;
     pthread_mutex_unlock(&s->lock);
+    draw_rows(s, rows);
     for (int r = 0; r < rows; r++) {
         seq *q = s->b_seq[r];
         if (q->req)
-            sample_row(s, q, s->b_logits + (size_t)r * (size_t)s->m.n_vocab);
+            sample_row(s, q, s->b_logits + (size_t)r * (size_t)s->m.n_vocab, s->b_draw[r]);
     }
     return true;
 }
@@ -620,8 +653,9 @@ hearth_gen_sched *hearth_gen_sched_new(const hearth_gen_batch_model *m, const he
     s->b_slots = malloc((size_t)rows_max * sizeof *s->b_slots);
     s->b_want = malloc((size_t)rows_max * sizeof *s->b_want);
     s->b_seq = malloc((size_t)m->n_slots * sizeof *s->b_seq);
+    s->b_draw = malloc((size_t)m->n_slots * sizeof *s->b_draw);
     s->b_logits = malloc((size_t)m->n_slots * (size_t)m->n_vocab * sizeof *s->b_logits);
-    if (!s->seqs || !s->taken || !s->b_tokens || !s->b_slots || !s->b_want || !s->b_seq || !s->b_logits)
+    if (!s->seqs || !s->taken || !s->b_tokens || !s->b_slots || !s->b_want || !s->b_seq || !s->b_draw || !s->b_logits)
         goto oom;
     for (int i = 0; i < m->n_slots; i++) {
         s->seqs[i].slot = i;
@@ -684,6 +718,7 @@ void hearth_gen_sched_free(hearth_gen_sched *s)
     free(s->b_slots);
     free(s->b_want);
     free(s->b_seq);
+    free(s->b_draw);
     free(s->b_logits);
     free(s->allowed);
     if (s->inited) {

@@ -37,6 +37,7 @@
 #include "base/err.h"
 #include "engine/genstop.h"
 #include "engine/grammar.h"
+#include "base/pool.h"
 #include "engine/sampler.h"
 
 #include <stdatomic.h>
@@ -150,6 +151,8 @@ typedef struct hearth_gen_sched_config {
     int n_parallel;               /* live sequences at once (<= model n_slots) */
     int max_queue;                /* waiting requests; past it submit says HEARTH_ELIMIT (503) */
     int32_t n_batch;              /* tokens per forward pass (decode rows + prompt chunk), e.g. 512 */
+    hearth_pool *pool;            /* draws a step's tokens in parallel (NULL: the scheduler thread
+                                     alone); free then even when it runs the model's forward passes */
 } hearth_gen_sched_config;
 
 typedef struct hearth_gen_sched_metrics {
