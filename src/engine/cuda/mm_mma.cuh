@@ -4,13 +4,16 @@
  *   mvp_kernel  mvg_kernel at M = 1 with the weight loads pipelined across
  *               batches and rows (the default for decode: mm.cu), with the
  *               epilogues of matmul_fused (residual add, SwiGLU) and, for
- *               Q8_0, Q4_0 and Q4_K, X as q8a blocks multiplied with dp4a
+ *               Q8_0, Q4_0 and Q4_K, X as q8a blocks multiplied with dp4a;
+ *               with q8a X also 2-4 rows of X (MT), and half a warp a row
+ *               where a row is short (LW = 16)
  *   mvg_kernel  the decode mat-vec of mm_kernels.cuh (same arithmetic, same
  *               order per row), each warp's row looked up in the group
  *   mma_kernel  2 <= M <= 64: tensor cores (mma.sync m16n8k16, f32
  *               accumulate) with the weight dequantized in registers, read
  *               once per call; X rounded to f16 (bf16 for BF16 weights) as
- *               it is staged in shared memory
+ *               it is staged in shared memory; K split over blocks when the
+ *               rows give few (mma_reduce_kernel adds the splits)
  *
  * mma_kernel, the fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16
  * with floating point type"; lane = 4 gq + tq, gq = lane / 4, tq = lane % 4;
