@@ -7,7 +7,10 @@
  * runs it as one forward pass, which reads the weights once for all of them.
  * Each request samples with its own sampler (seeded streams give the same
  * text alone or batched), and a request with a grammar with its own
- * matcher, made at admission and freed when it ends.
+ * matcher, made at admission and freed when it ends. A step's draws run on
+ * the config's pool when it has several rows (the samplers being separate,
+ * any thread draws the same token); everything after a draw (the grammar,
+ * stop strings, the client's callbacks) stays on the scheduler thread.
  *
  * Prefix reuse: a slot keeps its tokens after its request ends. A new
  * request takes the idle slot whose cached tokens share the longest prefix
