@@ -130,8 +130,10 @@ def frame_file():
 
 def test_fixed_delay_percentiles_and_the_request():
     frame = frame_file()
+    # the deadline 10x the work: CI's sanitizer build on 2 busy cores once
+    # answered a 20 ms frame in 56 ms, which a 50 ms deadline counted
     with OipServer(lambda i: 0.020) as srv:
-        rc, j, out = bench(srv.port, "--api", "infer", "--rate", "40", "--n", "160", "--deadline-ms", "50",
+        rc, j, out = bench(srv.port, "--api", "infer", "--rate", "40", "--n", "160", "--deadline-ms", "200",
                            "--input", frame, "--warmup", "0.25")
     assert rc == 0 and j["errors"] == 0 and j["requests"] == 160 and j["misses"] == 0, out
     assert j["api"] == "infer" and j["mode"] == "open" and j["late"] == 0, out
@@ -148,7 +150,7 @@ def test_fixed_delay_percentiles_and_the_request():
     assert within(lat["p50"], quantile(took, 0.5), 0.05), (lat, quantile(took, 0.5), out)
     assert 19.5 <= lat["p50"] <= 30, (lat, out)
     assert lat["p50"] <= lat["p99"] <= lat["max"], lat
-    assert "misses 0 (> 50.0 ms)" in out, out
+    assert "misses 0 (> 200.0 ms)" in out, out
 
 
 def test_a_stall_shows_in_the_paced_max():
