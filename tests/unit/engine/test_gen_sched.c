@@ -202,6 +202,35 @@ static void batched_equals_alone(void)
     hearth_gen_sched_free(s);
 }
 
+/* Four requests of 8-token prompts (prompt i's token k: lo + (i a + k b) %
+ * 27), submitted together on a new scheduler drawing on pool (may be NULL),
+ * each n_predict tokens at temperature temp (seeds 1000 + i), run to their
+ * end into t; returns the most rows a step ran. */
+static int run_four(hearth_pool *pool, float temp, int lo, int a, int b, int n_predict, treq t[SLOTS],
+                    int32_t prompts[SLOTS][8])
+{
+    fake f = {0};
+    hearth_gen_batch_model m = model_of(&f);
+    hearth_gen_sched_config cfg = {.n_parallel = SLOTS, .max_queue = 16, .n_batch = 64, .pool = pool};
+    hearth_gen_sched *s = hearth_gen_sched_new(&m, &cfg, NULL);
+    for (int i = 0; i < SLOTS; i++) {
+        for (int k = 0; k < 8; k++)
+            prompts[i][k] = lo + (i * a + k * b) % 27;
+        make(&t[i], prompts[i], 8, n_predict);
+        t[i].req.sampling.temperature = temp;
+        t[i].req.sampling.seed = 1000 + (uint64_t)i;
+    }
+    CHECK_EQ_INT(hearth_gen_sched_submit_all(s, (hearth_gen_req *[]){&t[0].req, &t[1].req, &t[2].req, &t[3].req},
+                                             SLOTS, NULL),
+                 0);
+    for (int i = 0; i < SLOTS; i++) {
+        wait_done(&t[i]);
+        CHECK_EQ_INT(t[i].status, 0);
+    }
+    hearth_gen_sched_free(s);
+    return atomic_load(&f.max_rows);
+}
+
 /* The step's draws on a pool (draw_rows) give every sequence what the
  * scheduler thread alone gives: seeded sampling at a high temperature (the
  * fake's one-hot logits then leave real choices), four sequences decoding
@@ -211,60 +240,23 @@ static void pooled_draws_equal_serial(void)
 {
     hearth_pool *pool = hearth_pool_new(4);
     CHECK(pool != NULL && hearth_pool_size(pool) == 4);
-    char text[2][SLOTS][256];
-    for (int run = 0; run < 2; run++) {
-        fake f = {0};
-        hearth_gen_batch_model m = model_of(&f);
-        hearth_gen_sched_config cfg = {.n_parallel = SLOTS, .max_queue = 16, .n_batch = 64, .pool = run ? pool : NULL};
-        hearth_gen_sched *s = hearth_gen_sched_new(&m, &cfg, NULL);
-        treq t[SLOTS];
-        int32_t prompts[SLOTS][8];
-        for (int i = 0; i < SLOTS; i++) {
-            for (int k = 0; k < 8; k++)
-                prompts[i][k] = 2 + (i * 5 + k * 7) % 29;
-            make(&t[i], prompts[i], 8, 24);
-            t[i].req.sampling.temperature = 4.0f;
-            t[i].req.sampling.seed = 1000 + (uint64_t)i;
-        }
-        CHECK_EQ_INT(hearth_gen_sched_submit_all(s, (hearth_gen_req *[]){&t[0].req, &t[1].req, &t[2].req, &t[3].req},
-                                                 SLOTS, NULL),
-                     0);
-        for (int i = 0; i < SLOTS; i++) {
-            wait_done(&t[i]);
-            CHECK_EQ_INT(t[i].status, 0);
-            snprintf(text[run][i], sizeof text[run][i], "%s", t[i].text);
-        }
-        CHECK(atomic_load(&f.max_rows) >= 4); /* the sequences decoded together */
-        hearth_gen_sched_free(s);
-    }
+    treq t[2][SLOTS];
+    int32_t prompts[SLOTS][8];
+    for (int run = 0; run < 2; run++)
+        CHECK(run_four(run ? pool : NULL, 4.0f, 2, 5, 7, 24, t[run], prompts) >= 4); /* the sequences decoded together */
     int differ = 0;
     for (int i = 0; i < SLOTS; i++) {
-        CHECK_EQ_STR(text[1][i], text[0][i]);
-        differ += strcmp(text[0][i], text[0][0]) != 0;
+        CHECK_EQ_STR(t[1][i].text, t[0][i].text);
+        differ += strcmp(t[0][i].text, t[0][0].text) != 0;
     }
     CHECK(differ > 0); /* the seeds drew different texts: the comparison can fail */
     /* greedy on the pool: the fake's text */
-    fake f = {0};
-    hearth_gen_batch_model m = model_of(&f);
-    hearth_gen_sched_config cfg = {.n_parallel = SLOTS, .max_queue = 16, .n_batch = 64, .pool = pool};
-    hearth_gen_sched *s = hearth_gen_sched_new(&m, &cfg, NULL);
-    treq t[SLOTS];
-    int32_t prompts[SLOTS][8];
+    run_four(pool, 0.0f, 3, 11, 5, 16, t[0], prompts);
     for (int i = 0; i < SLOTS; i++) {
-        for (int k = 0; k < 8; k++)
-            prompts[i][k] = 3 + (i * 11 + k * 5) % 27;
-        make(&t[i], prompts[i], 8, 16);
-    }
-    CHECK_EQ_INT(hearth_gen_sched_submit_all(s, (hearth_gen_req *[]){&t[0].req, &t[1].req, &t[2].req, &t[3].req},
-                                             SLOTS, NULL),
-                 0);
-    for (int i = 0; i < SLOTS; i++) {
-        wait_done(&t[i]);
         char want[64];
         expected_text(prompts[i], 8, 16, want);
-        CHECK_EQ_STR(t[i].text, want);
+        CHECK_EQ_STR(t[0][i].text, want);
     }
-    hearth_gen_sched_free(s);
     hearth_pool_free(pool);
 }
 
