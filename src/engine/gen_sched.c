@@ -486,7 +486,9 @@ static bool step(hearth_gen_sched *s)
     if (n == 0)
         return false;
     hearth_err err = {0};
+    const uint64_t t0 = hearth_now_ns();
     int rc = s->m.forward(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_logits, &err);
+    const uint64_t t1 = hearth_now_ns();
     pthread_mutex_lock(&s->lock);
     s->metrics.steps++;
     pthread_mutex_unlock(&s->lock);
@@ -527,6 +529,10 @@ static bool step(hearth_gen_sched *s)
         if (q->req)
             sample_row(s, q, s->b_logits + (size_t)r * (size_t)s->m.n_vocab, s->b_draw[r]);
     }
+    /* where a served step's time goes (--log-level debug): the pass, then
+     * the draws and the answers' tokens handed on */
+    HLOG_DEBUG("step: %d tokens, %d rows sampled: forward %.3f ms, draws and emits %.3f ms", n, rows,
+               (double)(t1 - t0) / 1e6, (double)(hearth_now_ns() - t1) / 1e6);
     return true;
 }
 
