@@ -75,12 +75,17 @@ __device__ __forceinline__ void cu_pdl_trigger(void)
  * (read once). */
 bool cu_pdl_on(void);
 /* Whether the row ops (rmsnorm, add, add_rmsnorm, swiglu), qk_rope_store
- * and attention launch as dependents too (cu_launch), which they do for a
- * step of one row only: on the H200 (1.04B llama) that took tg128 from
- * 918-939 to 939-954 tok/s (F16) and 910-935 to 934-948 (Q4_K), where at
- * 16 and 64 rows it cost 5-6% (3,898 against 4,108 tok/s at 16). Off with
- * HEARTH_CUDA_PDL=0 or HEARTH_CUDA_PDL_ROWS=0. */
-bool cu_pdl_rows_on(void);
+ * and attention of a step of `rows` rows launch as dependents too
+ * (cu_launch): up to 8 rows. On the H200 (1.04B llama) that took tg128
+ * from 918-939 to 939-954 tok/s (F16) and 910-935 to 934-948 (Q4_K), where
+ * at 16 and 64 rows it cost 5-6% (3,898 against 4,108 tok/s at 16, before
+ * the tensor-core kernel launched as a dependent). On the H100 with the
+ * batched epilogues (2026-12-06, tok/s summed, two runs): 4 rows Q4_K
+ * 3,538 / 3,535 against 3,432 / 3,415, Q8_0 2,818 / 2,826 against 2,760 /
+ * 2,789, F16 2,524 against 2,456; 16 rows mixed (Q4_K +1%, F16 +2%, Q8_0
+ * -1 to -2%). HEARTH_CUDA_PDL_ROWS=0 never, =1 one row, =all every row
+ * count; HEARTH_CUDA_PDL=0 never. */
+bool cu_pdl_rows(int64_t rows);
 
 /* k<<<g, b, smem, s>>>(args...), as a programmatic dependent when pdl (the
  * kernel calls cu_pdl_wait() before its first dependent access). A failed
@@ -154,12 +159,18 @@ cu_ctx *cu_stream_ctx(hearth_stream *st);
 int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M, float *const *Y,
               const int64_t *ldy);
 /* cu_matmul with decode's neighbours folded in (engine/dev.h's
- * hearth_mm_fuse): M = 1, weights of one type other than F32; else
- * HEARTH_EUNSUPPORTED with nothing enqueued. */
+ * hearth_mm_fuse): M <= cu_fused_rows_max() (the norm at M = 1 alone),
+ * weights of one type other than F32; else HEARTH_EUNSUPPORTED with
+ * nothing enqueued. */
 /* HEARTH_CUDA_FUSE (read once): 0 nothing fused (caps.fused_rows_max 0);
  * unset: the epilogues (ADD, SWIGLU) only, mode 1; "norm": RMSNORM too,
  * mode 2 (measured slower: mm.cu). */
 int cu_fuse_mode(void);
+/* The most rows of X cu_matmul_fused takes (caps.fused_rows_max): 0 with
+ * HEARTH_CUDA_FUSE=0; 1 (the mat-vec's epilogues) with
+ * HEARTH_CUDA_FUSE_ROWS=0; else the tensor-core kernel's rows (mm.cu's
+ * HEARTH_CUDA_MM_MMA_MAX), whose stores take the same epilogues. */
+int cu_fused_rows_max(void);
 int cu_matmul_fused(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M,
                     float *const *Y, const int64_t *ldy, const hearth_mm_fuse *f);
 /* Y[r] = table[tok[r]] dequantized to f32 (n_in wide), r < n; tok is device

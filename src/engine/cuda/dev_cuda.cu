@@ -40,6 +40,7 @@ extern "C" {
 }
 #include "engine/cuda/cuda_int.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,7 +119,7 @@ int hearth_dev_cuda_list(hearth_dev **out, int max)
         d->dev.caps.name = d->name;
         d->dev.caps.head_dim_max = CU_HEAD_DIM_MAX;
         d->dev.caps.matmul_group_max = MM_GROUP_MAX;
-        d->dev.caps.fused_rows_max = cu_fuse_mode() ? 1 : 0; /* mm.cu fuses the mat-vec of one row */
+        d->dev.caps.fused_rows_max = cu_fused_rows_max(); /* mm.cu: the epilogues of batched steps too */
         d->dev.caps.host_memory = false;
         /* rows of X on tensor cores: rounded to bfloat16 for BF16 weights
          * (7 fraction bits: half an ulp is 2^-8 of the value; until
@@ -589,14 +590,17 @@ bool cu_pdl_on(void)
     return on == 1;
 }
 
-bool cu_pdl_rows_on(void)
+bool cu_pdl_rows(int64_t rows)
 {
-    static int on = -1;
-    if (on < 0) {
+    static int most = -1; /* the most rows that launch as dependents */
+    if (most < 0) {
         const char *e = getenv("HEARTH_CUDA_PDL_ROWS");
-        on = cu_pdl_on() && !(e && strcmp(e, "0") == 0);
+        most = !cu_pdl_on() || (e && strcmp(e, "0") == 0) ? 0
+               : e && strcmp(e, "all") == 0               ? INT_MAX
+               : e && strcmp(e, "1") == 0                 ? 1
+                                                          : 8;
     }
-    return on == 1;
+    return rows <= most;
 }
 
 /* ---- ops: argument checks here, kernels in mm.cu and ops.cu ---- */

@@ -55,7 +55,7 @@
  * HEARTH_CUDA_PDL=0 turns that off): their first weight loads go out while
  * the kernel before them ends, and the row ops and attention let them start
  * at their own start (and, in a step of one row, launch as dependents
- * themselves: cuda_int.h's cu_pdl_rows_on). The X chunk is sized to the rows (8 KiB for K = 2048,
+ * themselves: cuda_int.h's cu_pdl_rows). The X chunk is sized to the rows (8 KiB for K = 2048,
  * not 48), leaving the rest of the SM's 256 KiB to L1. On the H200, 1.04B
  * llama, tg128 tok/s (F16 / Q8_0 / Q4_K, two runs each, bench/RESULTS.md):
  * mvg_kernel without PDL 802-806 / 930-932 / 857-865; with PDL 888-889 /
@@ -106,6 +106,20 @@
  * - mvp_kernel takes 2 rows of X (Q8_0 up to 4; HEARTH_CUDA_MVP_ROWS=0 off):
  *   mvp_rows_mt has the figures; at 8 and 16 rows the tensor cores win.
  *
+ * Stop 31 (2026-12-06; the lease gave an H100, so these figures compare
+ * with each other, not with the H200's above): batched steps (2 to
+ * HEARTH_CUDA_MM_MMA_MAX rows) take the epilogues too, in mma_kernel's
+ * stores (SWIGLU pairs a warp's two tiles: gate tile p and up tile p) or
+ * in mma_reduce_kernel where K is split, and in mvp_kernel's rows of X
+ * (caps.fused_rows_max; HEARTH_CUDA_FUSE_ROWS=0 one row only): two
+ * launches a layer fewer. mma_kernel and mma_reduce_kernel launch as
+ * programmatic dependents, mma_kernel's first weight loads issued before
+ * its wait (HEARTH_CUDA_PDL_MMA=0 off). 1.04B llama, tok/s summed, two
+ * runs each: Q4_K 4 sequences 2,641 / 2,650 with both, 2,584 / 2,614
+ * without the epilogues, 2,556 / 2,564 without PDL; 16 sequences 6,719 /
+ * 6,743, 6,463 / 6,529, 6,286 / 6,395; F16 4 sequences 2,379, 2,353,
+ * 2,089.
+ *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED (mma_kernel's
  * split-K buffer: it does not split).
@@ -118,7 +132,9 @@
  * (tensor-core kernel, split over K where its rows are few) and 130 (GEMM,
  * or the fallback) against a double-precision oracle over
  * quant_ref.c's dequantization; the n-weight group equal to n single calls;
- * embed rows of every type; ldx/ldy wider than the rows. */
+ * matmul_fused's epilogues at 1, 2, 4, 6, 12 and 17 rows (and 2-4 rows of
+ * 2,048-4,096 wide weights, split over K); embed rows of every type;
+ * ldx/ldy wider than the rows. */
 #include "engine/cuda/cuda_int.h"
 #include "engine/cuda/mm_kernels.cuh"
 #include "engine/cuda/mm_mma.cuh"
@@ -734,36 +750,63 @@ static bool mv_half(void)
     return on == 1;
 }
 
+/* mvp_kernel in blocks of 16 warps, one an SM (HEARTH_CUDA_MVP_WARPS=8:
+ * blocks of 8, two an SM, as before 2026-12-06): the same warps an SM, X
+ * staged by half as many blocks. A mat-vec micro-benchmark on the H100
+ * (16 layers of the 1.04B's F16 matrices as one graph) read 2.25 TB/s
+ * with blocks of 16 warps against 1.96 with two of 8; in hearth, H100,
+ * tg128 two runs each: Q4_K 1,385 / 1,394 against 1,271 / 1,279, Q8_0
+ * 1,294 / 1,297 against 1,231 / 1,243, F16 932 against 920; batched Q8_0
+ * at 4 rows (mvp_kernel's rows of X) 3,192 / 3,218 against 2,760 /
+ * 2,789. Read once. */
+static int mvp_warps(void)
+{
+    static int w = -1;
+    if (w < 0) {
+        const char *e = getenv("HEARTH_CUDA_MVP_WARPS");
+        w = e && strcmp(e, "8") == 0 ? 8 : 16;
+    }
+    return w;
+}
+
+/* mvp_kernel<T, Q8, LW, MT> in blocks of mvp_warps() warps, per_warp rows
+ * a warp at a time. */
+template <class T, bool Q8, int LW, int MT>
+static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K,
+                             int kc, int post, int64_t per_warp, size_t smem)
+{
+    const int w = mvp_warps();
+    const int64_t per = per_warp * w, cap = (16 / w) * (int64_t)sm_count(c->ordinal);
+    int64_t blocks = (nr + per - 1) / per;
+    blocks = blocks < cap ? blocks : cap;
+    if (w == 16)
+        return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 16>, dim3((unsigned)blocks), dim3(16 * 32), smem, c->s,
+                         g, X, ldx, M, nr, K, kc, post);
+    return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 8>, dim3((unsigned)blocks), dim3(8 * 32), smem, c->s, g,
+                     X, ldx, M, nr, K, kc, post);
+}
+
 /* mvp_kernel over the group for M rows of X (MT of them staged, MT >= M):
  * M = 1, rows as wide as one chunk of X, post MVP_STORE, MVP_ADD or
- * MVP_SWIGLU (nr then counts gate and up rows); M > 1 (q8a X alone), post
- * MVP_STORE. With q8a X, a row of at most 16 UNR units goes to half a warp
- * (mvp_kernel's LW); the float path keeps whole warps, the order
+ * MVP_SWIGLU (nr then counts gate and up rows); M > 1 (q8a X alone) the
+ * same posts. With q8a X, a row of at most 16 UNR units goes to half a
+ * warp (mvp_kernel's LW); the float path keeps whole warps, the order
  * mvg_kernel sums in. */
 template <class T, int MT>
 static int mvp_go(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K, int post)
 {
     const int kc = chunk_for(g.v[0].kp);
-    const int64_t cap = 2 * (int64_t)sm_count(c->ordinal);
     if constexpr (q8dot<T>::on) {
         if (mv_q8()) {
             const bool half = mv_half() && g.v[0].kp / T::EPU <= 16 * T::UNR;
-            const int64_t per = half ? 2 * MV_WARPS : MV_WARPS;
-            int64_t blocks = (nr + per - 1) / per;
-            blocks = blocks < cap ? blocks : cap;
             const size_t smem = MT * q8_smem(kc);
-            cudaError_t e = half ? cu_launch(cu_pdl_on(), mvp_kernel<T, true, 16, MT>, dim3((unsigned)blocks),
-                                             dim3(MV_WARPS * 32), smem, c->s, g, X, ldx, M, nr, K, kc, post)
-                                 : cu_launch(cu_pdl_on(), mvp_kernel<T, true, 32, MT>, dim3((unsigned)blocks),
-                                             dim3(MV_WARPS * 32), smem, c->s, g, X, ldx, M, nr, K, kc, post);
+            cudaError_t e = half ? mvp_start<T, true, 16, MT>(c, g, X, ldx, M, nr, K, kc, post, 2, smem)
+                                 : mvp_start<T, true, 32, MT>(c, g, X, ldx, M, nr, K, kc, post, 1, smem);
             return cu_fail("mvp_kernel (q8)", e);
         }
     }
     if constexpr (MT == 1) {
-        int64_t blocks = (nr + MV_WARPS - 1) / MV_WARPS;
-        blocks = blocks < cap ? blocks : cap;
-        cudaError_t e = cu_launch(cu_pdl_on(), mvp_kernel<T, false, 32, 1>, dim3((unsigned)blocks),
-                                  dim3(MV_WARPS * 32), (size_t)kc * 4, c->s, g, X, ldx, 1, nr, K, kc, post);
+        cudaError_t e = mvp_start<T, false, 32, 1>(c, g, X, ldx, 1, nr, K, kc, post, 1, (size_t)kc * 4);
         return cu_fail("mvp_kernel", e);
     }
     return HEARTH_EUNSUPPORTED;
@@ -812,10 +855,10 @@ static bool mvp_rows_take(hearth_dtype t, int64_t kp, int64_t M)
 }
 
 template <class T>
-static int mvp_rows(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t nr, int64_t K)
+static int mvp_rows(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t nr, int64_t K,
+                    int post = MVP_STORE)
 {
-    return M <= 2 ? mvp_go<T, 2>(c, g, X, ldx, (int)M, nr, K, MVP_STORE)
-                  : mvp_go<T, 4>(c, g, X, ldx, (int)M, nr, K, MVP_STORE);
+    return M <= 2 ? mvp_go<T, 2>(c, g, X, ldx, (int)M, nr, K, post) : mvp_go<T, 4>(c, g, X, ldx, (int)M, nr, K, post);
 }
 
 /* Whether mvp_kernel takes a group of this width (X in one chunk). */
@@ -915,19 +958,61 @@ static float *mma_part(cu_ctx *c, size_t need)
     return m->part;
 }
 
-/* The tensor-core kernel over the group's tiles. Rows alone give few
- * blocks at small N (a 2,048-row weight at M = 64 was 8 blocks of 256
+/* HEARTH_CUDA_PDL_MMA=0: mma_kernel and mma_reduce_kernel do not launch
+ * as programmatic dependents (cuda_int.h). On the H100 (1.04B llama,
+ * batched decode, tok/s summed, two runs each, 2026-12-06): Q4_K 4
+ * sequences 2,641 / 2,650 against 2,556 / 2,564, 16: 6,719 / 6,743
+ * against 6,286 / 6,395; F16 4: 2,379 against 2,089. Read once. */
+static bool mma_pdl_on(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_PDL_MMA");
+        on = cu_pdl_on() && !(e && strcmp(e, "0") == 0);
+    }
+    return on == 1;
+}
+
+/* HEARTH_CUDA_MMA_OCC=1: mma_kernel at M <= 8 with its registers as the
+ * compiler likes them (153 for Q4_K: one block an SM) rather than capped
+ * at 128 for two blocks an SM, as it is for Q8_0, Q4_0 and Q4_K (no
+ * spills at 128; F16 and Q6_K spilled, so they keep one block). Twice the
+ * weight loads in flight an SM: on the H100, batched Q4_K decode at 4
+ * sequences 3,432 / 3,415 tok/s against 2,775 / 2,768 (two runs each;
+ * Q8_0 at 4 rows takes mvp_kernel, and 16 rows take the 16-row tiles).
+ * Read once. */
+static bool mma_occ2(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("HEARTH_CUDA_MMA_OCC");
+        on = !(e && strcmp(e, "1") == 0);
+    }
+    return on == 1;
+}
+
+/* The tensor-core kernel over the group's tiles, post one of mvp_kernel's
+ * (MVP_SWIGLU: gate and up, the up's tiles from g.at[1]). Rows alone give
+ * few blocks at small N (a 2,048-row weight at M = 64 was 8 blocks of 256
  * rows for 132 SMs: batched decode at 64 sequences ran slower on it than
  * on cuBLAS over a dequantized copy), so when the rows make fewer than two
  * blocks an SM, K is split over blocks too: each split's sums go to a
- * buffer and mma_reduce_kernel adds them in split order into Y. */
+ * buffer, added in split order by mma_reduce_kernel, which applies post.
+ * Tried and dropped (2026-12-06, H100): the split that ends last adding
+ * the sums itself (an arrival count per block column), one launch less:
+ * batched Q4_K decode at 4 and 16 sequences ran 3-9% slower than with the
+ * reduce kernel (2,641 / 2,650 against 2,725 / 2,702 tok/s at 4; 6,719 /
+ * 6,743 against 7,365 / 6,929 at 16): the one block left doing a
+ * column's sums is a serial tail. */
 template <class T, int NT, bool BF>
-static int mma_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t K, int64_t tiles)
+static int mma_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t K, int64_t tiles,
+                      int post)
 {
     typedef mma_cfg<T, NT> C;
     static_assert(C::SMEM <= 48 * 1024, "mma_kernel: shared memory past the default limit");
+    static_assert(MMA_TB == 2, "mma_kernel: SWIGLU pairs a warp's two tiles");
     const int64_t per = (int64_t)C::WN * MMA_TB;
-    const int64_t blocks = (tiles + per - 1) / per;
+    const int64_t blocks = post == MVP_SWIGLU ? (g.at[1] + C::WN - 1) / C::WN : (tiles + per - 1) / per;
     const int64_t chunks = (g.v[0].kp + C::R - 1) / C::R, want = 2 * (int64_t)sm_count(c->ordinal);
     int64_t ks = 1, cps = chunks;
     if (blocks < want && chunks > 1 && mma_split_on()) {
@@ -945,60 +1030,73 @@ static int mma_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, i
         else
             cps = chunks;
     }
-    if (ks == 1) {
-        mma_kernel<T, NT, BF><<<(unsigned)blocks, MMA_WARPS * 32, C::SMEM, c->s>>>(g, X, ldx, (int)M, K, tiles,
-                                                                                   (int)cps, NULL);
-        return cu_launched("mma_kernel");
-    }
-    float *part = ((mm_ctx *)c->mm)->part;
-    mma_kernel<T, NT, BF><<<dim3((unsigned)blocks, (unsigned)ks), MMA_WARPS * 32, C::SMEM, c->s>>>(
-        g, X, ldx, (int)M, K, tiles, (int)cps, part);
-    int rc = cu_launched("mma_kernel (split)");
-    if (!rc) {
-        const int64_t n = M * tiles * 16;
-        mma_reduce_kernel<<<(unsigned)((n + 255) / 256), 256, 0, c->s>>>(g, part, (int)ks, (int)M, tiles);
-        rc = cu_launched("mma_reduce_kernel");
+    const bool pdl = mma_pdl_on();
+    float *part = ks > 1 ? ((mm_ctx *)c->mm)->part : NULL;
+    const dim3 grid((unsigned)blocks, (unsigned)ks), block(MMA_WARPS * 32);
+    cudaError_t e =
+        NT == 1 && q8dot<T>::on && mma_occ2()
+            ? cu_launch(pdl, mma_kernel<T, NT, BF, 2>, grid, block, C::SMEM, c->s, g, X, ldx, (int)M, K, tiles,
+                        (int)cps, part, post)
+            : cu_launch(pdl, mma_kernel<T, NT, BF, 1>, grid, block, C::SMEM, c->s, g, X, ldx, (int)M, K, tiles,
+                        (int)cps, part, post);
+    int rc = cu_fail(ks > 1 ? "mma_kernel (split)" : "mma_kernel", e);
+    if (!rc && ks > 1) {
+        const int64_t n = M * 16 * (post == MVP_SWIGLU ? g.at[1] : tiles);
+        e = cu_launch(pdl, mma_reduce_kernel, dim3((unsigned)((n + 255) / 256)), dim3(256), 0, c->s, g,
+                      (const float *)part, (int)ks, (int)M, tiles, post);
+        rc = cu_fail("mma_reduce_kernel", e);
     }
     return rc;
 }
 
 template <class T, bool BF>
-static int mma_rows(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t tiles, int64_t K)
+static int mma_rows(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t M, int64_t tiles, int64_t K,
+                    int post = MVP_STORE)
 {
     if (M <= 8)
-        return mma_launch<T, 1, BF>(c, g, X, ldx, M, K, tiles);
+        return mma_launch<T, 1, BF>(c, g, X, ldx, M, K, tiles, post);
     if (M <= 16)
-        return mma_launch<T, 2, BF>(c, g, X, ldx, M, K, tiles);
+        return mma_launch<T, 2, BF>(c, g, X, ldx, M, K, tiles, post);
     if (M <= 32)
-        return mma_launch<T, 4, BF>(c, g, X, ldx, M, K, tiles);
-    return mma_launch<T, 8, BF>(c, g, X, ldx, M, K, tiles);
+        return mma_launch<T, 4, BF>(c, g, X, ldx, M, K, tiles, post);
+    return mma_launch<T, 8, BF>(c, g, X, ldx, M, K, tiles, post);
 }
 
-/* One group: the mat-vec (fp32) or, when mma, the tensor-core kernel (M <= MMA_MAX_M). */
+/* One group: the mat-vec (fp32) or, when mma, the tensor-core kernel (M
+ * <= MMA_MAX_M). With f (cu_matmul_fused): at M = 1 mvg_fused; at M > 1
+ * the epilogue (post, no norm) in mvp_kernel's rows of X or mma_kernel,
+ * else HEARTH_EUNSUPPORTED with nothing launched. */
 static int group_launch(cu_ctx *c, const mgroup &g, hearth_dtype t, bool mma, const float *X, int64_t ldx,
                         int64_t M, int64_t nr, int64_t K, const hearth_mm_fuse *f)
 {
-    if (f) {
+    if (f && M == 1) {
 #define MVF_CALL(T) mvg_fused<T>(c, g, X, ldx, nr, K, f)
         MM_DISPATCH(t, MVF_CALL)
 #undef MVF_CALL
     }
+    int post = MVP_STORE;
+    if (f) {
+        const bool pair = g.cnt == 2 && g.n[0] == g.n[1] && g.ldy[0] >= g.n[0];
+        if (f->pre != HEARTH_MM_PRE_NONE || (f->post == HEARTH_MM_SWIGLU && !pair) || !mma || t == HEARTH_F32)
+            return HEARTH_EUNSUPPORTED;
+        post = f->post == HEARTH_MM_SWIGLU ? MVP_SWIGLU : f->post == HEARTH_MM_ADD ? MVP_ADD : MVP_STORE;
+    }
     if (M >= 2 && mvp_rows_take(t, g.v[0].kp, M)) {
         switch (t) {
-        case HEARTH_Q8_0: return mvp_rows<tr_q8_0>(c, g, X, ldx, M, nr, K);
-        case HEARTH_Q4_0: return mvp_rows<tr_q4_0>(c, g, X, ldx, M, nr, K);
-        case HEARTH_Q4_K: return mvp_rows<tr_q4_k>(c, g, X, ldx, M, nr, K);
+        case HEARTH_Q8_0: return mvp_rows<tr_q8_0>(c, g, X, ldx, M, nr, K, post);
+        case HEARTH_Q4_0: return mvp_rows<tr_q4_0>(c, g, X, ldx, M, nr, K, post);
+        case HEARTH_Q4_K: return mvp_rows<tr_q4_k>(c, g, X, ldx, M, nr, K, post);
         default: return HEARTH_EUNSUPPORTED;
         }
     }
     if (mma && t != HEARTH_F32) {
         switch (t) {
-        case HEARTH_F16: return mma_rows<tr_half<false>, false>(c, g, X, ldx, M, nr, K);
-        case HEARTH_BF16: return mma_rows<tr_half<true>, true>(c, g, X, ldx, M, nr, K);
-        case HEARTH_Q8_0: return mma_rows<tr_q8_0, false>(c, g, X, ldx, M, nr, K);
-        case HEARTH_Q4_0: return mma_rows<tr_q4_0, false>(c, g, X, ldx, M, nr, K);
-        case HEARTH_Q4_K: return mma_rows<tr_q4_k, false>(c, g, X, ldx, M, nr, K);
-        case HEARTH_Q6_K: return mma_rows<tr_q6_k, false>(c, g, X, ldx, M, nr, K);
+        case HEARTH_F16: return mma_rows<tr_half<false>, false>(c, g, X, ldx, M, nr, K, post);
+        case HEARTH_BF16: return mma_rows<tr_half<true>, true>(c, g, X, ldx, M, nr, K, post);
+        case HEARTH_Q8_0: return mma_rows<tr_q8_0, false>(c, g, X, ldx, M, nr, K, post);
+        case HEARTH_Q4_0: return mma_rows<tr_q4_0, false>(c, g, X, ldx, M, nr, K, post);
+        case HEARTH_Q4_K: return mma_rows<tr_q4_k, false>(c, g, X, ldx, M, nr, K, post);
+        case HEARTH_Q6_K: return mma_rows<tr_q6_k, false>(c, g, X, ldx, M, nr, K, post);
         default: return HEARTH_EUNSUPPORTED;
         }
     }
@@ -1102,14 +1200,27 @@ int cu_matmul_fused(cu_ctx *c, const cu_weight *const *w, int n, const float *X,
 {
     int mma_max;
     const int mode = cu_fuse_mode();
-    if (M != 1 || n <= 0 || mode == 0 || mm_env(&mma_max))
+    if (M < 1 || n <= 0 || mode == 0 || mm_env(&mma_max) || M > cu_fused_rows_max())
         return HEARTH_EUNSUPPORTED;
-    if (f->pre == HEARTH_MM_PRE_RMSNORM && mode < 2)
+    if (f->pre == HEARTH_MM_PRE_RMSNORM && (mode < 2 || M > 1))
         return HEARTH_EUNSUPPORTED;
     if (f->post == HEARTH_MM_SWIGLU && (n != 2 || w[0]->type != w[1]->type || w[0]->n_out != w[1]->n_out))
         return HEARTH_EUNSUPPORTED;
     for (int i = 0; i < n; i++)
         if (w[i]->type == HEARTH_F32 || w[i]->type != w[0]->type)
             return HEARTH_EUNSUPPORTED; /* one launch, or none */
-    return grouped(c, w, n, X, ldx, M, Y, ldy, false, f);
+    return grouped(c, w, n, X, ldx, M, Y, ldy, M > 1, f);
+}
+
+/* HEARTH_CUDA_FUSE_ROWS=0: the epilogues for one row only (read once). */
+int cu_fused_rows_max(void)
+{
+    static int rows = -1;
+    if (rows < 0) {
+        const char *e = getenv("HEARTH_CUDA_FUSE_ROWS");
+        int mma_max;
+        const int legacy = mm_env(&mma_max);
+        rows = cu_fuse_mode() == 0 ? 0 : legacy || (e && strcmp(e, "0") == 0) || mma_max < 2 ? 1 : mma_max;
+    }
+    return rows;
 }

@@ -5,15 +5,16 @@
  *               batches and rows (the default for decode: mm.cu), with the
  *               epilogues of matmul_fused (residual add, SwiGLU) and, for
  *               Q8_0, Q4_0 and Q4_K, X as q8a blocks multiplied with dp4a;
- *               with q8a X also 2-4 rows of X (MT), and half a warp a row
- *               where a row is short (LW = 16)
+ *               with q8a X also 2-4 rows of X (MT, the epilogues too),
+ *               and half a warp a row where a row is short (LW = 16)
  *   mvg_kernel  the decode mat-vec of mm_kernels.cuh (same arithmetic, same
  *               order per row), each warp's row looked up in the group
  *   mma_kernel  2 <= M <= 64: tensor cores (mma.sync m16n8k16, f32
  *               accumulate) with the weight dequantized in registers, read
  *               once per call; X rounded to f16 (bf16 for BF16 weights) as
  *               it is staged in shared memory; K split over blocks when the
- *               rows give few (mma_reduce_kernel adds the splits)
+ *               rows give few (mma_reduce_kernel adds the splits); the
+ *               epilogues ADD and SWIGLU in its stores or in the reduce
  *
  * mma_kernel, the fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16
  * with floating point type"; lane = 4 gq + tq, gq = lane / 4, tq = lane % 4;
@@ -429,51 +430,48 @@ __device__ __forceinline__ mseg mvp_seg(const mgroup &gr, int64_t row, int post)
     return s;
 }
 
-/* The row sums of the warp's lane groups into Y (every lane calls it; live:
- * this lane's row is below nr); held: with LW = 32, the gate sum of a
- * SWIGLU pair, whose up row is the warp's next; with LW = 16 the pair is
- * the warp's two halves (gate in lanes 0-15, up in 16-31). The arithmetic
- * is ops.cu's swiglu (g / (1 + expf(-g)) * u) and add, so the fused result
- * is the separate ops' bit for bit. */
+/* The row sums of the warp's lane groups into Y, for each of the M rows of
+ * X (every lane calls it; live: this lane's row is below nr); held: with
+ * LW = 32, the gate sums of a SWIGLU pair, whose up row is the warp's
+ * next; with LW = 16 the pair is the warp's two halves (gate in lanes
+ * 0-15, up in 16-31). The arithmetic is ops.cu's swiglu (g / (1 +
+ * expf(-g)) * u) and add, so the fused result is the separate ops' bit for
+ * bit. */
 template <int LW, int MT>
-__device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float (&accs)[MT], int post, float &held,
-                                          bool live, int M)
+__device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float (&accs)[MT], int post,
+                                          float (&held)[MT], bool live, int M)
 {
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int o = LW / 2; o > 0; o >>= 1)
             accs[m] += __shfl_xor_sync(0xffffffffu, accs[m], o);
-    if (MT > 1) { /* rows of X: STORE alone */
-        if ((threadIdx.x & (LW - 1)) == 0 && live) {
-            const mseg sg = seg_at(gr, row);
-#pragma unroll
-            for (int m = 0; m < MT; m++)
-                if (m < M)
-                    sg.y[m * sg.ldy + sg.local] = accs[m];
-        }
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-            accs[m] = 0.0f;
-        return;
-    }
-    float acc = accs[0];
-    accs[0] = 0.0f;
+    bool keep = false; /* a gate row: its sums wait for the up row's */
     if (post == MVP_SWIGLU) {
-        if (LW == 32 && !(row & 1)) {
-            held = acc;
-            return;
+        keep = !(row & 1);
+#pragma unroll
+        for (int m = 0; m < MT; m++) {
+            if (LW == 32 && keep)
+                held[m] = accs[m];
+            if (LW < 32) /* the partner group's: the gate's in the up group */
+                held[m] = __shfl_xor_sync(0xffffffffu, accs[m], LW);
         }
-        if (LW < 32)
-            held = __shfl_xor_sync(0xffffffffu, acc, LW); /* the partner group's: the gate's in the up group */
-        if (LW < 32 && !(row & 1))
-            return;
     }
-    if ((threadIdx.x & (LW - 1)) == 0 && live) {
+    if (!keep && (threadIdx.x & (LW - 1)) == 0 && live) {
         const mseg sg = mvp_seg(gr, row, post);
-        float *y = sg.y + sg.local;
-        *y = post == MVP_SWIGLU ? held / (1.0f + expf(-held)) * acc : post == MVP_ADD ? *y + acc : acc;
+#pragma unroll
+        for (int m = 0; m < MT; m++) {
+            if (m >= M)
+                break;
+            float *y = sg.y + m * sg.ldy + sg.local;
+            *y = post == MVP_SWIGLU ? held[m] / (1.0f + expf(-held[m])) * accs[m]
+                 : post == MVP_ADD  ? *y + accs[m]
+                                    : accs[m];
+        }
     }
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+        accs[m] = 0.0f;
 }
 
 /* The next batch after (row, u): the next units of the row, or the group's
@@ -496,15 +494,16 @@ __device__ __forceinline__ void mvp_next(int64_t row, int u, int gl, int step, i
  * issued before the current one is multiplied, across row ends too, so no
  * warp waits on memory with nothing in flight (mvg_kernel issues a row's
  * loads only after the last row's products and sum). Two register sets of
- * loads: two blocks an SM. nr: rows (with SWIGLU twice the gate's).
+ * loads: 16 warps an SM. nr: rows (with SWIGLU twice the gate's).
  * LW: lanes a row (32, or 16 where a row has at most 16 UNR units: a
  * 2,048-wide Q4_K row is 64 units, so with a whole warp on it half of each
  * lane's load slots stayed empty; ncu on the H200 read Q4_K's gate/up at
  * 1.05 TB/s with 16 warps an SM). A warp's groups hold consecutive rows and
  * move together (every group's row has the same units), so the loop is
- * warp-uniform; a group past nr computes and stores nothing. */
-template <class T, bool Q8, int LW, int MT>
-__global__ void __launch_bounds__(MV_WARPS * 32, 2)
+ * warp-uniform; a group past nr computes and stores nothing. W: warps a
+ * block (8 or 16: mm.cu's mvp_warps), 16 warps an SM either way. */
+template <class T, bool Q8, int LW, int MT, int W>
+__global__ void __launch_bounds__(W * 32, 16 / W)
     mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t nr, int64_t K, int kc, int post)
 {
     extern __shared__ float4 xs[]; /* (kc/4), swizzled: X whole; Q8: q8_smem(kc) bytes */
@@ -514,11 +513,11 @@ __global__ void __launch_bounds__(MV_WARPS * 32, 2)
     const int64_t kp = gr.v[0].kp;
     const int nu = (int)(kp / T::EPU), step = LW * T::UNR;
     const bool pairs = post == MVP_SWIGLU && G == 1;
-    const int64_t rstep = (int64_t)gridDim.x * MV_WARPS * G;
+    const int64_t rstep = (int64_t)gridDim.x * W * G;
     const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
     typename T::R ra[T::UNR], rb[T::UNR];
     /* row: this group's; the loop runs on the warp's first group's (row - gi) */
-    int64_t row = ((int64_t)blockIdx.x * MV_WARPS + warp) * (pairs ? 2 : G) + gi;
+    int64_t row = ((int64_t)blockIdx.x * W + warp) * (pairs ? 2 : G) + gi;
     int u = gl;
     if (row < nr) {
         const mseg sv = mvp_seg(gr, row, post);
@@ -537,10 +536,10 @@ __global__ void __launch_bounds__(MV_WARPS * 32, 2)
         stage_x<1>(xs, X, ldx, K, 0, (int)kp, kc / 4, vec);
     }
     __syncthreads();
-    float acc[MT], held = 0.0f;
+    float acc[MT], held[MT];
 #pragma unroll
     for (int m = 0; m < MT; m++)
-        acc[m] = 0.0f;
+        acc[m] = held[m] = 0.0f;
     while (row - gi < nr) {
         int64_t row2, row3;
         int u2, u3;
@@ -649,13 +648,26 @@ __device__ __forceinline__ void stage_xh(uint16_t *xs, const float *__restrict__
     }
 }
 
+/* The tile of a warp's tb-th 16-row tile, p its index in the grid
+ * (block WN + warp's wn): with SWIGLU (a gate and an up weight of one
+ * shape, the up's tiles from gr.at[1] on) tile 0 is gate tile p and tile
+ * 1 up tile p, so one lane holds both sums of a row; else tiles p TB + tb.
+ * Past the group: tiles or more. */
+__device__ __forceinline__ int64_t mma_tile(const mgroup &gr, int post, int64_t p, int tb, int64_t tiles)
+{
+    if (post != MVP_SWIGLU)
+        return p * MMA_TB + tb;
+    return p < gr.at[1] ? p + tb * gr.at[1] : tiles;
+}
+
 /* Y_i (M, N_i) = X (M, K) W_i^T over the group's `tiles` concatenated
  * 16-row tiles; M <= 8 NT. Block b, warp (wn, wk): tiles (b WN + wn) TB +
- * 0 .. TB-1, K slices wk S + j R. */
-template <class T, int NT, bool BF>
-__global__ void __launch_bounds__(MMA_WARPS * 32, 1)
+ * 0 .. TB-1, K slices wk S + j R. OCC: blocks an SM the registers are
+ * capped for (mm.cu's mma_launch chooses). */
+template <class T, int NT, bool BF, int OCC>
+__global__ void __launch_bounds__(MMA_WARPS * 32, OCC)
     mma_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t K, int64_t tiles, int cps,
-               float *__restrict__ part)
+               float *__restrict__ part, int post)
 {
     typedef mma_cfg<T, NT> C;
     extern __shared__ uint4 smem4[];
@@ -673,7 +685,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 1)
     bool ok[MMA_TB][2];
 #pragma unroll
     for (int tb = 0; tb < MMA_TB; tb++) {
-        const int64_t tile = ((int64_t)blockIdx.x * C::WN + wn) * MMA_TB + tb;
+        const int64_t tile = mma_tile(gr, post, (int64_t)blockIdx.x * C::WN + wn, tb, tiles);
         const mseg sg = seg_at(gr, tile < tiles ? tile : 0);
         v[tb] = sg.v;
         y[tb] = sg.y;
@@ -694,6 +706,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 1)
             for (int i = 0; i < 4; i++)
                 acc[tb][j][i] = 0.0f;
 
+    cu_pdl_trigger();
+    bool first = true;
     const int64_t c_end = part ? (int64_t)(blockIdx.y + 1) * cps * C::R : kp;
     for (int64_t c0 = (int64_t)blockIdx.y * cps * C::R; c0 < kp && c0 < c_end; c0 += C::R) {
         const int64_t e0 = c0 + (int64_t)wk * C::S; /* this warp's slice */
@@ -713,6 +727,10 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 1)
                     if (uok[i] && ok[tb][h])
                         r[i][tb][h] = T::load(v[tb], row[tb][h], u);
                 }
+        }
+        if (first) { /* X and Y are the kernel before's: the first loads went out while it ran */
+            cu_pdl_wait();
+            first = false;
         }
         __syncthreads(); /* the previous chunk is read */
         stage_xh<BF, C::MP, C::R, C::P>(xs, X, ldx, M, K, c0, vec);
@@ -793,6 +811,8 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 1)
                         acc[tb][j][i] += o[((tb * NT + j) * 4 + i) * 32];
         }
     }
+    if (first)
+        cu_pdl_wait(); /* a split past the row's end loaded nothing: it still waits before it writes */
     /* c[0] = D[gq][2tq], c[1] = D[gq][2tq+1], c[2], c[3] the same for row gq+8;
      * D's row is the weight row, its column the row of X. Split over K:
      * this block's sums to part[blockIdx.y][m][16 tile + row in tile] */
@@ -801,7 +821,7 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 1)
         float *pp = part + (int64_t)blockIdx.y * M * tr;
 #pragma unroll
         for (int tb = 0; tb < MMA_TB; tb++) {
-            const int64_t tile = ((int64_t)blockIdx.x * C::WN + wn) * MMA_TB + tb;
+            const int64_t tile = mma_tile(gr, post, (int64_t)blockIdx.x * C::WN + wn, tb, tiles);
             if (tile >= tiles)
                 continue;
 #pragma unroll
@@ -816,33 +836,59 @@ __global__ void __launch_bounds__(MMA_WARPS * 32, 1)
         return;
     }
 #pragma unroll
-    for (int tb = 0; tb < MMA_TB; tb++)
+    for (int j = 0; j < NT; j++)
 #pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int h = i / 2, m = 8 * j + 2 * tq + (i & 1);
-                if (ok[tb][h] && m < M)
-                    y[tb][m * ldy[tb] + row[tb][h]] = acc[tb][j][i];
+        for (int i = 0; i < 4; i++) {
+            const int h = i / 2, m = 8 * j + 2 * tq + (i & 1);
+            if (post == MVP_SWIGLU) { /* tile 0 the gate's, tile 1 the up's: the same rows */
+                if (ok[0][h] && m < M) {
+                    const float g = acc[0][j][i];
+                    y[0][m * ldy[0] + row[0][h]] = g / (1.0f + expf(-g)) * acc[1][j][i];
+                }
+                continue;
             }
+#pragma unroll
+            for (int tb = 0; tb < MMA_TB; tb++)
+                if (ok[tb][h] && m < M) {
+                    float *o = y[tb] + m * ldy[tb] + row[tb][h];
+                    *o = post == MVP_ADD ? *o + acc[tb][j][i] : acc[tb][j][i];
+                }
+        }
 }
 
 /* Y = the sum of mma_kernel's ks splits of part, in split order (the same
- * sums every run: no atomics), one thread per (row of X, row in tile space). */
-__global__ void mma_reduce_kernel(mgroup gr, const float *__restrict__ part, int ks, int M, int64_t tiles)
+ * sums every run: no atomics), through the epilogue: one thread per (row
+ * of X, row in tile space; with SWIGLU, of the gate's tiles, whose up
+ * sums sit 16 gr.at[1] further). A programmatic dependent of mma_kernel:
+ * it waits for it before reading anything. */
+__global__ void mma_reduce_kernel(mgroup gr, const float *__restrict__ part, int ks, int M, int64_t tiles, int post)
 {
-    const int64_t tr = 16 * tiles, i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= M * tr)
+    cu_pdl_trigger();
+    cu_pdl_wait();
+    const int64_t tr = 16 * tiles, nt = post == MVP_SWIGLU ? gr.at[1] : tiles;
+    const int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= M * 16 * nt)
         return;
-    const int m = (int)(i / tr);
-    const int64_t t = i - m * tr;
+    const int m = (int)(x / (16 * nt));
+    const int64_t t = x - m * 16 * nt, i = m * tr + t; /* t: the row in tile space */
     float sum = part[i];
     for (int k = 1; k < ks; k++)
         sum += part[(int64_t)k * M * tr + i];
+    if (post == MVP_SWIGLU) {
+        const int64_t iu = i + 16 * gr.at[1];
+        float u = part[iu];
+        for (int k = 1; k < ks; k++)
+            u += part[(int64_t)k * M * tr + iu];
+        if (t < gr.n[0])
+            gr.y[0][m * gr.ldy[0] + t] = sum / (1.0f + expf(-sum)) * u;
+        return;
+    }
     const mseg sg = seg_at(gr, t / 16);
     const int64_t row = 16 * sg.local + t % 16;
-    if (row < sg.n)
-        sg.y[m * sg.ldy + row] = sum;
+    if (row < sg.n) {
+        float *o = sg.y + m * sg.ldy + row;
+        *o = post == MVP_ADD ? *o + sum : sum;
+    }
 }
 
 #endif

@@ -157,7 +157,7 @@ int cu_rmsnorm(cu_ctx *c, float *Y, const float *X, const int32_t *rows, int64_t
         return n_rows == 0 ? 0 : HEARTH_EINVAL;
     if (n_rows == 0)
         return 0;
-    const bool pdl = cu_pdl_rows_on() && n_rows == 1;
+    const bool pdl = cu_pdl_rows(n_rows);
     cudaError_t e;
     if (vec4_ok(n, Y, X, w))
         e = cu_launch(pdl, rmsnorm_kernel<4>, dim3((unsigned)n_rows), dim3(row_threads(n / 4)), 0, c->s, Y, X, rows, n, w, eps);
@@ -186,7 +186,7 @@ int cu_add(cu_ctx *c, float *X, const float *A, int64_t rows, int64_t n)
     int64_t total = rows * n;
     if (total == 0)
         return 0;
-    const bool pdl = cu_pdl_rows_on() && rows == 1;
+    const bool pdl = cu_pdl_rows(rows);
     cudaError_t e;
     if (vec4_ok(total, X, A))
         e = cu_launch(pdl, add_kernel<4>, dim3(flat_blocks(total / 4)), dim3(FLAT_THREADS), 0, c->s, X, A, total / 4);
@@ -228,7 +228,7 @@ int cu_add_rmsnorm(cu_ctx *c, float *X, float *H, int64_t rows, int64_t n, const
         return rows == 0 ? 0 : HEARTH_EINVAL;
     if (rows == 0)
         return 0;
-    const bool pdl = cu_pdl_rows_on() && rows == 1;
+    const bool pdl = cu_pdl_rows(rows);
     cudaError_t e;
     if (vec4_ok(n, X, H, w))
         e = cu_launch(pdl, add_rmsnorm_kernel<4>, dim3((unsigned)rows), dim3(row_threads(n / 4)), 0, c->s, X, H, n, w, eps);
@@ -258,7 +258,7 @@ int cu_swiglu(cu_ctx *c, float *G, const float *U, int64_t rows, int64_t n)
     int64_t total = rows * n;
     if (total == 0)
         return 0;
-    const bool pdl = cu_pdl_rows_on() && rows == 1;
+    const bool pdl = cu_pdl_rows(rows);
     cudaError_t e;
     if (vec4_ok(total, G, U))
         e = cu_launch(pdl, swiglu_kernel<4>, dim3(flat_blocks(total / 4)), dim3(FLAT_THREADS), 0, c->s, G, U, total / 4);
@@ -391,7 +391,7 @@ int cu_qk_rope_store(cu_ctx *c, float *Q, float *K, float *V, const hearth_qk *q
                  (int)qk->hd, (int)qk->n_rot, qk->rope_type, qk->eps, kv->k, kv->v, kv->type == HEARTH_F16,
                  kv->n_ctx, kv->n_layer, layer, b->pos, b->slot, b->rope_cs, b->rope_stride};
     int64_t blocks = b->n * (qk->n_head + qk->n_head_kv);
-    cudaError_t e = cu_launch(cu_pdl_rows_on() && b->n == 1, qk_kernel, dim3((unsigned)blocks), dim3(row_threads(qk->hd)), 0, c->s, a);
+    cudaError_t e = cu_launch(cu_pdl_rows(b->n), qk_kernel, dim3((unsigned)blocks), dim3(row_threads(qk->hd)), 0, c->s, a);
     return cu_fail("qk_rope_store", e);
 }
 

@@ -510,7 +510,7 @@ template <typename T, int DPL, int W> __global__ static void __launch_bounds__(W
 template <typename T, int W> static cudaError_t launch_cached_w(const cached_args &a, int64_t blocks, cudaStream_t s)
 {
     dim3 g((unsigned)blocks), t(W * 32);
-    const bool pdl = cu_pdl_rows_on() && a.n == 1; /* decode of one sequence: cu_pdl_rows_on */
+    const bool pdl = cu_pdl_rows(a.n); /* decode of one sequence: cu_pdl_rows */
     if (a.hd <= 32)
         return cu_launch(pdl, cached_kernel<T, 1, W>, g, t, 0, s, a);
     if (a.hd <= 64)

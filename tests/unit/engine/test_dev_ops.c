@@ -358,9 +358,27 @@ static void op_matmul_fused(void)
                                   hearth_dtype_get(t)->name, post);
                 }
             fused_case(t, 2, 3, K, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_STORE); /* past fused_rows_max: refused, or right */
-            fused_case(t, 2, 3, K, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
+            /* the epilogues of a batched step: each row count a kernel stages X for (2, 4: the mat-vec's rows
+             * of X; 6, 12, 17: the tensor cores' 8-row tiles, split over K at 12 and 17) */
+            for (int post = HEARTH_MM_STORE; post <= HEARTH_MM_SWIGLU; post++)
+                for (int mi = 0; mi < 5; mi++) {
+                    static const int64_t rows[] = {2, 4, 6, 12, 17};
+                    int n_w = post == HEARTH_MM_SWIGLU ? 2 : post == HEARTH_MM_ADD ? 1 : 1 + (ri + mi) % 3;
+                    bool ran = fused_case(t, n_w, rows[mi], K, HEARTH_MM_PRE_NONE, (enum hearth_mm_post)post);
+                    if (t != HEARTH_F32 && g_dev->caps.fused_rows_max >= rows[mi])
+                        CHECK_MSG(ran, "%s matmul_fused refused %s at M=%lld (post %d)", g_where,
+                                  hearth_dtype_get(t)->name, (long long)rows[mi], post);
+                }
         }
     }
+    /* widths of two chunks or more at 4 rows: the tensor-core kernel splits K over blocks (mma_fixup adds
+     * the splits), and the mat-vec's rows of X past one unit batch */
+    fused_case(HEARTH_F16, 2, 4, 2304, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
+    fused_case(HEARTH_Q4_K, 1, 4, 2048, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
+    fused_case(HEARTH_Q4_K, 2, 4, 2048, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
+    fused_case(HEARTH_Q4_K, 2, 2, 2048, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
+    fused_case(HEARTH_Q8_0, 2, 3, 2048, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
+    fused_case(HEARTH_Q8_0, 1, 4, 4096, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
     /* X wider than one staged chunk of the mat-vec (48 KiB of floats) */
     fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_STORE);
     fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
