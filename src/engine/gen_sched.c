@@ -67,6 +67,7 @@ struct hearth_gen_sched {
     bool stopping;
     bool poked;
     bool inited, started;
+    bool warmed;                 /* the warm-up is over (or was never asked for) */
     seq *seqs;
     bool *taken;                 /* (n_slots) admission scratch: slots promised to pinned requests */
     int live;
@@ -557,9 +558,55 @@ static void run_job(hearth_gen_sched *s, hearth_gen_slot_job *job)
     job->on_done(job, rc, msg);
 }
 
+/* The warm-up (gen_sched.h), on the scheduler thread: each forward pass's
+ * rows in their own slots (row i in slot i), token 0 throughout; a failed
+ * pass ends it with a warning (serving goes on, paying the first sights). */
+static void warm_up(hearth_gen_sched *s)
+{
+    const hearth_gen_batch_model *m = &s->m;
+    const uint64_t t0 = hearth_now_ns();
+    hearth_err err = {0};
+    int passes = 0, rc = 0;
+    int32_t chunk = s->cfg.n_batch < m->n_ctx - 1 ? s->cfg.n_batch : (int32_t)(m->n_ctx - 1);
+    for (int32_t i = 0; i < chunk; i++) {
+        s->b_tokens[i] = 0;
+        s->b_slots[i] = 0;
+        s->b_want[i] = i == chunk - 1;
+    }
+    if (chunk > 0 && !(rc = m->forward(m->ctx, chunk, s->b_tokens, s->b_slots, s->b_want, s->b_logits, &err)))
+        passes++;
+    m->truncate(m->ctx, 0, 0);
+    int rows = s->cfg.n_parallel < 64 ? s->cfg.n_parallel : 64;
+    if (rows > (m->n_ctx - 1) / 2)
+        rows = (int)((m->n_ctx - 1) / 2); /* slot 0 takes two tokens a row count */
+    for (int b = 1; b <= rows && !rc; b++)
+        for (int rep = 0; rep < 2 && !rc; rep++) {
+            for (int i = 0; i < b; i++) {
+                s->b_tokens[i] = 0;
+                s->b_slots[i] = i;
+                s->b_want[i] = true;
+            }
+            if (!(rc = m->forward(m->ctx, b, s->b_tokens, s->b_slots, s->b_want, s->b_logits, &err)))
+                passes++;
+        }
+    for (int i = 0; i < rows; i++)
+        m->truncate(m->ctx, i, 0);
+    if (rc)
+        HLOG_WARN("warm-up: a pass failed (%s): serving without the rest of it", err.msg);
+    HLOG_INFO("warm-up: %d passes (a %d-token prompt chunk, steps of 1 to %d rows twice) in %.0f ms", passes,
+              (int)chunk, rows, (double)(hearth_now_ns() - t0) / 1e6);
+}
+
 static void *run(void *arg)
 {
     hearth_gen_sched *s = arg;
+    if (!s->warmed) {
+        warm_up(s);
+        pthread_mutex_lock(&s->lock);
+        s->warmed = true;
+        pthread_cond_broadcast(&s->wake);
+        pthread_mutex_unlock(&s->lock);
+    }
     for (;;) {
         hearth_gen_req *dropped = NULL;
         pthread_mutex_lock(&s->lock);
@@ -672,12 +719,17 @@ hearth_gen_sched *hearth_gen_sched_new(const hearth_gen_batch_model *m, const he
             goto oom;
     }
     s->metrics.kv_positions_total = (int64_t)m->n_slots * m->n_ctx;
+    s->warmed = !(cfg->warm_up && m->records);
     if (pthread_create(&s->thread, NULL, run, s) != 0) {
         hearth_err_set(err, HEARTH_EIO, "scheduler: cannot start its thread");
         hearth_gen_sched_free(s);
         return NULL;
     }
     s->started = true;
+    pthread_mutex_lock(&s->lock);
+    while (!s->warmed)
+        pthread_cond_wait(&s->wake, &s->lock);
+    pthread_mutex_unlock(&s->lock);
     return s;
 oom:
     hearth_err_set(err, HEARTH_ENOMEM, "scheduler: out of memory");

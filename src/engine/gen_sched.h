@@ -30,6 +30,14 @@
  * slot actions (save, restore, erase) run as jobs on the scheduler thread
  * (hearth_gen_sched_slot_job), between steps, on an idle slot only.
  *
+ * Warm-up (config warm_up, on a model whose device records passes): before
+ * hearth_gen_sched_new returns, the scheduler thread runs one prompt chunk
+ * of n_batch tokens (the device sizes its scratch for the largest pass and
+ * opens its GEMM library) and then decode steps of 1 .. n_parallel rows
+ * (at most 64) twice each (the first runs plain, the second is recorded),
+ * and empties the caches it used. On the H100 a served burst of 4 streams
+ * without it met first-sight steps of 54 and 107 ms (stop 31).
+ *
  * The engine knows nothing of models or HTTP: the model comes in through
  * hearth_gen_batch_model (function pointers), the client through the
  * request's callbacks, which run on the scheduler thread and must not block. */
@@ -61,6 +69,10 @@ typedef struct hearth_gen_batch_model {
      * in batch order. */
     int (*forward)(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want, float *logits,
                    hearth_err *err);
+    /* The device records a pass on its second sight and replays it after
+     * (CUDA graphs): the first steps of each shape cost more, which the
+     * config's warm_up pays before serving. */
+    bool records;
     /* Keeps at most the first n positions of slot (prefix reuse drops the
      * rest) and returns how many it kept: a cache that rolls back only to
      * checkpoints keeps fewer, and the prompt is then re-fed from there. */
@@ -156,6 +168,8 @@ typedef struct hearth_gen_sched_config {
     int32_t n_batch;              /* tokens per forward pass (decode rows + prompt chunk), e.g. 512 */
     hearth_pool *pool;            /* draws a step's tokens in parallel (NULL: the scheduler thread
                                      alone); free then even when it runs the model's forward passes */
+    bool warm_up;                 /* where the model's device records passes (its records): run the
+                                     shapes of the steps to come before hearth_gen_sched_new returns */
 } hearth_gen_sched_config;
 
 typedef struct hearth_gen_sched_metrics {

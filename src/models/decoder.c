@@ -97,6 +97,7 @@ static void fill_table(hearth_decoder *d, int n_slots)
         .n_slots = n_slots,
         .n_ctx = d->n_ctx,
         .forward = adapt_forward,
+        .records = d->kv->dev && d->kv->dev->ops->graph_begin, /* a GPU's graphs */
         .truncate = adapt_truncate,
         .detok_size = sizeof(hearth_detok),
         .detok_init = adapt_detok_init,

@@ -5,7 +5,8 @@
  * ids, stop strings, cancellation, the queue bound, context limits, the
  * slot snapshot (GET /slots), slot jobs (save/restore/erase) and the
  * context shift (the text after a shift is what the fake gives for the
- * shifted history, so a kept, dropped or re-fed position out of place shows). */
+ * shifted history, so a kept, dropped or re-fed position out of place
+ * shows) and the warm-up of a model that records passes. */
 #include "harness.h"
 
 #include "engine/gen_sched.h"
@@ -755,6 +756,37 @@ static void context_shift_goes_on(void)
     hearth_gen_sched_free(s);
 }
 
+/* The warm-up: on a model that records passes, hearth_gen_sched_new
+ * returns after one prompt chunk of n_batch tokens and decode steps of 1
+ * .. n_parallel rows twice each, with every cache it used empty again (a
+ * request after it gives the text of an empty cache); on one that does
+ * not, or without warm_up, it runs nothing. */
+static void warm_up_runs_the_step_shapes(void)
+{
+    for (int k = 0; k < 3; k++) {
+        fake f = {0};
+        hearth_gen_batch_model m = model_of(&f);
+        m.records = k != 1;
+        hearth_gen_sched_config cfg = {.n_parallel = 3, .max_queue = 4, .n_batch = 16, .warm_up = k != 2};
+        hearth_gen_sched *s = hearth_gen_sched_new(&m, &cfg, NULL);
+        CHECK(s != NULL);
+        const bool warm = k == 0;
+        CHECK_EQ_INT(atomic_load(&f.forwards), warm ? 1 + 2 * 3 : 0); /* read once new has returned */
+        CHECK_EQ_INT(atomic_load(&f.max_rows), warm ? 16 : 0);
+        for (int i = 0; i < SLOTS; i++)
+            CHECK_EQ_INT((int)f.len[i], 0);
+        int32_t prompt[5] = {7, 3, 9, 4, 12};
+        treq t;
+        make(&t, prompt, 5, 6);
+        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, NULL), 0);
+        wait_done(&t);
+        char want[16];
+        expected_text(prompt, 5, 6, want);
+        CHECK_EQ_STR(t.text, want);
+        hearth_gen_sched_free(s);
+    }
+}
+
 int main(void)
 {
     RUN(batched_equals_alone);
@@ -768,5 +800,6 @@ int main(void)
     RUN(submit_all_starts_together);
     RUN(slot_snapshot_and_jobs);
     RUN(context_shift_goes_on);
+    RUN(warm_up_runs_the_step_shapes);
     TEST_EXIT();
 }
