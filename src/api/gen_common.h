@@ -73,6 +73,9 @@ struct hearth_gen_call {
     char err_type[32];
     char err_msg[600];
     char id[48];                   /* "chatcmpl-<hex>" / "cmpl-<hex>" */
+    char *echo_model;              /* OpenAI answers' "model": the name the request sent (owned), as
+                                      llama-server echoes it; NULL: the served model's name. Which
+                                      model served it is in every answer's X-Hearth-Model header */
     int64_t created;               /* unix time of the request */
     hearth_buf text;               /* not streamed: the whole generated text */
     hearth_buf probs;              /* n_probs: completion_probabilities entries, comma-separated,

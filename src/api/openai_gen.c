@@ -5,7 +5,10 @@
  * server-sent "chunk" events ending in "data: [DONE]".
  *
  * The shapes are what the official clients parse: ids "chatcmpl-<hex>" and
- * "cmpl-<hex>", object, created, model, system_fingerprint, choices with
+ * "cmpl-<hex>", object, created, model (the request's own name when it sent
+ * one, as llama-server echoes it: a lone model answers any name, see
+ * hearth_gen_find_or_respond; the X-Hearth-Model header names the model
+ * that answered), system_fingerprint, choices with
  * message | delta | text and finish_reason ("stop" | "length"), usage
  * (with prompt_tokens_details.cached_tokens for the reused prefix). A chat
  * stream opens with a delta carrying the role, then content deltas, then an
@@ -42,6 +45,8 @@
 #include "gen_common.h"
 #include "respond.h"
 
+#include "base/log.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,8 +65,9 @@ static int chunk_head(hearth_gen_call *c, const char *object, hearth_buf *out)
         rc = hearth_json_quote(out, c->id, strlen(c->id));
     if (!rc)
         rc = hearth_buf_printf(out, ",\"object\":\"%s\",\"created\":%lld,\"model\":", object, (long long)c->created);
+    const char *model = c->echo_model ? c->echo_model : c->model->info->name;
     if (!rc)
-        rc = hearth_json_quote(out, c->model->info->name, strlen(c->model->info->name));
+        rc = hearth_json_quote(out, model, strlen(model));
     if (!rc)
         /* llama-server's is "b<build>-<commit>", and its clients (its own tests
          * among them) check the leading "b" */
@@ -491,6 +497,17 @@ static hearth_gen_call *start_call(hearth_request *req, hearth_api *api, hearth_
     }
     hearth_gen_call_set_id(c, id_prefix);
     c->verbose = api->cfg.verbose;
+    /* The answer's "model" is the name asked for (hearth_gen_named_model
+     * checked it is a string and routed it), as llama-server and OpenAI's
+     * clients expect; X-Hearth-Model and this log line say what answered */
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "model");
+    if (cJSON_IsString(name) && !(c->echo_model = strdup(name->valuestring))) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        hearth_gen_call_free(c);
+        return NULL;
+    }
+    if (c->echo_model && strcmp(c->echo_model, m->info->name))
+        HLOG_INFO("%s: model '%.200s' asked, answered by %s", c->id, c->echo_model, m->info->name);
     if (!parse_openai(req, doc, c, fmt == &chat_format, n_predict)) {
         hearth_gen_call_free(c);
         return NULL;
