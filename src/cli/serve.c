@@ -191,7 +191,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"drain-timeout", 0, OPT_U64, &cfg.drain_timeout_ms, "MS", "on SIGTERM, longest wait for in-flight requests and for models still loading (10000)"},
         {"max-connections", 0, OPT_INT, &cfg.max_connections, "N", "open connections per process, all I/O threads together; past it new ones are closed at once (65536)"},
         {"api-key", 0, OPT_STR, &cfg.api_key, "KEY", "require \"Authorization: Bearer KEY\" (not on /health, /metrics and the model lists /models, /v1/models, as llama-server)"},
-        {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "the one origin browsers may call the APIs from (*: any, the default, as llama-server's; '': none, as --no-cors)"},
+        {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "the one origin browsers may call the APIs from (*: any, the default, as llama-server's, whose preflights allow headers '*', which browsers never stretch to Authorization: name the origin of a browser app that sends an API key; '': none, as --no-cors)"},
         {"cors", 0, OPT_BOOL, &cors, NULL, "answer CORS for browser clients: preflights and Access-Control-Allow-Origin (on, as llama-server; --no-cors turns it off)"},
         {"debug-routes", 0, OPT_BOOL, &debug_routes, NULL, "add /debug/* test endpoints (echo, delayed and streamed replies)"},
     };
