@@ -82,6 +82,7 @@ void hearth_gen_call_free(hearth_gen_call *c)
     hearth_buf_deinit(&c->tokens);
     hearth_buf_deinit(&c->scratch);
     hearth_grammar_free(c->grammar);
+    hearth_tool_set_free(c->tools);
     free(c);
 }
 
@@ -277,10 +278,14 @@ static void on_text(hearth_gen_req *g, const char *text, size_t n, int32_t token
         hearth_buf_reset(&c->scratch, 1 << 16);
         if (!rc)
             rc = c->fmt->piece(c, text, n, &c->scratch);
-        if (!rc)
+        /* a piece held back (a chat answer that may be a tool call) keeps
+         * its probabilities and ids for the event that carries it */
+        if (!rc && c->scratch.len)
             rc = hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
-        hearth_buf_reset(&c->probs, 1 << 16);
-        hearth_buf_reset(&c->tokens, 1 << 16);
+        if (c->scratch.len) {
+            hearth_buf_reset(&c->probs, 1 << 16);
+            hearth_buf_reset(&c->tokens, 1 << 16);
+        }
     }
     if (rc) {
         /* out of memory or past a bound: stop generating; on_done then reports it */

@@ -212,8 +212,8 @@ def test_bad_requests():
     check_error(st, doc, 400, "'n'")
     st, doc = post_json(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})
     check_error(st, doc, 400, "logprobs")
-    st, doc = post_json(port, "/v1/chat/completions", {"messages": [{"role": "tool", "content": "hi"}]})
-    check_error(st, doc, 400, "tool")
+    st, doc = post_json(port, "/v1/chat/completions", {"messages": [{"role": "function", "content": "hi"}]})
+    check_error(st, doc, 400, "function")
     st, doc = post_json(port, "/v1/chat/completions", {"messages": []})
     check_error(st, doc, 400, "messages")
     # OpenAI answers echo the name asked for, as llama-server's; the header says what answered
