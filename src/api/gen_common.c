@@ -75,12 +75,14 @@ void hearth_gen_call_free(hearth_gen_call *c)
     for (int i = 0; i < c->n_fields; i++)
         free(c->fields[i]);
     free(c->fields);
+    free(c->echo_model);
     hearth_ids_deinit(&c->prompt);
     hearth_buf_deinit(&c->text);
     hearth_buf_deinit(&c->probs);
     hearth_buf_deinit(&c->tokens);
     hearth_buf_deinit(&c->scratch);
     hearth_grammar_free(c->grammar);
+    hearth_tool_set_free(c->tools);
     free(c);
 }
 
@@ -125,6 +127,21 @@ struct hearth_gen_group {
 
 /* ---- replying (scheduler thread) ---- */
 
+/* The head lines every answer carries: extra (lines ending in CRLF, or
+ * "") and X-Hearth-Model naming the model that served the request. OpenAI
+ * answers echo the request's "model" in their JSON as llama-server does, so
+ * a client that sent "gpt-4o" learns from this header what answered it. A
+ * name is written up to its first control byte (it comes from the command
+ * line, not the request, but a header must stay one line). */
+static void head_lines(const hearth_gen_entry *m, const char *extra, char *out, size_t size)
+{
+    const char *name = m->info->name;
+    size_t n = 0;
+    while (name[n] && (unsigned char)name[n] >= 0x20 && name[n] != 0x7f && n < 256)
+        n++;
+    snprintf(out, size, "%sX-Hearth-Model: %.*s\r\n", extra, (int)n, name);
+}
+
 static void send_error(hearth_gen_call *c, int status, const char *type, const char *msg)
 {
     if (c->group) { /* kept for the group's answer (group_finish) */
@@ -157,7 +174,9 @@ static int stream_begin(hearth_gen_call *c)
     if (!c->group || !c->group->begun) { /* a group's stream has one head */
         if (c->group)
             c->group->begun = true;
-        rc = hearth_reply_stream_begin(c->server, c->reply, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
+        char head[400];
+        head_lines(c->model, "Cache-Control: no-cache\r\n", head, sizeof head);
+        rc = hearth_reply_stream_begin(c->server, c->reply, 200, "text/event-stream", head);
     }
     if (!rc && c->fmt->start) {
         hearth_buf_reset(&c->scratch, 1 << 16);
@@ -259,10 +278,14 @@ static void on_text(hearth_gen_req *g, const char *text, size_t n, int32_t token
         hearth_buf_reset(&c->scratch, 1 << 16);
         if (!rc)
             rc = c->fmt->piece(c, text, n, &c->scratch);
-        if (!rc)
+        /* a piece held back (a chat answer that may be a tool call) keeps
+         * its probabilities and ids for the event that carries it */
+        if (!rc && c->scratch.len)
             rc = hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
-        hearth_buf_reset(&c->probs, 1 << 16);
-        hearth_buf_reset(&c->tokens, 1 << 16);
+        if (c->scratch.len) {
+            hearth_buf_reset(&c->probs, 1 << 16);
+            hearth_buf_reset(&c->tokens, 1 << 16);
+        }
     }
     if (rc) {
         /* out of memory or past a bound: stop generating; on_done then reports it */
@@ -309,8 +332,11 @@ static void group_stream_end(hearth_gen_group *g)
     }
     if (!ev.len && g->calls[0]->fmt->done_marker)
         hearth_buf_appends(&ev, "data: [DONE]\n\n");
-    if (!g->begun) /* every prompt failed before its first event: cannot happen without an error */
-        hearth_reply_stream_begin(g->server, g->reply, 200, "text/event-stream", "Cache-Control: no-cache\r\n");
+    if (!g->begun) { /* every prompt failed before its first event: cannot happen without an error */
+        char head[400];
+        head_lines(g->calls[0]->model, "Cache-Control: no-cache\r\n", head, sizeof head);
+        hearth_reply_stream_begin(g->server, g->reply, 200, "text/event-stream", head);
+    }
     if (ev.len)
         hearth_reply_stream_write(g->server, g->reply, ev.data, ev.len);
     hearth_reply_stream_end(g->server, g->reply);
@@ -347,7 +373,9 @@ static void group_send(hearth_gen_group *g)
     if (rc) {
         hearth_reply_error(g->server, g->reply, 500, "server_error", "the answer did not fit in memory");
     } else {
-        hearth_response res = {200, "application/json", NULL, out.data, out.len};
+        char head[400];
+        head_lines(g->calls[0]->model, "", head, sizeof head);
+        hearth_response res = {200, "application/json", head, out.data, out.len};
         hearth_reply_send(g->server, g->reply, &res);
     }
     hearth_buf_deinit(&out);
@@ -430,7 +458,9 @@ static void on_done(hearth_gen_req *g, int status, const char *msg, const hearth
             hearth_reply_stream_write(c->server, c->reply, c->scratch.data, c->scratch.len);
             hearth_reply_stream_end(c->server, c->reply);
         } else {
-            hearth_response res = {200, "application/json", NULL, c->scratch.data, c->scratch.len};
+            char head[400];
+            head_lines(c->model, "", head, sizeof head);
+            hearth_response res = {200, "application/json", head, c->scratch.data, c->scratch.len};
             hearth_reply_send(c->server, c->reply, &res);
         }
     }
@@ -629,8 +659,9 @@ hearth_gen_entry *hearth_gen_find_or_respond(hearth_request *req, hearth_api *ap
     }
     hearth_gen_entry *m = hearth_api_find_gen(api, name);
     /* Stock clients name OpenAI's models (gpt-3.5-turbo): like llama-server,
-     * a lone generation model answers whatever name is sent, and the answer's
-     * "model" says which did. With several, a name is routing: no match is a 404. */
+     * a lone generation model answers whatever name is sent (OpenAI answers
+     * echo that name, as llama-server's do; the X-Hearth-Model header says
+     * which model answered). With several, a name is routing: no match is a 404. */
     if (!m && name && api->state && api->state->n_gen == 1)
         m = &api->state->gen_models[0];
     if (!m && name)

@@ -11,6 +11,7 @@
 #define HEARTH_API_GEN_COMMON_H
 
 #include "models.h"
+#include "tool_calls.h"
 
 #include <cjson/cJSON.h>
 #include <stdbool.h>
@@ -73,6 +74,9 @@ struct hearth_gen_call {
     char err_type[32];
     char err_msg[600];
     char id[48];                   /* "chatcmpl-<hex>" / "cmpl-<hex>" */
+    char *echo_model;              /* OpenAI answers' "model": the name the request sent (owned), as
+                                      llama-server echoes it; NULL: the served model's name. Which
+                                      model served it is in every answer's X-Hearth-Model header */
     int64_t created;               /* unix time of the request */
     hearth_buf text;               /* not streamed: the whole generated text */
     hearth_buf probs;              /* n_probs: completion_probabilities entries, comma-separated,
@@ -81,6 +85,7 @@ struct hearth_gen_call {
                                       or (not streamed, with return_tokens) all of them */
     hearth_buf scratch;            /* the event or body being formatted */
     hearth_grammar *grammar;       /* grammar / json_schema / response_format, parsed (owned); g.grammar points here */
+    hearth_tool_set *tools;        /* chat's tools in play (owned), or NULL: the answer may be calls */
 };
 
 /* A call with the model's default sampling (serve's --temp, ...), no stop strings, n_predict -1,
@@ -150,6 +155,9 @@ bool hearth_gen_parse_sampling(hearth_request *req, const cJSON *doc, hearth_gen
  * c->grammar. False after a 400 naming the field, the problem and, for
  * GBNF, the line and column. */
 bool hearth_gen_parse_grammar(hearth_request *req, const cJSON *doc, hearth_gen_call *c, bool chat);
+/* Parses GBNF text into c->grammar for the sampler; false after a 400
+ * naming field (or a 503 out of memory). */
+bool hearth_gen_set_grammar(hearth_request *req, hearth_gen_call *c, const char *text, size_t n, const char *field);
 /* The text of every token as grammars match it (special tokens rendered),
  * for hearth_gen_entry.token_texts; NULL when out of memory. */
 hearth_token_texts *hearth_gen_token_texts_new(const hearth_tokenizer *t, int32_t n_tokens);

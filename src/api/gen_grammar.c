@@ -54,8 +54,7 @@ void hearth_gen_token_texts_free(hearth_token_texts *tt)
     free(tt);
 }
 
-/* The grammar text into c (parsed), or a 400 naming what is wrong. */
-static bool set_grammar(hearth_request *req, hearth_gen_call *c, const char *text, size_t n, const char *field)
+bool hearth_gen_set_grammar(hearth_request *req, hearth_gen_call *c, const char *text, size_t n, const char *field)
 {
     hearth_err err = {0};
     c->grammar = hearth_grammar_parse(text, n, &err);
@@ -78,7 +77,7 @@ static bool set_schema(hearth_request *req, hearth_gen_call *c, const cJSON *sch
     if (hearth_json_schema_to_gbnf(schema, &gbnf, &err) != 0)
         hearth_respond_error(req, 400, "invalid_request_error", "'%s': %s", field, err.msg);
     else
-        ok = set_grammar(req, c, gbnf.data, gbnf.len, field);
+        ok = hearth_gen_set_grammar(req, c, gbnf.data, gbnf.len, field);
     hearth_buf_deinit(&gbnf);
     return ok;
 }
@@ -136,14 +135,14 @@ bool hearth_gen_parse_grammar(hearth_request *req, const cJSON *doc, hearth_gen_
         else if (ok && js)
             ok = set_schema(req, c, js, "json_schema");
         else if (ok && has_grammar)
-            ok = set_grammar(req, c, gr->valuestring, strlen(gr->valuestring), "grammar");
+            ok = hearth_gen_set_grammar(req, c, gr->valuestring, strlen(gr->valuestring), "grammar");
         if (!empty)
             hearth_respond_error(req, 503, "unavailable_error", "out of memory");
         cJSON_Delete(empty);
         return ok;
     }
     if (has_grammar)
-        return set_grammar(req, c, gr->valuestring, strlen(gr->valuestring), "grammar");
+        return hearth_gen_set_grammar(req, c, gr->valuestring, strlen(gr->valuestring), "grammar");
     if (js)
         return set_schema(req, c, js, "json_schema");
     return true;

@@ -921,11 +921,16 @@ static int visit(conv *c, const cJSON *s, char *name)
 
 int hearth_json_schema_to_gbnf(const cJSON *schema, hearth_buf *out, hearth_err *err)
 {
+    return hearth_json_schema_to_gbnf_rule(schema, "root", out, err);
+}
+
+int hearth_json_schema_to_gbnf_rule(const cJSON *schema, const char *name, hearth_buf *out, hearth_err *err)
+{
     conv c = {.root = schema, .out = out, .err = err};
     rname top;
     int rc = visit(&c, schema, top);
     if (!rc)
-        rc = hearth_buf_printf(out, "root ::= %s\n", top);
+        rc = hearth_buf_printf(out, "%s ::= %s\n", name, top);
     for (int i = 0; i < c.n_refs; i++)
         free(c.ref[i]);
     if (rc && !(err && err->code))

@@ -32,5 +32,10 @@
  * list is in json_schema_gbnf.c). HEARTH_ELIMIT past out's bound or a
  * nesting of more than 64 levels. schema is borrowed. */
 int hearth_json_schema_to_gbnf(const cJSON *schema, hearth_buf *out, hearth_err *err);
+/* The same with the schema's rule named name instead of "root", for a
+ * grammar that puts the document inside more text (tool_calls.c: hermes's
+ * <tool_call> tags); the caller writes "root". Names the converter makes
+ * are "r<N>" and the JSON primitives' ("space", "string", "value", ...). */
+int hearth_json_schema_to_gbnf_rule(const cJSON *schema, const char *name, hearth_buf *out, hearth_err *err);
 
 #endif

@@ -5,7 +5,10 @@
  * server-sent "chunk" events ending in "data: [DONE]".
  *
  * The shapes are what the official clients parse: ids "chatcmpl-<hex>" and
- * "cmpl-<hex>", object, created, model, system_fingerprint, choices with
+ * "cmpl-<hex>", object, created, model (the request's own name when it sent
+ * one, as llama-server echoes it: a lone model answers any name, see
+ * hearth_gen_find_or_respond; the X-Hearth-Model header names the model
+ * that answered), system_fingerprint, choices with
  * message | delta | text and finish_reason ("stop" | "length"), usage
  * (with prompt_tokens_details.cached_tokens for the reused prefix). A chat
  * stream opens with a delta carrying the role, then content deltas, then an
@@ -37,10 +40,22 @@
  * llama-server's grammar and json_schema) constrains the sampling
  * (gen_grammar.c).
  *
+ * Function calling (tools, tool_choice, parallel_tool_calls; "tool" turns
+ * and assistant tool_calls in the conversation): the tools are offered in
+ * the template family's format (text/chat_template.h), a forced choice
+ * ("required", a named tool) samples under a grammar of the call
+ * (tool_calls.c), and the answer is read for calls (tool_parse.c): found,
+ * the message has tool_calls, content null (or the text before them) and
+ * finish_reason "tool_calls"; streamed, what may be a call is held back
+ * and sent at the end as OpenAI's delta.tool_calls, one chunk a call.
+ *
  * What hearth does not do is refused with a 400 naming it, never ignored:
- * n > 1, tools, echo, suffix, best_of > 1. */
+ * n > 1, echo, suffix, best_of > 1. */
 #include "gen_common.h"
 #include "respond.h"
+
+#include "base/log.h"
+#include "base/random.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,8 +75,9 @@ static int chunk_head(hearth_gen_call *c, const char *object, hearth_buf *out)
         rc = hearth_json_quote(out, c->id, strlen(c->id));
     if (!rc)
         rc = hearth_buf_printf(out, ",\"object\":\"%s\",\"created\":%lld,\"model\":", object, (long long)c->created);
+    const char *model = c->echo_model ? c->echo_model : c->model->info->name;
     if (!rc)
-        rc = hearth_json_quote(out, c->model->info->name, strlen(c->model->info->name));
+        rc = hearth_json_quote(out, model, strlen(model));
     if (!rc)
         /* llama-server's is "b<build>-<commit>", and its clients (its own tests
          * among them) check the leading "b" */
@@ -120,12 +136,11 @@ static int append_logprobs(hearth_gen_call *c, hearth_buf *out)
 
 /* The events after the last piece: the finishing chunk, the usage chunk (gen_common adds [DONE]). */
 static int stream_tail(hearth_gen_call *c, const hearth_gen_stats *st, const char *object, const char *empty_choice,
-                       hearth_buf *out)
+                       const char *finish, hearth_buf *out)
 {
     int rc = chunk_open(c, object, out);
     if (!rc)
-        rc = hearth_buf_printf(out, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]", empty_choice,
-                               hearth_gen_finish_reason(st));
+        rc = hearth_buf_printf(out, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]", empty_choice, finish);
     /* llama-server's last chunk carries the usage and the timings; OpenAI's
      * clients read usage from the chunk after it, asked for with include_usage */
     if (!rc && c->include_usage)
@@ -178,21 +193,75 @@ static int append_verbose(hearth_gen_call *c, const hearth_gen_stats *st, hearth
     return rc;
 }
 
-/* The non-streamed answer: choice is the opening of choices[0]'s content field. */
+/* ,"tool_calls":[...] of OpenAI's message (index < 0), or one streamed
+ * chunk's delta list for call index: {"index", "id", "type", "function":
+ * {"name", "arguments"}} each; arguments is a JSON text in a string. */
+static int append_tool_calls(const hearth_tool_parse *p, int index, hearth_buf *out)
+{
+    int rc = hearth_buf_appends(out, "\"tool_calls\":[");
+    for (int i = index < 0 ? 0 : index; !rc && i < (index < 0 ? p->n_calls : index + 1); i++) {
+        uint64_t a = hearth_random_u64(), b = hearth_random_u64();
+        if (i != (index < 0 ? 0 : index))
+            rc = hearth_buf_appends(out, ",");
+        if (!rc && index >= 0)
+            rc = hearth_buf_printf(out, "{\"index\":%d,", i);
+        else if (!rc)
+            rc = hearth_buf_appends(out, "{");
+        if (!rc)
+            rc = hearth_buf_printf(out, "\"id\":\"call_%016llx%08llx\",\"type\":\"function\",\"function\":{\"name\":",
+                                   (unsigned long long)a, (unsigned long long)(b >> 32));
+        if (!rc)
+            rc = hearth_json_quote(out, p->calls[i].name, strlen(p->calls[i].name));
+        if (!rc)
+            rc = hearth_buf_appends(out, ",\"arguments\":");
+        if (!rc)
+            rc = hearth_json_quote(out, p->calls[i].arguments, strlen(p->calls[i].arguments));
+        if (!rc)
+            rc = hearth_buf_appends(out, "}}");
+    }
+    if (!rc)
+        rc = hearth_buf_appends(out, "]");
+    return rc;
+}
+
+/* The text before a call: its spaces trimmed; 0 when nothing else. */
+static size_t call_prefix(const char *s, size_t n, size_t *start)
+{
+    size_t a = 0;
+    while (a < n && (s[a] == ' ' || s[a] == '\n' || s[a] == '\t' || s[a] == '\r'))
+        a++;
+    while (n > a && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        n--;
+    *start = a;
+    return n - a;
+}
+
+/* The non-streamed answer: choice is the opening of choices[0]'s content
+ * field. With calls (chat), the content is the text before them (null when
+ * none) and the message lists them. */
 static int whole(hearth_gen_call *c, const hearth_gen_stats *st, const char *object, const char *choice_open,
-                 const char *choice_close, hearth_buf *out)
+                 const char *choice_close, const hearth_tool_parse *calls, hearth_buf *out)
 {
     int rc = chunk_head(c, object, out);
     if (!rc)
         rc = hearth_buf_printf(out, ",\"choices\":[{\"index\":%d,%s", c->index, choice_open);
-    if (!rc)
-        rc = hearth_json_quote(out, c->text.data ? c->text.data : "", c->text.len);
+    size_t at = 0, len = c->text.len;
+    if (calls)
+        len = call_prefix(c->text.data, calls->content_len, &at);
+    if (!rc && calls && !len)
+        rc = hearth_buf_appends(out, "null");
+    else if (!rc)
+        rc = hearth_json_quote(out, c->text.data ? c->text.data + at : "", len);
+    if (!rc && calls)
+        rc = hearth_buf_appends(out, ",");
+    if (!rc && calls)
+        rc = append_tool_calls(calls, -1, out);
     if (!rc)
         rc = hearth_buf_printf(out, "%s,", choice_close);
     if (!rc)
         rc = append_logprobs(c, out);
     if (!rc)
-        rc = hearth_buf_printf(out, ",\"finish_reason\":\"%s\"}],", hearth_gen_finish_reason(st));
+        rc = hearth_buf_printf(out, ",\"finish_reason\":\"%s\"}],", calls ? "tool_calls" : hearth_gen_finish_reason(st));
     if (!rc)
         rc = usage(st, out);
     if (!rc)
@@ -241,16 +310,73 @@ static int chat_start(hearth_gen_call *c, hearth_buf *out)
     return rc;
 }
 
-static int chat_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf *out)
+static int content_chunk(hearth_gen_call *c, const char *text, size_t n, hearth_buf *out)
 {
     return piece_chunk(c, "chat.completion.chunk", "\"delta\":{\"content\":", "}", text, n, out);
 }
 
+/* With tools, a piece that may begin a call is held (tool_parse.c) and
+ * goes out at the end, as content or as calls. */
+static int chat_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf *out)
+{
+    if (!c->tools)
+        return content_chunk(c, text, n, out);
+    size_t ready = 0;
+    int rc = hearth_tools_stream_feed(c->tools, text, n, &ready);
+    if (!rc && ready) {
+        rc = content_chunk(c, c->tools->held.data, ready, out);
+        hearth_buf_consume(&c->tools->held, ready);
+    }
+    return rc;
+}
+
+/* The end of a streamed answer with tools: what was held, as a content
+ * chunk or as one chunk per call; then the finishing chunks. */
+static int chat_stream_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
+{
+    hearth_tool_set *ts = c->tools;
+    hearth_tool_parse p;
+    int k = hearth_tools_parse_output(ts->style, (const char *const *)ts->names, ts->n, ts->held.data, ts->held.len, &p);
+    int rc = k < 0 ? k : 0;
+    size_t at = 0, len = k > 0 ? call_prefix(ts->held.data, p.content_len, &at) : ts->held.len;
+    if (!rc && len)
+        rc = content_chunk(c, ts->held.data + at, len, out);
+    for (int i = 0; !rc && i < k; i++) {
+        rc = chunk_open(c, "chat.completion.chunk", out);
+        if (!rc)
+            rc = hearth_buf_appends(out, "\"delta\":{");
+        if (!rc)
+            rc = append_tool_calls(&p, i, out);
+        if (!rc)
+            rc = hearth_buf_appends(out, "},\"logprobs\":null");
+        if (!rc)
+            rc = chunk_tail(c, out);
+    }
+    if (!rc)
+        rc = stream_tail(c, st, "chat.completion.chunk", "\"delta\":{}", k > 0 ? "tool_calls" : hearth_gen_finish_reason(st),
+                         out);
+    if (k > 0)
+        hearth_tool_parse_deinit(&p);
+    return rc;
+}
+
 static int chat_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
 {
+    if (c->stream && c->tools)
+        return chat_stream_end(c, st, out);
     if (c->stream)
-        return stream_tail(c, st, "chat.completion.chunk", "\"delta\":{}", out);
-    return whole(c, st, "chat.completion", "\"message\":{\"role\":\"assistant\",\"content\":", "}", out);
+        return stream_tail(c, st, "chat.completion.chunk", "\"delta\":{}", hearth_gen_finish_reason(st), out);
+    hearth_tool_parse p = {0};
+    int k = 0;
+    if (c->tools)
+        k = hearth_tools_parse_output(c->tools->style, (const char *const *)c->tools->names, c->tools->n, c->text.data,
+                                      c->text.len, &p);
+    if (k < 0)
+        return k;
+    int rc = whole(c, st, "chat.completion", "\"message\":{\"role\":\"assistant\",\"content\":", "}", k > 0 ? &p : NULL,
+                   out);
+    hearth_tool_parse_deinit(&p);
+    return rc;
 }
 
 static const hearth_gen_format chat_format = {chat_start, chat_piece, chat_end, true};
@@ -265,8 +391,8 @@ static int text_piece(hearth_gen_call *c, const char *text, size_t n, hearth_buf
 static int text_end(hearth_gen_call *c, const hearth_gen_stats *st, hearth_buf *out)
 {
     if (c->stream)
-        return stream_tail(c, st, "text_completion", "\"text\":\"\"", out);
-    return whole(c, st, "text_completion", "\"text\":", "", out);
+        return stream_tail(c, st, "text_completion", "\"text\":\"\"", hearth_gen_finish_reason(st), out);
+    return whole(c, st, "text_completion", "\"text\":", "", NULL, out);
 }
 
 static const hearth_gen_format text_format = {NULL, text_piece, text_end, true};
@@ -376,9 +502,61 @@ static char *content_text(hearth_request *req, const cJSON *content, int i)
     return b.data; /* owned by the caller now */
 }
 
+/* One message into msgs[i] (its text in *text, owned; an assistant turn's
+ * calls in msgs[i].tool_calls, owned): roles system (or OpenAI's newer
+ * "developer"), user, assistant (content null or absent when it calls
+ * tools) and tool (a result: its function named by "name" or by the call
+ * its tool_call_id answers). False after a 400. */
+static bool read_message(hearth_request *req, const cJSON *messages, const cJSON *msg, int i, hearth_chat_msg *out,
+                         char **text)
+{
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+    if (!cJSON_IsString(role)) {
+        hearth_respond_error(req, 400, "invalid_request_error", "messages[%d].role must be a string", i);
+        return false;
+    }
+    const char *r = role->valuestring;
+    if (!strcmp(r, "developer"))
+        r = "system"; /* OpenAI's newer name for the system role */
+    if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool")) {
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "messages[%d].role '%s' is not supported: use system, user, assistant or tool", i,
+                             role->valuestring);
+        return false;
+    }
+    out->role = r;
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+    if (!strcmp(r, "assistant") && calls && !cJSON_IsNull(calls)) {
+        hearth_chat_tool_call *tc = NULL;
+        hearth_err err = {0};
+        if (hearth_tools_msg_calls(calls, i, &tc, &out->n_tool_calls, &err) != 0) {
+            hearth_respond_error(req, err.code == HEARTH_EINVAL ? 400 : 503,
+                                 err.code == HEARTH_EINVAL ? "invalid_request_error" : "unavailable_error", "%s", err.msg);
+            return false;
+        }
+        out->tool_calls = tc;
+        if (!content || cJSON_IsNull(content)) { /* a turn that only calls */
+            if (!(*text = strdup(""))) {
+                hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+                return false;
+            }
+            out->content = *text;
+            return true;
+        }
+    }
+    if (!strcmp(r, "tool"))
+        out->name = hearth_tools_result_name(messages, i);
+    if (!(*text = content_text(req, content, i)))
+        return false;
+    out->content = *text;
+    return true;
+}
+
 /* Renders messages with m's template into text (a buffer the caller
- * initialised); false after responding. */
-static bool render_messages(hearth_request *req, hearth_gen_entry *m, const cJSON *messages, hearth_buf *text)
+ * initialised), the tools of ts offered (NULL: none); false after responding. */
+static bool render_messages(hearth_request *req, hearth_gen_entry *m, const cJSON *messages, const hearth_tool_set *ts,
+                            hearth_buf *text)
 {
     if (!cJSON_IsArray(messages) || cJSON_GetArraySize(messages) == 0)
         return refuse(req, "'messages' must be a non-empty list of {\"role\", \"content\"}");
@@ -394,28 +572,13 @@ static bool render_messages(hearth_request *req, hearth_gen_entry *m, const cJSO
     const cJSON *msg;
     cJSON_ArrayForEach(msg, messages)
     {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
-        if (!cJSON_IsString(role)) {
-            hearth_respond_error(req, 400, "invalid_request_error", "messages[%d].role must be a string", i);
+        if (!read_message(req, messages, msg, i, &msgs[i], &texts[i]))
             goto out;
-        }
-        const char *r = role->valuestring;
-        if (!strcmp(r, "developer"))
-            r = "system"; /* OpenAI's newer name for the system role */
-        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
-            hearth_respond_error(req, 400, "invalid_request_error",
-                                 "messages[%d].role '%s' is not supported: use system, user or assistant", i, role->valuestring);
-            goto out;
-        }
-        texts[i] = content_text(req, cJSON_GetObjectItemCaseSensitive(msg, "content"), i);
-        if (!texts[i])
-            goto out;
-        msgs[i].role = r;
-        msgs[i].content = texts[i];
         i++;
     }
     hearth_err err = {0};
-    int rc = hearth_chat_template_render(m->tmpl, msgs, (size_t)n, true, m->bos_text, text, &err);
+    int rc = hearth_chat_template_render_tools(m->tmpl, msgs, (size_t)n, ts ? (const char *const *)ts->texts : NULL,
+                                               ts ? (size_t)ts->n : 0, true, m->bos_text, text, &err);
     if (rc) {
         if (rc == HEARTH_EINVAL)
             hearth_respond_error(req, 400, "invalid_request_error", "the %s template: %s", hearth_chat_template_name(m->tmpl),
@@ -426,8 +589,10 @@ static bool render_messages(hearth_request *req, hearth_gen_entry *m, const cJSO
     }
     ok = true;
 out:
-    for (int k = 0; texts && k < n; k++)
+    for (int k = 0; texts && k < n; k++) {
         free(texts[k]);
+        hearth_tools_msg_calls_free((hearth_chat_tool_call *)msgs[k].tool_calls, msgs[k].n_tool_calls);
+    }
     free(texts);
     free(msgs);
     return ok;
@@ -439,7 +604,7 @@ static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *me
     hearth_gen_entry *m = c->model;
     hearth_buf text;
     hearth_buf_init(&text, CHAT_TEXT_MAX);
-    bool ok = render_messages(req, m, messages, &text);
+    bool ok = render_messages(req, m, messages, c->tools, &text);
     if (ok) {
         const hearth_tokenizer *t = hearth_decoder_tokenizer(m->dec);
         size_t bos_len = strlen(m->bos_text);
@@ -451,6 +616,38 @@ static bool chat_prompt(hearth_request *req, hearth_gen_call *c, const cJSON *me
     }
     ok = ok && hearth_gen_encode(req, c, text.data ? text.data : "", text.len, false);
     hearth_buf_deinit(&text);
+    return ok;
+}
+
+/* The request's tools into *ts (NULL: none in play); false after a 400. */
+static bool read_tools(hearth_request *req, const cJSON *doc, const hearth_gen_entry *m, hearth_tool_set **ts)
+{
+    hearth_err err = {0};
+    int rc = hearth_tools_from_json(doc, m->tmpl, ts, &err);
+    if (rc)
+        hearth_respond_error(req, rc == HEARTH_EINVAL ? 400 : 503,
+                             rc == HEARTH_EINVAL ? "invalid_request_error" : "unavailable_error", "%s", err.msg);
+    return rc == 0;
+}
+
+/* A forced call (tool_choice "required" or a named tool): the grammar
+ * that makes one; false after a 400. */
+static bool force_call(hearth_request *req, hearth_gen_call *c)
+{
+    if (c->grammar)
+        return refuse(req, "tool_choice \"required\" or a named tool constrains the answer to a call: it cannot be "
+                           "combined with 'grammar', 'json_schema' or 'response_format'");
+    hearth_buf gbnf;
+    hearth_buf_init(&gbnf, HEARTH_GRAMMAR_MAX_TEXT);
+    hearth_err err = {0};
+    bool ok = false;
+    int rc = hearth_tools_grammar(c->tools, &gbnf, &err);
+    if (rc)
+        hearth_respond_error(req, rc == HEARTH_EINVAL ? 400 : 503,
+                             rc == HEARTH_EINVAL ? "invalid_request_error" : "unavailable_error", "%s", err.msg);
+    else
+        ok = hearth_gen_set_grammar(req, c, gbnf.data, gbnf.len, "tools");
+    hearth_buf_deinit(&gbnf);
     return ok;
 }
 
@@ -467,7 +664,9 @@ static void apply_template(hearth_request *req, void *ctx)
     hearth_buf text, out;
     hearth_buf_init(&text, CHAT_TEXT_MAX);
     hearth_buf_init(&out, 2 * CHAT_TEXT_MAX);
-    if (render_messages(req, m, cJSON_GetObjectItemCaseSensitive(doc, "messages"), &text)) {
+    hearth_tool_set *ts = NULL;
+    if (read_tools(req, doc, m, &ts) &&
+        render_messages(req, m, cJSON_GetObjectItemCaseSensitive(doc, "messages"), ts, &text)) {
         int rc = hearth_buf_appends(&out, "{\"prompt\":");
         if (!rc)
             rc = hearth_json_quote(&out, text.data ? text.data : "", text.len);
@@ -475,6 +674,7 @@ static void apply_template(hearth_request *req, void *ctx)
             rc = hearth_buf_appends(&out, "}");
         hearth_api_send_buf(req, &out, rc, "prompt");
     }
+    hearth_tool_set_free(ts);
     hearth_buf_deinit(&text);
     hearth_buf_deinit(&out);
     cJSON_Delete(doc);
@@ -491,6 +691,17 @@ static hearth_gen_call *start_call(hearth_request *req, hearth_api *api, hearth_
     }
     hearth_gen_call_set_id(c, id_prefix);
     c->verbose = api->cfg.verbose;
+    /* The answer's "model" is the name asked for (hearth_gen_named_model
+     * checked it is a string and routed it), as llama-server and OpenAI's
+     * clients expect; X-Hearth-Model and this log line say what answered */
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "model");
+    if (cJSON_IsString(name) && !(c->echo_model = strdup(name->valuestring))) {
+        hearth_respond_error(req, 503, "unavailable_error", "out of memory");
+        hearth_gen_call_free(c);
+        return NULL;
+    }
+    if (c->echo_model && strcmp(c->echo_model, m->info->name))
+        HLOG_INFO("%s: model '%.200s' asked, answered by %s", c->id, c->echo_model, m->info->name);
     if (!parse_openai(req, doc, c, fmt == &chat_format, n_predict)) {
         hearth_gen_call_free(c);
         return NULL;
@@ -509,9 +720,10 @@ static void chat_completions(hearth_request *req, void *ctx)
     hearth_gen_call *c = start_call(req, api, m, doc, &chat_format, "chatcmpl-", &n_predict);
     if (!c)
         goto out;
-    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(doc, "tools");
-    if (cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0)
-        refuse(req, "'tools' (function calling) is not supported by hearth");
+    if (!read_tools(req, doc, m, &c->tools))
+        ; /* answered */
+    else if (c->tools && c->tools->choice != HEARTH_TOOL_AUTO && !force_call(req, c))
+        ; /* answered */
     else if (chat_prompt(req, c, cJSON_GetObjectItemCaseSensitive(doc, "messages"))) {
         hearth_gen_call_submit(req, api, c, n_predict);
         c = NULL;

@@ -5,12 +5,13 @@
  * its command lines work unchanged: -m, -c (the context of all slots
  * together), -np, -t (compute threads; hearth's I/O threads are
  * --io-threads), -tb, -b, -ub, -n, -s/--seed and the sampling defaults,
- * -a/--alias, --api-key, --embedding, --chat-template, --slots (off by
+ * -a/--alias, --api-key, --embedding, --chat-template, --chat-template-file
+ * (its family recognised, see chat_template_file), --slots (off by
  * default, as llama-server's at c392e50), --slot-save-path. Those hearth has no use for are
  * accepted where hearth already behaves so (--metrics, --cont-batching,
  * --no-webui, -v, --jinja with a note, -ngl with a note);
  * --context-shift / --no-context-shift as llama-server's (off by default,
- * as in its newer versions); those it cannot honour (--no-cont-batching, --webui, a Jinja --chat-template) are refused with a
+ * as in its newer versions); those it cannot honour (--no-cont-batching, --webui, a Jinja --chat-template, a template file of no family hearth renders) are refused with a
  * message, as is any flag it does not know: never dropped unseen. CORS
  * answers any origin unless --cors-origin or --no-cors says otherwise, as
  * llama-server's does. */
@@ -50,6 +51,40 @@ static void on_process_exit(hearth_server *s, void *ctx)
 
 /* The flags llama-server's command lines bring: each honoured, noted or
  * refused here with a message (an unknown flag is refused by opts_parse). */
+/* llama-server's --chat-template-file: the Jinja source a template names
+ * is not run (chat_template.h): hearth reads it, recognises its family by
+ * the markers it looks for in a GGUF's template, and renders that family,
+ * as if --chat-template named it. A file it cannot map to a family is
+ * refused here, naming the file, rather than answered with another layout
+ * the operator did not ask for. Tools are then rendered and parsed in that
+ * family's format (chat_template.h, api/tool_calls.c). */
+static int chat_template_file(hearth_api_config *c, const char *path)
+{
+    if (c->chat_template && *c->chat_template) {
+        fprintf(stderr, "hearth serve: --chat-template and --chat-template-file both name a template: give one\n");
+        return 2;
+    }
+    char *src = NULL;
+    size_t len = 0;
+    hearth_err err = {0};
+    if (hearth_file_read(path, (size_t)1 << 20, &src, &len, &err) != 0) {
+        fprintf(stderr, "hearth serve: --chat-template-file: %s\n", err.msg);
+        return 2;
+    }
+    hearth_chat_template_kind k;
+    int rc = hearth_chat_template_detect(src, len, &k);
+    free(src);
+    if (rc != 0) {
+        fprintf(stderr, "hearth serve: --chat-template-file '%s': not a template hearth can map to a family it "
+                        "renders (chatml, llama3, phi3, gemma, mistral, llama2, command-r: it looks for their "
+                        "special tokens); Jinja source is not interpreted\n", path);
+        return 2;
+    }
+    c->chat_template = hearth_chat_template_name(k);
+    HLOG_INFO("--chat-template-file '%s': rendered as the %s family", path, c->chat_template);
+    return 0;
+}
+
 static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch, int gpu_layers, bool jinja)
 {
     if (c->parallel >= 1 && c->ctx_size > 0 && c->ctx_size < c->parallel) {
@@ -111,7 +146,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     int max_batch_tokens = (int)api.cfg.max_batch_tokens;
     bool demo = true;
     /* llama-server's flags with no hearth counterpart: checked below, never dropped unseen */
-    const char *seed = NULL;
+    const char *seed = NULL, *tmpl_file = NULL;
     int ubatch = 0, gpu_layers = 0, threads_batch = -1;
     float deadline_ms = 0;
     bool jinja = false, metrics = false, cont_batching = true, webui = false,
@@ -148,6 +183,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"ubatch-size", 0, OPT_INT, &ubatch, "N", "generation: llama-server's physical batch: a forward pass takes at most min(-b, -ub) tokens", .dash_name = "ub"},
         {"repack", 0, OPT_BOOL, &api.cfg.repack, NULL, "generation: F16 weights into the GEMM's layout at load, ~15% faster prompts (on; --no-repack keeps them in place, shared by --workers)"},
         {"chat-template", 0, OPT_STR, &api.cfg.chat_template, "NAME", "chatml, llama3, phi3, gemma, mistral or llama2 instead of the model's (without one in the GGUF: chatml)"},
+        {"chat-template-file", 0, OPT_STR, &tmpl_file, "FILE", "a Jinja chat template (llama-server's): its family is recognised (as --chat-template names them) and rendered; one hearth cannot map is refused"},
         {"jinja", 0, OPT_BOOL, &jinja, NULL, "accepted for llama-server's command lines: hearth renders the GGUF's template by its family (see --chat-template), never by a Jinja engine"},
         {"context-shift", 0, OPT_BOOL, &api.cfg.context_shift, NULL, "generation: an answer that fills the context drops the older half of it (after the request's n_keep) and goes on, and a prompt past it is truncated, as llama-server's (off; --no-context-shift: a 400 and an answer that ends there)"},
         {"embedding", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "serve embedding models only, as llama-server's (a generation model is refused)"},
@@ -191,7 +227,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"drain-timeout", 0, OPT_U64, &cfg.drain_timeout_ms, "MS", "on SIGTERM, longest wait for in-flight requests and for models still loading (10000)"},
         {"max-connections", 0, OPT_INT, &cfg.max_connections, "N", "open connections per process, all I/O threads together; past it new ones are closed at once (65536)"},
         {"api-key", 0, OPT_STR, &cfg.api_key, "KEY", "require \"Authorization: Bearer KEY\" (not on /health, /metrics and the model lists /models, /v1/models, as llama-server)"},
-        {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "the one origin browsers may call the APIs from (*: any, the default, as llama-server's; '': none, as --no-cors)"},
+        {"cors-origin", 0, OPT_STR, &cfg.cors_origin, "ORIGIN", "the one origin browsers may call the APIs from (*: any, the default, as llama-server's, whose preflights allow headers '*', which browsers never stretch to Authorization: name the origin of a browser app that sends an API key; '': none, as --no-cors)"},
         {"cors", 0, OPT_BOOL, &cors, NULL, "answer CORS for browser clients: preflights and Access-Control-Allow-Origin (on, as llama-server; --no-cors turns it off)"},
         {"debug-routes", 0, OPT_BOOL, &debug_routes, NULL, "add /debug/* test endpoints (echo, delayed and streamed replies)"},
     };
@@ -264,6 +300,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
                         "GPU worker must start as a fresh process (fork+exec)\n", api.cfg.device);
         return 2;
     }
+    if (tmpl_file && chat_template_file(&api.cfg, tmpl_file) != 0)
+        return 2;
     if (llama_server_flags(&api.cfg, seed, ubatch, gpu_layers, jinja) != 0)
         return 2;
     if (threads_batch >= 0 && api.cfg.compute_threads == 0) {

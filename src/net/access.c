@@ -11,15 +11,23 @@
  * with the origin, methods and headers allowed, as llama-server answers them
  * (see answer_preflight).
  *
- * For an allowed origin a preflight's Access-Control-Request-Headers are
- * allowed as asked (once checked to be a list of header names), because
- * clients send headers no fixed list foresees: the official openai client
- * asks for a dozen x-stainless-* ones. The API key guards the request that
+ * The headers a preflight may ask for: with the default (any origin) the
+ * answer is llama-server's "Access-Control-Allow-Headers: *", byte for byte,
+ * as its clients and its own test suite expect. That "*" covers every header
+ * but Authorization (Fetch: a CORS non-wildcard request-header name), so a
+ * browser client that sends an API key needs the server to name it: when
+ * --cors-origin names one origin (an operator who set up a browser app),
+ * the preflight's Access-Control-Request-Headers are allowed as asked (once
+ * checked to be a list of header names), because clients send headers no
+ * fixed list foresees: the official openai client asks for a dozen
+ * x-stainless-* ones, and Authorization. The API key guards the request that
  * follows, not the preflight, which by the Fetch standard carries no
  * credentials: a preflight is never answered 401 (with a key set, one on an
  * unknown path is answered as a known one, so it reveals nothing either).
  * Rejected: a configured list of allowed headers (one more flag to keep in
- * step with every client release, for no protection: the key still decides).
+ * step with every client release, for no protection: the key still decides);
+ * listing the asked headers with the default origin too (browsers would
+ * accept it, but llama-server's clients and tests read "*").
  *
  * Calls: reply.c (hearth_respond, for the 401 and the preflight's 200), the
  * HTTP parser. Called by conn.c (the check, on the loop thread) and io.c
@@ -90,17 +98,18 @@ static void answer_preflight(hearth_request *req)
                      (origin && origin->value_len == strlen(allowed) && memcmp(origin->value, allowed, origin->value_len) == 0);
     const hearth_http_header *asked = hearth_http_find_header(http, "access-control-request-headers");
     char names[1024];
-    if (!origin_ok || !asked || !token_list(asked->value, asked->value_len, names, sizeof names))
+    bool any_origin = strcmp(allowed, "*") == 0;
+    if (any_origin)
+        strcpy(names, "*"); /* llama-server's (see the file's comment for what it leaves out) */
+    else if (!origin_ok || !asked || !token_list(asked->value, asked->value_len, names, sizeof names))
         strcpy(names, "Authorization, Content-Type");
     /* llama-server's answer (its clients and its own tests read these): 200,
      * the origin asked about allowed by name (any, by default), credentials
-     * allowed, GET and POST. Its "Access-Control-Allow-Headers: *" is not
-     * copied: browsers never let a "*" cover Authorization (Fetch), so the
-     * asked names are listed instead. An origin that does not fit the
-     * buffer is answered with the configured value. */
+     * allowed, GET and POST. An origin that does not fit the buffer is
+     * answered with the configured value. */
     char origin_v[512];
     const char *allow = allowed;
-    if (strcmp(allowed, "*") == 0 && origin && origin->value_len > 0 && origin->value_len < sizeof origin_v) {
+    if (any_origin && origin && origin->value_len > 0 && origin->value_len < sizeof origin_v) {
         memcpy(origin_v, origin->value, origin->value_len);
         origin_v[origin->value_len] = 0;
         allow = origin_v;

@@ -297,6 +297,8 @@ static int check_roles(hearth_chat_template_kind k, const hearth_chat_msg *m, si
             roles[i] = R_USER;
         else if (strcmp(m[i].role, "assistant") == 0)
             roles[i] = R_ASSISTANT;
+        else if (k == HEARTH_TMPL_LLAMA3 && strcmp(m[i].role, "ipython") == 0)
+            roles[i] = R_USER; /* Llama 3.1's role for tool results (chat_tools.c); llama3 checks no order */
         else
             return hearth_err_set(err, HEARTH_EINVAL, "chat template %s: message %zu has unknown role '%.64s'",
                                   name, i, m[i].role);

@@ -18,9 +18,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* A function call an assistant turn made (OpenAI's tool_calls). */
+typedef struct hearth_chat_tool_call {
+    const char *name;      /* the function's name */
+    const char *arguments; /* its arguments: a JSON object's text, as the family writes it */
+} hearth_chat_tool_call;
+
 typedef struct hearth_chat_msg {
-    const char *role;    /* "system", "user" or "assistant" */
-    const char *content; /* UTF-8, NUL-terminated */
+    const char *role;    /* "system", "user" or "assistant"; with render_tools also "tool" */
+    const char *content; /* UTF-8, NUL-terminated ("" for an assistant turn that only calls) */
+    /* render_tools only: an assistant turn's calls (n_tool_calls of them, or NULL) */
+    const hearth_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
+    const char *name;    /* render_tools only: a "tool" turn's function (NULL: unknown) */
 } hearth_chat_msg;
 
 typedef enum hearth_chat_template_kind {
@@ -64,5 +74,46 @@ const char *hearth_chat_template_name(hearth_chat_template_kind k);
 int hearth_chat_template_render(hearth_chat_template_kind k, const hearth_chat_msg *msgs, size_t n,
                                 bool add_generation_prompt, const char *bos_text, hearth_buf *out,
                                 hearth_err *err);
+
+/* ---- tools (chat_tools.c) ----
+ *
+ * How a family offers functions to the model and how the model calls one.
+ * The families with a native format are rendered as their official
+ * templates render tools; the others get hearth's generic format. */
+typedef enum hearth_chat_tool_style {
+    /* phi3, gemma, mistral, llama2, command-r: the tools listed as JSON in the
+     * system prompt; a call is the whole answer {"tool_call": {"name": ...,
+     * "arguments": {...}}} (several: {"tool_calls": [...]}); results come
+     * back as user turns {"tool_response": {"tool": ..., "content": ...}} */
+    HEARTH_TOOLS_GENERIC,
+    /* llama3 (Llama 3.1-3.3's JSON tool calling, as their template with the
+     * tools in the system turn): the answer {"name": ..., "parameters":
+     * {...}}; results in "ipython" turns */
+    HEARTH_TOOLS_LLAMA3,
+    /* chatml (Hermes 2/3 Pro, Qwen2.5): <tools>...</tools> in the system
+     * turn; calls <tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>,
+     * after optional text; results <tool_response>...</tool_response> in a
+     * user turn */
+    HEARTH_TOOLS_HERMES,
+} hearth_chat_tool_style;
+
+/* The tool format family k is rendered with. */
+hearth_chat_tool_style hearth_chat_template_tool_style(hearth_chat_template_kind k);
+/* How the family's template prints each tool's JSON: 4 for llama3 (its
+ * tojson(indent=4)), 0 for one line (Python's json.dumps separators ", "
+ * and ": "). */
+int hearth_chat_template_tool_indent(hearth_chat_template_kind k);
+
+/* hearth_chat_template_render with function calling: tools[0..n_tools) are
+ * the OpenAI tool objects ({"type": "function", "function": {...}}) as JSON
+ * texts printed as hearth_chat_template_tool_indent says, offered in the
+ * family's words (n_tools 0: none offered); messages may also be "tool"
+ * turns (a result; consecutive ones are one turn where the family has no
+ * role for them) and assistant turns with tool_calls, each written in the
+ * family's call format. Roles are then checked as render checks them (a
+ * result counts as a user turn). Same returns and ownership as render. */
+int hearth_chat_template_render_tools(hearth_chat_template_kind k, const hearth_chat_msg *msgs, size_t n,
+                                      const char *const *tools, size_t n_tools, bool add_generation_prompt,
+                                      const char *bos_text, hearth_buf *out, hearth_err *err);
 
 #endif

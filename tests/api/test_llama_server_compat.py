@@ -114,10 +114,24 @@ def test_text_from_bos_alone_is_golden():
 
 def test_lone_model_answers_any_name():
     """Stock OpenAI clients send gpt-3.5-turbo: llama-server answers with its one model,
-    and so does hearth, saying in "model" which one answered."""
+    and so does hearth. OpenAI answers echo the name asked for, as llama-server's do
+    (its suite checks it); the X-Hearth-Model header says which model answered."""
     port = srv().port
-    st, doc = post_json(port, "/v1/completions", {"model": "gpt-3.5-turbo", "prompt": PROMPT, "max_tokens": 2})
-    assert st == 200 and doc["model"] == "stories260K", doc
+    st, h, out = post(port, "/v1/completions", {"model": "gpt-3.5-turbo", "prompt": PROMPT, "max_tokens": 2})
+    doc = json.loads(out)
+    assert st == 200 and doc["model"] == "gpt-3.5-turbo" and h["x-hearth-model"] == "stories260K", (h, doc)
+    for path in ("/v1/chat/completions", "/chat/completions"):
+        body = {"model": "codellama70b", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        st, h, out = post(port, path, body)
+        doc = json.loads(out)
+        assert st == 200 and doc["model"] == "codellama70b" and h["x-hearth-model"] == "stories260K", (path, h, doc)
+        st, h, out = post(port, path, dict(body, stream=True))
+        events = [e for e in sse_events(out) if e != "[DONE]"]
+        assert st == 200 and h["x-hearth-model"] == "stories260K", h
+        assert events and all(e["model"] == "codellama70b" for e in events), events
+    # without a name, the served model's
+    st, h, out = post(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+    assert st == 200 and json.loads(out)["model"] == "stories260K" and h["x-hearth-model"] == "stories260K", out
     st, doc = post_json(port, "/completion", {"model": "nope", "prompt": PROMPT, "n_predict": 2})
     assert st == 200 and doc["model"] == "stories260K", doc
     # the same for the one encoder, under OpenAI's embedding model's name
@@ -131,8 +145,8 @@ def test_several_models_route_by_name():
     with Server("--model", "a=" + STORIES, "--model", "b=" + STORIES, "--log-level", "warn", timeout=120) as s:
         st, doc = post_json(s.port, "/v1/completions", {"model": "gpt-3.5-turbo", "prompt": PROMPT, "max_tokens": 2})
         assert st == 404 and "gpt-3.5-turbo" in doc["error"]["message"], doc
-        st, doc = post_json(s.port, "/v1/completions", {"model": "b", "prompt": PROMPT, "max_tokens": 2})
-        assert st == 200 and doc["model"] == "b", doc
+        st, h, out = post(s.port, "/v1/completions", {"model": "b", "prompt": PROMPT, "max_tokens": 2})
+        assert st == 200 and json.loads(out)["model"] == "b" and h["x-hearth-model"] == "b", (h, out)
 
 
 def test_alias_names_the_served_model():

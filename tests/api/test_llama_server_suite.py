@@ -264,15 +264,21 @@ def test_spm_infill_puts_the_suffix_first():
 
 
 def test_cors_preflight_as_llama_servers():
-    """llama.cpp's test_cors_options: a preflight is answered 200 with the origin it names,
-    credentials allowed and "GET, POST". The allowed headers are the ones asked for, not
-    llama-server's "*", which browsers never let cover Authorization."""
-    port = srv().port
-    for origin in ("localhost", "web.mydomain.fr"):
-        st, h, _ = request(port, "OPTIONS", "/completions", headers={
-            "Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "Authorization"})
-        assert st == 200 and h["access-control-allow-origin"] == origin, (st, h)
-        assert h["access-control-allow-credentials"] == "true" and h["access-control-allow-methods"] == "GET, POST", h
+    """llama.cpp's test_cors_options (its server has an API key): a preflight is answered 200
+    with the origin it names, credentials allowed, "GET, POST" and headers "*". With
+    --cors-origin naming one origin, the headers asked for are listed instead: browsers never
+    let "*" cover Authorization."""
+    asked = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "Authorization"}
+    with Server("--model", STORIES, "--api-key", "k", "--log-level", "warn", timeout=120) as s:
+        for origin in ("localhost", "web.mydomain.fr"):
+            st, h, _ = request(s.port, "OPTIONS", "/completions", headers=dict(asked, Origin=origin))
+            assert st == 200 and h["access-control-allow-origin"] == origin, (st, h)
+            assert h["access-control-allow-credentials"] == "true" and h["access-control-allow-methods"] == "GET, POST", h
+            assert h["access-control-allow-headers"] == "*", h
+    with Server("--model", STORIES, "--api-key", "k", "--cors-origin", "https://app.test", "--log-level", "warn",
+                timeout=120) as s:
+        st, h, _ = request(s.port, "OPTIONS", "/completions", headers=dict(asked, Origin="https://app.test"))
+        assert st == 200 and h["access-control-allow-origin"] == "https://app.test", (st, h)
         assert h["access-control-allow-headers"] == "Authorization", h
 
 

@@ -69,7 +69,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char *const fixed_bos[] = {NULL, "", "<s>"};
     const char *bos = ((ctl >> 4) & 3) < 3 ? fixed_bos[(ctl >> 4) & 3] : seg[0];
 
-    hearth_chat_msg msgs[MAX_MSGS];
+    hearth_chat_msg msgs[MAX_MSGS] = {0};
     size_t n = 0, bound = 128 + strlen(bos ? bos : "");
     for (int i = 1; i + 1 < n_seg && n < MAX_MSGS; i += 2) {
         uint8_t r = (uint8_t)seg[i][0];
@@ -100,6 +100,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (out.len != 4 || memcmp(out.data, "kept", 4) != 0)
             abort(); /* "On error out is left as it was" */
     }
+    /* The same conversation with function calling (chat_tools.c): role byte
+     * 0x04 of a one-byte role stands for "tool" there, an assistant turn's
+     * content (when it has more than one byte) doubles as one call with the
+     * first segment as arguments, and the first segment is the one tool
+     * offered when bit 6 of byte 0 is set. Answered with a prompt, EINVAL
+     * or ELIMIT, out untouched on error. */
+    hearth_chat_tool_call call = {"f", seg[0]};
+    for (size_t i = 0, j = 1; i < n; i++, j += 2) {
+        if ((uint8_t)seg[j][0] == 4 && seg_len[j] == 1)
+            msgs[i].role = "tool";
+        if (!strcmp(msgs[i].role, "assistant") && strlen(msgs[i].content) > 1) {
+            msgs[i].tool_calls = &call;
+            msgs[i].n_tool_calls = 1;
+        }
+    }
+    const char *const tools[] = {seg[0]};
+    hearth_buf_reset(&out, 0);
+    if (hearth_buf_appends(&out, "kept") != HEARTH_OK)
+        abort();
+    memset(&err, 0, sizeof err);
+    rc = hearth_chat_template_render_tools(kind, msgs, n, tools, (ctl & 64) ? 1 : 0, add_gen, bos, &out, &err);
+    if (rc != HEARTH_OK && ((rc != HEARTH_EINVAL && rc != HEARTH_ELIMIT) || (rc == HEARTH_EINVAL && !err.msg[0]) ||
+                            out.len != 4 || memcmp(out.data, "kept", 4) != 0))
+        abort();
     hearth_buf_deinit(&out);
     hearth_buf_deinit(&again);
     free(text);

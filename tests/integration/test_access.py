@@ -41,7 +41,8 @@ def test_cors_on_by_default_off_when_asked():
         # a preflight's answer names the origin (llama-server's), other answers say "*"
         assert st == 200 and h["access-control-allow-origin"] == "http://example.test", (st, h)
         assert h["access-control-allow-credentials"] == "true", h
-        assert "POST" in h["access-control-allow-methods"] and "content-type" in h["access-control-allow-headers"], h
+        # any origin: llama-server's "*" (an origin named with --cors-origin gets the names, below)
+        assert "POST" in h["access-control-allow-methods"] and h["access-control-allow-headers"] == "*", h
     for off in (["--no-cors"], ["--cors-origin", ""]):
         with Server(*off) as srv:
             st, h, _ = request(srv.port, "GET", "/health", headers={"Origin": "http://example.test"})
@@ -53,7 +54,7 @@ def test_cors_on_by_default_off_when_asked():
             "Origin": "http://example.test", "Access-Control-Request-Method": "POST",
             "Access-Control-Request-Headers": "authorization, content-type"})
         assert st == 200 and h["access-control-allow-origin"] == "http://example.test", (st, h)
-        assert "authorization" in h["access-control-allow-headers"], h
+        assert h["access-control-allow-headers"] == "*", h
         st, h, _ = request(srv.port, "POST", "/v1/chat/completions", body=b"{}", headers={"Origin": "http://x.test"})
         assert st == 401 and h["access-control-allow-origin"] == "*", (st, h)
     with Server("--cors-origin", "http://app.test") as srv:
