@@ -758,7 +758,10 @@ static bool mv_half(void)
  * tg128 two runs each: Q4_K 1,385 / 1,394 against 1,271 / 1,279, Q8_0
  * 1,294 / 1,297 against 1,231 / 1,243, F16 932 against 920; batched Q8_0
  * at 4 rows (mvp_kernel's rows of X) 3,192 / 3,218 against 2,760 /
- * 2,789. Read once. */
+ * 2,789. Tried and dropped: F16 with 2 units a lane in flight and two
+ * blocks of 16 warps an SM (60 registers; the micro-benchmark's best
+ * shape, 2.40 TB/s there): tg128 F16 823-840 against 887-901 (H100, three
+ * runs each). Read once. */
 static int mvp_warps(void)
 {
     static int w = -1;
