@@ -71,6 +71,11 @@ __device__ __forceinline__ void cu_pdl_trigger(void)
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
+/* Whether environment variable name is set to value, read once into
+ * *seen (-1 until read; a plain read: two threads racing read the same
+ * answer): the backend's switches, HEARTH_CUDA_*, each with its own seen. */
+bool cu_env_is(int *seen, const char *name, const char *value);
+
 /* Whether launches may use the attribute: HEARTH_CUDA_PDL=0 turns it off
  * (read once). */
 bool cu_pdl_on(void);

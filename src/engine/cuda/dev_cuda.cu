@@ -578,16 +578,20 @@ static bool cuda_supports(const hearth_dev *dev, hearth_op op, hearth_dtype t)
 
 /* ---- launch policy (cuda_int.h): programmatic dependent launches ---- */
 
-/* HEARTH_CUDA_PDL=0: no programmatic dependent launches (cuda_int.h). Read
- * once (a plain read: the same answer if two threads race). */
+bool cu_env_is(int *seen, const char *name, const char *value)
+{
+    if (*seen < 0) {
+        const char *e = getenv(name);
+        *seen = e && strcmp(e, value) == 0;
+    }
+    return *seen == 1;
+}
+
+/* HEARTH_CUDA_PDL=0: no programmatic dependent launches (cuda_int.h). */
 bool cu_pdl_on(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_PDL");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on == 1;
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_PDL", "0");
 }
 
 bool cu_pdl_rows(int64_t rows)

@@ -416,12 +416,8 @@ static int mv_rows(cu_ctx *c, const mview &v, const float *X, int64_t ldx, int64
 /* HEARTH_CUDA_DEQ=plain: GEMM tiles through deq_kernel (read once). */
 static bool deq_run_on(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_DEQ");
-        on = !(e && strcmp(e, "plain") == 0);
-    }
-    return on == 1;
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_DEQ", "plain");
 }
 
 template <class T, class O>
@@ -718,36 +714,24 @@ static int mvg_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, i
  * once). */
 static bool mv_pipe(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_MV");
-        on = !(e && strcmp(e, "grouped") == 0);
-    }
-    return on == 1;
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_MV", "grouped");
 }
 
 /* HEARTH_CUDA_MV_Q8=0: mvp_kernel reads X as floats for every type (the
  * q8a X of mm_mma.cuh off; read once). */
 static bool mv_q8(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_MV_Q8");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on == 1;
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_MV_Q8", "0");
 }
 
 /* HEARTH_CUDA_MV_HALF=0: mvp_kernel keeps a whole warp on a row at every
  * width (read once). */
 static bool mv_half(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_MV_HALF");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on == 1;
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_MV_HALF", "0");
 }
 
 /* mvp_kernel in blocks of 16 warps, one an SM (HEARTH_CUDA_MVP_WARPS=8:
@@ -764,12 +748,8 @@ static bool mv_half(void)
  * runs each). Read once. */
 static int mvp_warps(void)
 {
-    static int w = -1;
-    if (w < 0) {
-        const char *e = getenv("HEARTH_CUDA_MVP_WARPS");
-        w = e && strcmp(e, "8") == 0 ? 8 : 16;
-    }
-    return w;
+    static int seen = -1;
+    return cu_env_is(&seen, "HEARTH_CUDA_MVP_WARPS", "8") ? 8 : 16;
 }
 
 /* mvp_kernel<T, Q8, LW, MT> in blocks of mvp_warps() warps, per_warp rows
@@ -824,12 +804,8 @@ static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, i
 /* HEARTH_CUDA_MVP_ROWS=0: rows of X never go to mvp_kernel (read once). */
 static bool mvp_rows_on(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_MVP_ROWS");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on == 1;
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_MVP_ROWS", "0");
 }
 
 /* The rows of X mvp_kernel stages for M > 1 rows of a weight of type t (0:
@@ -925,12 +901,8 @@ static int mvg_fused(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, in
 /* HEARTH_CUDA_MMA_SPLIT=0: mma_kernel never splits K over blocks (read once). */
 static bool mma_split_on(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_MMA_SPLIT");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on == 1;
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_MMA_SPLIT", "0");
 }
 
 /* The context's split-K buffer, allocated whole on first need outside a
@@ -968,12 +940,8 @@ static float *mma_part(cu_ctx *c, size_t need)
  * against 6,286 / 6,395; F16 4: 2,379 against 2,089. Read once. */
 static bool mma_pdl_on(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_PDL_MMA");
-        on = cu_pdl_on() && !(e && strcmp(e, "0") == 0);
-    }
-    return on == 1;
+    static int seen = -1;
+    return cu_pdl_on() && !cu_env_is(&seen, "HEARTH_CUDA_PDL_MMA", "0");
 }
 
 /* HEARTH_CUDA_MMA_OCC=1: mma_kernel at M <= 8 with its registers as the
@@ -986,12 +954,8 @@ static bool mma_pdl_on(void)
  * Read once. */
 static bool mma_occ2(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_MMA_OCC");
-        on = !(e && strcmp(e, "1") == 0);
-    }
-    return on == 1;
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_MMA_OCC", "1");
 }
 
 /* The tensor-core kernel over the group's tiles, post one of mvp_kernel's

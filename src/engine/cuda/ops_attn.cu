@@ -570,12 +570,8 @@ static void launch_tiled_mma(const cached_args &a, int64_t n_head_kv, cudaStream
  * (FMA) where tiled_mma_kernel would (read once), for measuring both. */
 static bool attn_mma_on(void)
 {
-    static int on = -1;
-    if (on < 0) {
-        const char *e = getenv("HEARTH_CUDA_ATTN_MMA");
-        on = !(e && strcmp(e, "0") == 0);
-    }
-    return on == 1;
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_ATTN_MMA", "0");
 }
 
 int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *kv, int64_t layer,
