@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, SHARED, Server, connect, request, run  # noqa: E402
+from hearth_test import BIN, SHARED, Server, connect, post, post_json, request, run, sse_events  # noqa: E402
 
 STORIES_DIR = os.path.join(SHARED, "models", "stories260K")
 STORIES = os.path.join(STORIES_DIR, "stories260K.gguf")
@@ -30,31 +30,9 @@ def golden_text():
     return lines[lines.index("decoded text:") + 1]
 
 
-def post(port, path, doc, timeout=120, headers=None):
-    h = {"Content-Type": "application/json"}
-    h.update(headers or {})
-    st, hd, out = request(port, "POST", path, body=json.dumps(doc).encode(), headers=h, timeout=timeout)
-    return st, hd, out
-
-
-def post_json(port, path, doc, timeout=120, headers=None):
-    st, _, out = post(port, path, doc, timeout, headers)
-    return st, json.loads(out)
-
-
 def get_json(port, path, headers=None):
     st, _, out = request(port, "GET", path, headers=headers)
     return st, json.loads(out)
-
-
-def sse_events(body):
-    text = body.decode("utf-8")
-    out = []
-    for ev in text.split("\n\n"):
-        if ev.startswith("data: "):
-            data = ev[len("data: "):]
-            out.append(data if data == "[DONE]" else json.loads(data))
-    return out
 
 
 DEMO_DIR = tempfile.mkdtemp(prefix="hearth-compat-demo-")

@@ -15,33 +15,13 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import SHARED, Server, request, run  # noqa: E402
+from hearth_test import SHARED, Server, post, post_json, request, run, sse_events  # noqa: E402
 
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
 # ServerPreset.tinyllama2() of the suite: its flags, as llama-server takes them
 SUITE_FLAGS = ("--model", STORIES, "--temp", "0.8", "--seed", "42", "--batch-size", "32", "--alias", "tinyllama-2",
                "--ctx-size", "256", "--parallel", "2", "--n-predict", "64")
 BOOK = [{"role": "system", "content": "Book"}, {"role": "user", "content": "What is the best book"}]
-
-
-def post(port, path, doc, timeout=120):
-    st, _, out = request(port, "POST", path, body=json.dumps(doc).encode(),
-                         headers={"Content-Type": "application/json"}, timeout=timeout)
-    return st, out
-
-
-def post_json(port, path, doc, timeout=120):
-    st, out = post(port, path, doc, timeout)
-    return st, json.loads(out)
-
-
-def sse_events(body):
-    out = []
-    for ev in body.decode("utf-8").split("\n\n"):
-        if ev.startswith("data: "):
-            data = ev[len("data: "):]
-            out.append(data if data == "[DONE]" else json.loads(data))
-    return out
 
 
 class Main:
@@ -96,8 +76,8 @@ def test_timings_per_token():
     """"timings_per_token": true puts timings (prompt_per_second, predicted_per_second,
     predicted_n so far) in every streamed event, as llama-server's partial results."""
     port = srv().port
-    st, body = post(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "test"}], "max_tokens": 10,
-                                                   "stream": True, "timings_per_token": True})
+    st, _, body = post(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "test"}], "max_tokens": 10,
+                                                      "stream": True, "timings_per_token": True})
     ev = sse_events(body)
     assert st == 200 and ev[-1] == "[DONE]", ev
     seen = []
@@ -106,12 +86,12 @@ def test_timings_per_token():
         assert "prompt_per_second" in t and "predicted_per_second" in t and t["predicted_n"] <= 10, e
         seen.append(t["predicted_n"])
     assert seen == sorted(seen) and seen[-1] == 10, seen
-    st, body = post(port, "/completion", {"prompt": "test", "n_predict": 5, "stream": True, "timings_per_token": True})
+    st, _, body = post(port, "/completion", {"prompt": "test", "n_predict": 5, "stream": True, "timings_per_token": True})
     ev = sse_events(body)
     assert st == 200 and all("timings" in e for e in ev), ev
     assert [e["timings"]["predicted_n"] for e in ev[:-1]] == [1, 2, 3, 4, 5], ev
     # off by default: only the last event has timings
-    st, body = post(port, "/completion", {"prompt": "test", "n_predict": 3, "stream": True})
+    st, _, body = post(port, "/completion", {"prompt": "test", "n_predict": 3, "stream": True})
     ev = sse_events(body)
     assert ["timings" in e for e in ev] == [False, False, False, True], ev
 
@@ -120,8 +100,8 @@ def test_streamed_chat_logprobs_in_every_chunk():
     """Asked for logprobs, every chunk before the last has them (llama-server sends no
     role chunk; hearth's has an empty list), and their tokens spell the content."""
     port = srv().port
-    st, body = post(port, "/v1/chat/completions", {"messages": BOOK, "max_tokens": 5, "temperature": 0, "stream": True,
-                                                   "logprobs": True, "top_logprobs": 10})
+    st, _, body = post(port, "/v1/chat/completions", {"messages": BOOK, "max_tokens": 5, "temperature": 0, "stream": True,
+                                                      "logprobs": True, "top_logprobs": 10})
     ev = sse_events(body)
     assert st == 200 and ev[-1] == "[DONE]", ev
     content, spelled = "", ""

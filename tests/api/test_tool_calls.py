@@ -19,7 +19,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, SHARED, Server, request, run  # noqa: E402
+from hearth_test import BIN, SHARED, Server, post, post_json, run, sse_events  # noqa: E402
 
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
 TMP = tempfile.mkdtemp(prefix="hearth-tools-")
@@ -40,17 +40,6 @@ def template_file(family):
     with open(path, "w") as f:
         f.write(TEMPLATES[family])
     return path
-
-
-def post(port, path, doc, timeout=120):
-    st, h, out = request(port, "POST", path, body=json.dumps(doc).encode(),
-                         headers={"Content-Type": "application/json"}, timeout=timeout)
-    return st, h, out
-
-
-def post_json(port, path, doc, timeout=120):
-    st, _, out = post(port, path, doc, timeout)
-    return st, json.loads(out)
 
 
 def test_chat_template_file_names_a_family():
@@ -174,15 +163,6 @@ def test_bad_tools_are_400s_naming_the_field():
         body = dict({"messages": CODING, "max_tokens": 4}, **extra)
         st, doc = post_json(port, "/v1/chat/completions", body)
         assert st == 400 and want in doc["error"]["message"], (extra, st, doc)
-
-
-def sse_events(body):
-    out = []
-    for ev in body.decode("utf-8").split("\n\n"):
-        if ev.startswith("data: "):
-            data = ev[len("data: "):]
-            out.append(data if data == "[DONE]" else json.loads(data))
-    return out
 
 
 def test_streamed_call_as_openai_deltas():

@@ -6,6 +6,7 @@ reads its log, and runs test functions, printing one TAP-style line each
 raises AssertionError with a message; the traceback and the server's log
 tail are printed to stderr.
 """
+import json
 import atexit
 import os
 import re
@@ -228,6 +229,29 @@ def request(port, method, path, body=None, headers=None, timeout=10):
         raw = "%s %s HTTP/1.1\r\n" % (method, path) + "".join("%s: %s\r\n" % kv for kv in h.items()) + "\r\n"
         c.send(raw.encode() + (body or b""))
         return c.response(head_only=(method == "HEAD"))
+
+
+def post(port, path, doc, timeout=120, headers=None):
+    """A JSON POST of doc on a fresh connection; returns (status, headers, body)."""
+    h = {"Content-Type": "application/json"}
+    h.update(headers or {})
+    return request(port, "POST", path, body=json.dumps(doc).encode(), headers=h, timeout=timeout)
+
+
+def post_json(port, path, doc, timeout=120, headers=None):
+    """post's status and its body decoded as JSON."""
+    st, _, out = post(port, path, doc, timeout, headers)
+    return st, json.loads(out)
+
+
+def sse_events(body):
+    """The data fields of a server-sent-events body, in order (JSON decoded, "[DONE]" kept as a string)."""
+    out = []
+    for ev in body.decode("utf-8").split("\n\n"):
+        if ev.startswith("data: "):
+            data = ev[len("data: "):]
+            out.append(data if data == "[DONE]" else json.loads(data))
+    return out
 
 
 _results = {"passed": 0, "failed": 0}
