@@ -55,7 +55,6 @@
 #include "respond.h"
 
 #include "base/log.h"
-#include "base/random.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,37 +192,6 @@ static int append_verbose(hearth_gen_call *c, const hearth_gen_stats *st, hearth
     return rc;
 }
 
-/* ,"tool_calls":[...] of OpenAI's message (index < 0), or one streamed
- * chunk's delta list for call index: {"index", "id", "type", "function":
- * {"name", "arguments"}} each; arguments is a JSON text in a string. */
-static int append_tool_calls(const hearth_tool_parse *p, int index, hearth_buf *out)
-{
-    int rc = hearth_buf_appends(out, "\"tool_calls\":[");
-    for (int i = index < 0 ? 0 : index; !rc && i < (index < 0 ? p->n_calls : index + 1); i++) {
-        uint64_t a = hearth_random_u64(), b = hearth_random_u64();
-        if (i != (index < 0 ? 0 : index))
-            rc = hearth_buf_appends(out, ",");
-        if (!rc && index >= 0)
-            rc = hearth_buf_printf(out, "{\"index\":%d,", i);
-        else if (!rc)
-            rc = hearth_buf_appends(out, "{");
-        if (!rc)
-            rc = hearth_buf_printf(out, "\"id\":\"call_%016llx%08llx\",\"type\":\"function\",\"function\":{\"name\":",
-                                   (unsigned long long)a, (unsigned long long)(b >> 32));
-        if (!rc)
-            rc = hearth_json_quote(out, p->calls[i].name, strlen(p->calls[i].name));
-        if (!rc)
-            rc = hearth_buf_appends(out, ",\"arguments\":");
-        if (!rc)
-            rc = hearth_json_quote(out, p->calls[i].arguments, strlen(p->calls[i].arguments));
-        if (!rc)
-            rc = hearth_buf_appends(out, "}}");
-    }
-    if (!rc)
-        rc = hearth_buf_appends(out, "]");
-    return rc;
-}
-
 /* The text before a call: its spaces trimmed; 0 when nothing else. */
 static size_t call_prefix(const char *s, size_t n, size_t *start)
 {
@@ -255,7 +223,7 @@ static int whole(hearth_gen_call *c, const hearth_gen_stats *st, const char *obj
     if (!rc && calls)
         rc = hearth_buf_appends(out, ",");
     if (!rc && calls)
-        rc = append_tool_calls(calls, -1, out);
+        rc = hearth_tools_append_calls(calls, -1, out);
     if (!rc)
         rc = hearth_buf_printf(out, "%s,", choice_close);
     if (!rc)
@@ -346,7 +314,7 @@ static int chat_stream_end(hearth_gen_call *c, const hearth_gen_stats *st, heart
         if (!rc)
             rc = hearth_buf_appends(out, "\"delta\":{");
         if (!rc)
-            rc = append_tool_calls(&p, i, out);
+            rc = hearth_tools_append_calls(&p, i, out);
         if (!rc)
             rc = hearth_buf_appends(out, "},\"logprobs\":null");
         if (!rc)

@@ -22,6 +22,7 @@
 #include "tool_calls.h"
 #include "json_schema_gbnf.h"
 
+#include "base/random.h"
 #include "net/server.h" /* hearth_json_quote */
 
 #include <math.h>
@@ -437,4 +438,34 @@ const char *hearth_tools_result_name(const cJSON *messages, int i)
         }
     }
     return NULL;
+}
+
+/* tool_calls.h; the ids are random, as OpenAI's, not a counter that would
+ * repeat across restarts. */
+int hearth_tools_append_calls(const hearth_tool_parse *p, int index, hearth_buf *out)
+{
+    int rc = hearth_buf_appends(out, "\"tool_calls\":[");
+    for (int i = index < 0 ? 0 : index; !rc && i < (index < 0 ? p->n_calls : index + 1); i++) {
+        uint64_t a = hearth_random_u64(), b = hearth_random_u64();
+        if (i != (index < 0 ? 0 : index))
+            rc = hearth_buf_appends(out, ",");
+        if (!rc && index >= 0)
+            rc = hearth_buf_printf(out, "{\"index\":%d,", i);
+        else if (!rc)
+            rc = hearth_buf_appends(out, "{");
+        if (!rc)
+            rc = hearth_buf_printf(out, "\"id\":\"call_%016llx%08llx\",\"type\":\"function\",\"function\":{\"name\":",
+                                   (unsigned long long)a, (unsigned long long)(b >> 32));
+        if (!rc)
+            rc = hearth_json_quote(out, p->calls[i].name, strlen(p->calls[i].name));
+        if (!rc)
+            rc = hearth_buf_appends(out, ",\"arguments\":");
+        if (!rc)
+            rc = hearth_json_quote(out, p->calls[i].arguments, strlen(p->calls[i].arguments));
+        if (!rc)
+            rc = hearth_buf_appends(out, "}}");
+    }
+    if (!rc)
+        rc = hearth_buf_appends(out, "]");
+    return rc;
 }

@@ -2,7 +2,8 @@
  * request's tools, tool_choice and parallel_tool_calls read and checked,
  * the tools printed for the chat template (text/chat_template.h renders
  * them in the family's words), the grammar that forces a call, the calls
- * found in the model's output, and the state of a streamed answer that may
+ * found in the model's output and written as OpenAI's tool_calls, and the
+ * state of a streamed answer that may
  * turn out to be a call. Private to the api layer; no request or network
  * types, so the parser is unit-tested and fuzzed alone. */
 #ifndef HEARTH_API_TOOL_CALLS_H
@@ -96,6 +97,13 @@ typedef struct hearth_tool_parse {
 int hearth_tools_parse_output(hearth_chat_tool_style style, const char *const *names, int n_names, const char *text,
                               size_t n, hearth_tool_parse *out);
 void hearth_tool_parse_deinit(hearth_tool_parse *p);
+
+/* Appends ,"tool_calls":[...] of OpenAI's message (index < 0: every call
+ * of p), or one streamed chunk's delta list for call index: {"index", "id"
+ * ("call_" and 24 random hex digits), "type": "function", "function":
+ * {"name", "arguments"}} each, arguments a JSON text in a string.
+ * HEARTH_OK or out's buffer error. */
+int hearth_tools_append_calls(const hearth_tool_parse *p, int index, hearth_buf *out);
 
 /* Streamed answers: appends a piece to ts->held and says through *ready how
  * many of held's first bytes can go out as content now (the caller sends
