@@ -17,6 +17,7 @@ typedef struct hearth_api_model {
     char family[32];   /* "embedding", "generation", "vision" */
     char source[512];  /* file or folder it came from, or "demo" */
     bool demo;         /* random weights made by hearth itself */
+    bool named;        /* its name came from the operator (NAME=PATH or --alias), not its file */
     int64_t created;   /* unix time it was loaded */
 } hearth_api_model;
 

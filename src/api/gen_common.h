@@ -75,8 +75,9 @@ struct hearth_gen_call {
     char err_msg[600];
     char id[48];                   /* "chatcmpl-<hex>" / "cmpl-<hex>" */
     char *echo_model;              /* OpenAI answers' "model": the name the request sent (owned), as
-                                      llama-server echoes it; NULL: the served model's name. Which
-                                      model served it is in every answer's X-Hearth-Model header */
+                                      llama-server echoes it, or its "gpt-3.5-turbo" when neither the
+                                      request nor the operator named one; NULL: the served model's name.
+                                      Which model served it is in every answer's X-Hearth-Model header */
     int64_t created;               /* unix time of the request */
     hearth_buf text;               /* not streamed: the whole generated text */
     hearth_buf probs;              /* n_probs: completion_probabilities entries, comma-separated,

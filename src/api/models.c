@@ -238,11 +238,14 @@ static int add_embed(hearth_api *api, const char *name, const char *path, bool d
     return HEARTH_OK;
 }
 
+static int add_model(hearth_api *api, const char *name, const char *path, hearth_err *err);
+
 static int load_one(hearth_api *api, const char *spec, hearth_err *err)
 {
     char name[128];
     const char *eq = strchr(spec, '=');
     const char *path = spec;
+    bool named = true;
     if (eq && eq != spec && !memchr(spec, '/', (size_t)(eq - spec))) {
         snprintf(name, sizeof name, "%.*s", (int)(eq - spec), spec);
         path = eq + 1;
@@ -250,7 +253,17 @@ static int load_one(hearth_api *api, const char *spec, hearth_err *err)
         snprintf(name, sizeof name, "%s", api->cfg.alias);
     } else {
         default_name(spec, name, sizeof name);
+        named = false;
     }
+    int n = api->n_models;
+    int rc = add_model(api, name, path, err);
+    if (!rc && api->n_models > n)
+        api->models[api->n_models - 1].named = named;
+    return rc;
+}
+
+static int add_model(hearth_api *api, const char *name, const char *path, hearth_err *err)
+{
     if (is_dir(path))
         return add_embed(api, name, path, false, err);
     if (hearth_api_is_frame_path(path)) {

@@ -7,8 +7,9 @@
  * The shapes are what the official clients parse: ids "chatcmpl-<hex>" and
  * "cmpl-<hex>", object, created, model (the request's own name when it sent
  * one, as llama-server echoes it: a lone model answers any name, see
- * hearth_gen_find_or_respond; the X-Hearth-Model header names the model
- * that answered), system_fingerprint, choices with
+ * hearth_gen_find_or_respond; without one, llama-server's "gpt-3.5-turbo"
+ * unless the operator named the model; the X-Hearth-Model header names the
+ * model that answered), system_fingerprint, choices with
  * message | delta | text and finish_reason ("stop" | "length"), usage
  * (with prompt_tokens_details.cached_tokens for the reused prefix). A chat
  * stream opens with a delta carrying the role, then content deltas, then an
@@ -663,12 +664,16 @@ static hearth_gen_call *start_call(hearth_request *req, hearth_api *api, hearth_
      * checked it is a string and routed it), as llama-server and OpenAI's
      * clients expect; X-Hearth-Model and this log line say what answered */
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(doc, "model");
-    if (cJSON_IsString(name) && !(c->echo_model = strdup(name->valuestring))) {
+    /* A request naming no model gets llama-server's default name when the
+     * operator named none either (its DEFAULT_OAICOMPAT_MODEL; clients and
+     * llama.cpp's own tests read it): with --alias or NAME=PATH, that name */
+    const char *echo = cJSON_IsString(name) ? name->valuestring : m->info->named ? NULL : "gpt-3.5-turbo";
+    if (echo && !(c->echo_model = strdup(echo))) {
         hearth_respond_error(req, 503, "unavailable_error", "out of memory");
         hearth_gen_call_free(c);
         return NULL;
     }
-    if (c->echo_model && strcmp(c->echo_model, m->info->name))
+    if (cJSON_IsString(name) && strcmp(c->echo_model, m->info->name))
         HLOG_INFO("%s: model '%.200s' asked, answered by %s", c->id, c->echo_model, m->info->name);
     if (!parse_openai(req, doc, c, fmt == &chat_format, n_predict)) {
         hearth_gen_call_free(c);
