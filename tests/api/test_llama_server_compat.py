@@ -107,9 +107,13 @@ def test_lone_model_answers_any_name():
         events = [e for e in sse_events(out) if e != "[DONE]"]
         assert st == 200 and h["x-hearth-model"] == "stories260K", h
         assert events and all(e["model"] == "codellama70b" for e in events), events
-    # without a name, the served model's
+    # without a name, llama-server's default name (its suite checks "gpt-3.5" in every streamed chunk) while
+    # the operator named the model neither (test_several_models_route_by_name and test_alias_... have names)
     st, h, out = post(port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
-    assert st == 200 and json.loads(out)["model"] == "stories260K" and h["x-hearth-model"] == "stories260K", out
+    assert st == 200 and json.loads(out)["model"] == "gpt-3.5-turbo" and h["x-hearth-model"] == "stories260K", out
+    st, h, out = post(port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2, "stream": True})
+    events = [e for e in sse_events(out) if e != "[DONE]"]
+    assert st == 200 and events and all(e["model"] == "gpt-3.5-turbo" for e in events), events
     st, doc = post_json(port, "/completion", {"model": "nope", "prompt": PROMPT, "n_predict": 2})
     assert st == 200 and doc["model"] == "stories260K", doc
     # the same for the one encoder, under OpenAI's embedding model's name
@@ -125,6 +129,9 @@ def test_several_models_route_by_name():
         assert st == 404 and "gpt-3.5-turbo" in doc["error"]["message"], doc
         st, h, out = post(s.port, "/v1/completions", {"model": "b", "prompt": PROMPT, "max_tokens": 2})
         assert st == 200 and json.loads(out)["model"] == "b" and h["x-hearth-model"] == "b", (h, out)
+        # no name asked: the first model answers under the name the operator gave it
+        st, h, out = post(s.port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
+        assert st == 200 and json.loads(out)["model"] == "a" and h["x-hearth-model"] == "a", (h, out)
 
 
 def test_alias_names_the_served_model():
@@ -133,6 +140,8 @@ def test_alias_names_the_served_model():
         st, doc = get_json(s.port, "/v1/models")
         assert st == 200 and [m["id"] for m in doc["data"]] == ["tiny-stories"], doc
         st, doc = post_json(s.port, "/completion", {"prompt": PROMPT, "n_predict": 2})
+        assert st == 200 and doc["model"] == "tiny-stories", doc
+        st, doc = post_json(s.port, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
         assert st == 200 and doc["model"] == "tiny-stories", doc
     r = subprocess.run([BIN, "serve", "--model", "a=" + STORIES, "--model", STORIES, "--alias", "x", "--port", "0"],
                        capture_output=True, text=True, timeout=60, env=dict(os.environ, HEARTH_DEMO="0"))
@@ -491,11 +500,13 @@ def test_context_shift():
                                                       "return_tokens": True, "cache_prompt": False, "n_probs": 3})
         assert st == 200 and fresh["tokens"] == gen[k + 1:k + 4], (fresh["tokens"], gen[k + 1:k + 4])
         # stories260K repeats itself, so the ids alone hardly depend on what was dropped; the
-        # numbers do: dropping one position more or less moves them by 1e-3 or more
+        # numbers do: dropping one position more or less moved them by 0.096 (d + 1) and 0.71
+        # (d - 1). The shifted cache is not the fresh one bit for bit (its K re-rotated in f16):
+        # 1.7e-3 apart on an AVX2 machine (AMD EPYC, 2026-12-06), under 3e-4 on AVX-512 ones
         def tops(entries):
             return [t["logprob"] for e in entries for t in e["top_logprobs"]]
         got, want = tops(doc["completion_probabilities"][k + 1:k + 4]), tops(fresh["completion_probabilities"])
-        assert len(got) == len(want) == 9 and max(abs(a - b) for a, b in zip(got, want)) < 3e-4, (got, want)
+        assert len(got) == len(want) == 9 and max(abs(a - b) for a, b in zip(got, want)) < 1e-2, (got, want)
         # streamed: the last event says truncated
         st, _, body = post(s.port, "/completion", {"prompt": PROMPT, "n_predict": 150, "temperature": 0, "stream": True})
         ev = sse_events(body)
