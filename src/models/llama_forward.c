@@ -190,8 +190,8 @@ static int mm_fold(const hearth_dev_ops *D, hearth_stream *st, const hearth_weig
  *     matmul x2 (ffn norm folded in,    g = silu(rmsnorm(x) Wg^T) * (rmsnorm(x) Wu^T)
  *       SwiGLU after)
  *     matmul (accumulating)             x += g Wd^T
- * six launches where the ops apart take ten (eight on the CUDA backend,
- * which keeps the norms apart). */
+ * six launches where the ops apart take ten (the CUDA backend folds the
+ * norms in at one row; at more it keeps them apart: eight). */
 static int layer_fused(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, hearth_err *err)
 {
     const hearth_llama_hparams *hp = &m->hp;

@@ -168,8 +168,10 @@ int cu_matmul(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64
  * weights of one type other than F32; else HEARTH_EUNSUPPORTED with
  * nothing enqueued. */
 /* HEARTH_CUDA_FUSE (read once): 0 nothing fused (caps.fused_rows_max 0);
- * unset: the epilogues (ADD, SWIGLU) only, mode 1; "norm": RMSNORM too,
- * mode 2 (measured slower: mm.cu). */
+ * unset: the epilogues (ADD, SWIGLU), and RMSNORM at M = 1 in mvp_kernel's
+ * staging of X (HEARTH_CUDA_FUSE_NORM=0 keeps it apart), mode 1; "norm":
+ * also mvg_kernel's old norm prologue where mvp_kernel does not take the
+ * weight (measured slower: mm.cu), mode 2. */
 int cu_fuse_mode(void);
 /* The most rows of X cu_matmul_fused takes (caps.fused_rows_max): 0 with
  * HEARTH_CUDA_FUSE=0; 1 (the mat-vec's epilogues) with

@@ -71,7 +71,8 @@
  * launches a layer where the ops apart take ten. tg128 (two runs each, one
  * lease; HEARTH_CUDA_FUSE=0 the ops apart): F16 972-977 against 932-945,
  * Q8_0 1,052-1,098 against 1,028-1,035, Q4_K 966-972 against 904-944.
- * The norm prologue stays behind HEARTH_CUDA_FUSE=norm (cuda_int.h).
+ * mvg_kernel's norm prologue stays behind HEARTH_CUDA_FUSE=norm
+ * (cuda_int.h); since stop 32 mvp_kernel folds the norm in (below).
  *
  * For Q8_0, Q4_0 and Q4_K, mvp_kernel stages X as q8a blocks (int8 and a
  * scale per 32, the CPU's rounding; mm_mma.cuh) and multiplies the raw
@@ -119,6 +120,22 @@
  * without the epilogues, 2,556 / 2,564 without PDL; 16 sequences 6,719 /
  * 6,743, 6,463 / 6,529, 6,286 / 6,395; F16 4 sequences 2,379, 2,353,
  * 2,089.
+ *
+ * Stop 32 (2026-12-06, H100): the RMS norm before the QKV and gate/up
+ * mat-vecs (M = 1) is folded into mvp_kernel's staging of X again, now
+ * that mvp_kernel issues its first weight loads before its PDL wait: each
+ * block sums X's squares itself (mm_mma.cuh's mvp_rms_inv; 8 KiB from L2
+ * for the 1.04B) and stages x * inv * w, two launches a layer fewer (six).
+ * ncu had put the one-block rmsnorm_kernel at 4.0-4.4 us a launch alone.
+ * tg128 tok/s, one lease, two runs each (HEARTH_CUDA_FUSE_NORM=0 the norm
+ * apart; "before" the binary of the commit before): F16 945 / 932 against
+ * 892 / 894 (before 895 / 895), Q8_0 1,301 / 1,292 against 1,212 / 1,204
+ * (1,206 / 1,219), Q4_K 1,348 / 1,367 against 1,287 / 1,277 (1,303 /
+ * 1,284). Tried in the same lease and dropped: qk_rope_store folded into
+ * the decode attention kernel (three warps of each block doing the QK
+ * step, every block of a GQA group storing the same K/V row): F16 945 /
+ * 932 against 938 / 969 apart, Q4_K 1,348 / 1,367 against 1,353 / 1,360,
+ * no gain beside the noise for a new seam op.
  *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED (mma_kernel's
@@ -752,11 +769,17 @@ static int mvp_warps(void)
     return cu_env_is(&seen, "HEARTH_CUDA_MVP_WARPS", "8") ? 8 : 16;
 }
 
+/* A norm folded into mvp_kernel's staging of X (w NULL: none). */
+struct mnorm {
+    const float *w = nullptr;
+    float eps = 0.0f;
+};
+
 /* mvp_kernel<T, Q8, LW, MT> in blocks of mvp_warps() warps, per_warp rows
  * a warp at a time. */
 template <class T, bool Q8, int LW, int MT>
 static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K,
-                             int kc, int post, int64_t per_warp, size_t smem)
+                             int kc, int post, int64_t per_warp, size_t smem, const mnorm &nm)
 {
     const int w = mvp_warps();
     const int64_t per = per_warp * w, cap = (16 / w) * (int64_t)sm_count(c->ordinal);
@@ -764,9 +787,9 @@ static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t
     blocks = blocks < cap ? blocks : cap;
     if (w == 16)
         return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 16>, dim3((unsigned)blocks), dim3(16 * 32), smem, c->s,
-                         g, X, ldx, M, nr, K, kc, post);
+                         g, X, ldx, M, nr, K, kc, post, nm.w, nm.eps);
     return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 8>, dim3((unsigned)blocks), dim3(8 * 32), smem, c->s, g,
-                     X, ldx, M, nr, K, kc, post);
+                     X, ldx, M, nr, K, kc, post, nm.w, nm.eps);
 }
 
 /* mvp_kernel over the group for M rows of X (MT of them staged, MT >= M):
@@ -776,29 +799,31 @@ static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t
  * warp (mvp_kernel's LW); the float path keeps whole warps, the order
  * mvg_kernel sums in. */
 template <class T, int MT>
-static int mvp_go(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K, int post)
+static int mvp_go(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K, int post,
+                  const mnorm &nm = mnorm{})
 {
     const int kc = chunk_for(g.v[0].kp);
     if constexpr (q8dot<T>::on) {
         if (mv_q8()) {
             const bool half = mv_half() && g.v[0].kp / T::EPU <= 16 * T::UNR;
             const size_t smem = MT * q8_smem(kc);
-            cudaError_t e = half ? mvp_start<T, true, 16, MT>(c, g, X, ldx, M, nr, K, kc, post, 2, smem)
-                                 : mvp_start<T, true, 32, MT>(c, g, X, ldx, M, nr, K, kc, post, 1, smem);
+            cudaError_t e = half ? mvp_start<T, true, 16, MT>(c, g, X, ldx, M, nr, K, kc, post, 2, smem, nm)
+                                 : mvp_start<T, true, 32, MT>(c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm);
             return cu_fail("mvp_kernel (q8)", e);
         }
     }
     if constexpr (MT == 1) {
-        cudaError_t e = mvp_start<T, false, 32, 1>(c, g, X, ldx, 1, nr, K, kc, post, 1, (size_t)kc * 4);
+        cudaError_t e = mvp_start<T, false, 32, 1>(c, g, X, ldx, 1, nr, K, kc, post, 1, (size_t)kc * 4, nm);
         return cu_fail("mvp_kernel", e);
     }
     return HEARTH_EUNSUPPORTED;
 }
 
 template <class T>
-static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K, int post)
+static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K, int post,
+                      const mnorm &nm = mnorm{})
 {
-    return mvp_go<T, 1>(c, g, X, ldx, 1, nr, K, post);
+    return mvp_go<T, 1>(c, g, X, ldx, 1, nr, K, post, nm);
 }
 
 /* HEARTH_CUDA_MVP_ROWS=0: rows of X never go to mvp_kernel (read once). */
@@ -846,6 +871,16 @@ static bool mvp_fits(const mgroup &g)
     return mv_pipe() && g.v[0].kp <= chunk_of(1);
 }
 
+/* HEARTH_CUDA_FUSE_NORM=0: the RMS norm before a mat-vec (M = 1) runs
+ * apart (ops.cu's rmsnorm_kernel) instead of in mvp_kernel's staging of X.
+ * Folded in, each block sums X's squares itself: two launches a layer
+ * fewer. Read once. */
+static bool mvp_norm_on(void)
+{
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_FUSE_NORM", "0");
+}
+
 /* The mat-vec over the group's nr rows, X's rows 8 at a time. */
 template <class T>
 static int mvg_rows(cu_ctx *c, const mgroup &g0, const float *X, int64_t ldx, int64_t M, int64_t nr, int64_t K)
@@ -883,19 +918,24 @@ template <class T>
 static int mvg_fused(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K,
                      const hearth_mm_fuse *f)
 {
+    mnorm nm;
     if (f->pre == HEARTH_MM_PRE_RMSNORM) {
-        if (f->post == HEARTH_MM_SWIGLU)
-            return HEARTH_EUNSUPPORTED;
-        const mfuse fz = {f->norm_w, f->eps, f->post == HEARTH_MM_ADD};
-        return mvg_launch<T, 1, MV_PRE_RMS>(c, g, X, ldx, nr, K, fz);
+        if (!mvp_fits(g) || !mvp_norm_on()) { /* the old prologue, or the norm apart */
+            if (f->post == HEARTH_MM_SWIGLU || cu_fuse_mode() < 2)
+                return HEARTH_EUNSUPPORTED;
+            const mfuse fz = {f->norm_w, f->eps, f->post == HEARTH_MM_ADD};
+            return mvg_launch<T, 1, MV_PRE_RMS>(c, g, X, ldx, nr, K, fz);
+        }
+        nm.w = f->norm_w;
+        nm.eps = f->eps;
     }
     if (!mvp_fits(g))
         return HEARTH_EUNSUPPORTED;
     if (f->post != HEARTH_MM_SWIGLU)
-        return mvp_launch<T>(c, g, X, ldx, nr, K, f->post == HEARTH_MM_ADD ? MVP_ADD : MVP_STORE);
+        return mvp_launch<T>(c, g, X, ldx, nr, K, f->post == HEARTH_MM_ADD ? MVP_ADD : MVP_STORE, nm);
     if (g.cnt != 2 || g.n[0] != g.n[1] || g.ldy[0] < g.n[0])
         return HEARTH_EUNSUPPORTED;
-    return mvp_launch<T>(c, g, X, ldx, nr, K, MVP_SWIGLU);
+    return mvp_launch<T>(c, g, X, ldx, nr, K, MVP_SWIGLU, nm);
 }
 
 /* HEARTH_CUDA_MMA_SPLIT=0: mma_kernel never splits K over blocks (read once). */
@@ -1169,7 +1209,7 @@ int cu_matmul_fused(cu_ctx *c, const cu_weight *const *w, int n, const float *X,
     const int mode = cu_fuse_mode();
     if (M < 1 || n <= 0 || mode == 0 || mm_env(&mma_max) || M > cu_fused_rows_max())
         return HEARTH_EUNSUPPORTED;
-    if (f->pre == HEARTH_MM_PRE_RMSNORM && (mode < 2 || M > 1))
+    if (f->pre == HEARTH_MM_PRE_RMSNORM && (M > 1 || (mode < 2 && !mvp_norm_on())))
         return HEARTH_EUNSUPPORTED;
     if (f->post == HEARTH_MM_SWIGLU && (n != 2 || w[0]->type != w[1]->type || w[0]->n_out != w[1]->n_out))
         return HEARTH_EUNSUPPORTED;

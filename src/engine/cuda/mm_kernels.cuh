@@ -327,7 +327,8 @@ __device__ __forceinline__ int swz(int f)
  * threads of the block; float4 loads when vec (rows 16-byte aligned). */
 template <int M>
 __device__ __forceinline__ void stage_x(float4 *xs, const float *__restrict__ X, int64_t ldx, int64_t K,
-                                        int64_t c0, int ce, int kc4, bool vec)
+                                        int64_t c0, int ce, int kc4, bool vec, const float *__restrict__ nw = nullptr,
+                                        float inv = 0.0f)
 {
     const int ce4 = ce / 4; /* ce is a multiple of 16 */
 #pragma unroll 4
@@ -343,6 +344,12 @@ __device__ __forceinline__ void stage_x(float4 *xs, const float *__restrict__ X,
             x.y = gk + 1 < K ? p[1] : 0.0f;
             x.z = gk + 2 < K ? p[2] : 0.0f;
             x.w = gk + 3 < K ? p[3] : 0.0f;
+        }
+        if (nw) { /* the RMS norm folded in (M = 1): ops.cu's x * inv * w */
+            x.x = gk < K ? x.x * inv * nw[gk] : 0.0f;
+            x.y = gk + 1 < K ? x.y * inv * nw[gk + 1] : 0.0f;
+            x.z = gk + 2 < K ? x.z * inv * nw[gk + 2] : 0.0f;
+            x.w = gk + 3 < K ? x.w * inv * nw[gk + 3] : 0.0f;
         }
         xs[m * kc4 + swz(f)] = x;
     }

@@ -261,7 +261,7 @@ __host__ __device__ constexpr size_t q8_smem(int kc)
  * rint(x 127 / amax) within +-127. Eight lanes a 32-block, four values a
  * lane; every lane of a warp runs the shuffles. */
 __device__ __forceinline__ void stage_q8(int8_t *xq, float *xd, float *x16, const float *__restrict__ X, int64_t K,
-                                         int kp, bool vec)
+                                         int kp, bool vec, const float *__restrict__ nw = nullptr, float inv = 0.0f)
 {
     const int lane = threadIdx.x & 31, n4 = kp / 4;
     for (int base = threadIdx.x - lane; base < n4; base += blockDim.x) {
@@ -280,6 +280,10 @@ __device__ __forceinline__ void stage_q8(int8_t *xq, float *xd, float *x16, cons
                 for (int t = 0; t < 4; t++)
                     v[t] = k + t < K ? X[k + t] : 0.0f;
             }
+            if (nw) /* the RMS norm folded in: ops.cu's x * inv * w, then quantized as the norm's output was */
+#pragma unroll
+                for (int t = 0; t < 4; t++)
+                    v[t] = k + t < K ? v[t] * inv * nw[k + t] : 0.0f;
         }
         float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
 #pragma unroll
@@ -489,6 +493,41 @@ __device__ __forceinline__ void mvp_next(int64_t row, int u, int gl, int step, i
     }
 }
 
+/* 1 / sqrt(mean(X^2) + eps) over X's K floats, the whole block of W
+ * warps (every thread gets it): mvp_kernel's folded RMS norm. Each block
+ * sums X again (8 KiB from L2 for K = 2,048) where a separate norm kernel
+ * would sum it once; the order differs from ops.cu's rmsnorm_kernel, so
+ * the normed X may differ from it in the last bit. */
+template <int W>
+__device__ __forceinline__ float mvp_rms_inv(const float *__restrict__ X, int64_t K, float eps, bool vec)
+{
+    __shared__ float red[W];
+    __shared__ float inv;
+    float ss = 0.0f;
+    const int64_t K4 = vec ? K / 4 : 0;
+    for (int64_t i = threadIdx.x; i < K4; i += blockDim.x) {
+        const float4 x = __ldg((const float4 *)X + i);
+        ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+    }
+    for (int64_t k = 4 * K4 + threadIdx.x; k < K; k += blockDim.x)
+        ss += X[k] * X[k];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (threadIdx.x % 32 == 0)
+        red[threadIdx.x / 32] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+#pragma unroll
+        for (int w = 0; w < W; w++)
+            t += red[w];
+        inv = 1.0f / sqrtf(t / (float)K + eps);
+    }
+    __syncthreads();
+    return inv;
+}
+
 /* mvg_kernel at M = 1 with the weight stream kept going: each lane group
  * walks its rows' batches (T::UNR units a lane) with the next batch's loads
  * issued before the current one is multiplied, across row ends too, so no
@@ -504,7 +543,8 @@ __device__ __forceinline__ void mvp_next(int64_t row, int u, int gl, int step, i
  * block (8 or 16: mm.cu's mvp_warps), 16 warps an SM either way. */
 template <class T, bool Q8, int LW, int MT, int W>
 __global__ void __launch_bounds__(W * 32, 16 / W)
-    mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t nr, int64_t K, int kc, int post)
+    mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t nr, int64_t K, int kc, int post,
+               const float *__restrict__ nw, float eps)
 {
     extern __shared__ float4 xs[]; /* (kc/4), swizzled: X whole; Q8: q8_smem(kc) bytes */
     cu_pdl_trigger();
@@ -524,6 +564,8 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         mvp_load<T, LW>(ra, sv.v, sv.local, u, nu);
     }
     cu_pdl_wait();
+    /* nw: X is normed first (M = 1; the host sends no norm with rows of X) */
+    const float inv = nw ? mvp_rms_inv<W>(X, K, eps, vec) : 0.0f;
     if (Q8) {
         int8_t *xq = (int8_t *)xs;
         float *xd = (float *)(xq + kc);
@@ -531,9 +573,9 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         for (int m = 0; m < MT; m++)
             if (m < M)
                 stage_q8(xq + m * q8_smem(kc), xd + m * q8_smem(kc) / 4, xd + m * q8_smem(kc) / 4 + kc / 32,
-                         X + m * ldx, K, (int)kp, vec);
+                         X + m * ldx, K, (int)kp, vec, nw, inv);
     } else {
-        stage_x<1>(xs, X, ldx, K, 0, (int)kp, kc / 4, vec);
+        stage_x<1>(xs, X, ldx, K, 0, (int)kp, kc / 4, vec, nw, inv);
     }
     __syncthreads();
     float acc[MT], held[MT];
