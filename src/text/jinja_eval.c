@@ -311,10 +311,20 @@ jv jinja_binop(jx *J, const jnode *at, int op, jv a, jv b)
         }
     }
     if (op == OP_ADD && a.t == JV_STR && b.t == JV_STR) {
+        /* Markup + str escapes the str, and so does str + Markup (Markup.__radd__ wins: a subclass) */
+        if (a.markup != b.markup) {
+            jv e = jinja_filter(J, at, jinja_filter_id("escape", 6), a.markup ? b : a, NULL, 0, NULL, NULL, 0);
+            if (a.markup)
+                b = e;
+            else
+                a = e;
+        }
         jsb s = {0};
         jsb_add(J, &s, a.s.p, a.s.n);
         jsb_add(J, &s, b.s.p, b.s.n);
-        return jsb_str(&s);
+        jv r = jsb_str(&s);
+        r.markup = a.markup;
+        return r;
     }
     if (op == OP_ADD && jv_is_seq(a) && a.t == b.t) {
         jv out = jv_list(J, a.l->n + b.l->n);
@@ -453,7 +463,7 @@ static jv getitem(jx *J, const jnode *at, jv v, jv key, bool then_attr)
     }
     case JV_LIST:
     case JV_TUPLE:
-        if ((key.t == JV_INT || key.t == JV_BOOL) && py_index(numi(key), v.l->n, &i))
+        if (!v.gen && (key.t == JV_INT || key.t == JV_BOOL) && py_index(numi(key), v.l->n, &i))
             return v.l->v[i];
         break;
     case JV_STR:
@@ -501,6 +511,8 @@ static jv do_slice(jx *J, const jnode *n)
         undefined_error(J, n, v);
     const jv *items;
     size_t len;
+    if (v.t == JV_LIST && v.gen)
+        return jv_undef(NULL, 0);
     if (v.t == JV_STR || jv_is_seq(v))
         jv_items(J, n, v, &items, &len);
     else

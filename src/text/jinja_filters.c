@@ -153,6 +153,8 @@ static void items_of(jx *J, const jnode *at, jv v, const jv **items, size_t *n)
 
 static jv html_escape(jx *J, jv s)
 {
+    if (s.markup)
+        return s;
     jsb b = {0};
     for (size_t i = 0; i < s.s.n; i++) {
         char c = s.s.p[i];
@@ -165,7 +167,9 @@ static jv html_escape(jx *J, jv s)
         default: jsb_addc(J, &b, c);
         }
     }
-    return jsb_str(&b);
+    jv r = jsb_str(&b);
+    r.markup = 1;
+    return r;
 }
 
 static jv length_of(jx *J, const jnode *at, jv v)
@@ -174,7 +178,10 @@ static jv length_of(jx *J, const jnode *at, jv v)
     case JV_UNDEF: return jv_int(0);
     case JV_STR: return jv_int((int64_t)ju_len(v.s.p, v.s.n));
     case JV_LIST:
-    case JV_TUPLE: return jv_int((int64_t)v.l->n);
+    case JV_TUPLE:
+        if (v.gen)
+            jx_fail(J, at, HEARTH_EINVAL, "object of type 'generator' has no len()");
+        return jv_int((int64_t)v.l->n);
     case JV_DICT:
     case JV_NS: return jv_int((int64_t)v.d->n);
     default: jx_fail(J, at, HEARTH_EINVAL, "object of type '%s' has no len()", jv_type_name(v));
@@ -340,6 +347,8 @@ static jv do_select(jx *J, const jnode *at, jv v, const fargs *A, bool attr, boo
 {
     const jv *items;
     size_t n;
+    if (!jv_truthy(v)) /* jinja2: `if value:` before iterating */
+        return jv_list(J, 0);
     items_of(J, at, v, &items, &n);
     size_t base = attr ? 1 : 0;
     jv path = attr ? arg(A, 0, "attribute", jv_none()) : jv_none();
@@ -366,6 +375,8 @@ static jv do_map(jx *J, const jnode *at, jv v, const fargs *A)
 {
     const jv *items;
     size_t n;
+    if (!jv_truthy(v)) /* jinja2: `if value:` before iterating */
+        return jv_list(J, 0);
     items_of(J, at, v, &items, &n);
     jv out = jv_list(J, n);
     jv path = arg(A, 99, "attribute", jv_undef(NULL, 0));
@@ -413,8 +424,8 @@ static jv do_minmax(jx *J, const jnode *at, jv v, const fargs *A, bool want_max)
     return items[best];
 }
 
-jv jinja_filter(jx *J, const jnode *at, int fid, jv v, const jv *args, size_t nargs, const jnode *const *kwn,
-                const jv *kwv, size_t nkw)
+static jv filter_impl(jx *J, const jnode *at, int fid, jv v, const jv *args, size_t nargs, const jnode *const *kwn,
+                      const jv *kwv, size_t nkw)
 {
     fargs A = {args, nargs, kwn, kwv, nkw};
     switch (fid) {
@@ -492,12 +503,18 @@ jv jinja_filter(jx *J, const jnode *at, int fid, jv v, const jv *args, size_t na
     }
     case F_E:
     case F_ESCAPE: return html_escape(J, jv_as_str(J, v));
-    case F_SAFE:
+    case F_SAFE: {
+        jv r = jv_as_str(J, v);
+        r.markup = 1;
+        return r;
+    }
     case F_STRING: return jv_as_str(J, v);
     case F_FIRST:
     case F_LAST: {
         const jv *items;
         size_t n;
+        if (fid == F_LAST && v.gen)
+            jx_fail(J, at, HEARTH_EINVAL, "'generator' object is not reversible");
         items_of(J, at, v, &items, &n);
         if (!n)
             return jv_undef(NULL, 0);
@@ -712,6 +729,42 @@ jv jinja_filter(jx *J, const jnode *at, int fid, jv v, const jv *args, size_t na
     jx_fail(J, at, HEARTH_EINVAL, "internal: unknown filter %d", fid);
 }
 
+jv jinja_filter(jx *J, const jnode *at, int fid, jv v, const jv *args, size_t nargs, const jnode *const *kwn,
+                const jv *kwv, size_t nkw)
+{
+    jv r = filter_impl(J, at, fid, v, args, nargs, kwn, kwv, nkw);
+    switch (fid) {
+    /* str methods of a Markup give a Markup (jinja2 calls them on soft_str(value)) */
+    case F_TRIM:
+    case F_UPPER:
+    case F_LOWER:
+    case F_CAPITALIZE:
+    case F_TITLE:
+    case F_STRING:
+    case F_INDENT:
+    case F_CENTER:
+        if (v.t == JV_STR && v.markup && r.t == JV_STR)
+            r.markup = 1;
+        break;
+    /* generators in jinja2 */
+    case F_MAP:
+    case F_SELECT:
+    case F_REJECT:
+    case F_SELECTATTR:
+    case F_REJECTATTR:
+    case F_UNIQUE:
+    case F_BATCH:
+    case F_ITEMS:
+        r.gen = 1;
+        break;
+    case F_REVERSE:
+        if (r.t == JV_LIST)
+            r.gen = 1;
+        break;
+    }
+    return r;
+}
+
 bool jinja_test(jx *J, const jnode *at, int tid, jv v, const jv *args, size_t nargs)
 {
     jv a = nargs ? args[0] : jv_undef(NULL, 0);
@@ -725,7 +778,7 @@ bool jinja_test(jx *J, const jnode *at, int tid, jv v, const jv *args, size_t na
     case T_FLOAT: return v.t == JV_FLOAT;
     case T_MAPPING: return v.t == JV_DICT;
     case T_ITERABLE: return v.t == JV_STR || v.t == JV_LIST || v.t == JV_TUPLE || v.t == JV_DICT || v.t == JV_UNDEF;
-    case T_SEQUENCE: return v.t == JV_STR || v.t == JV_LIST || v.t == JV_TUPLE || v.t == JV_DICT || v.t == JV_UNDEF;
+    case T_SEQUENCE: return v.t == JV_STR || (v.t == JV_LIST && !v.gen) || v.t == JV_TUPLE || v.t == JV_DICT || v.t == JV_UNDEF;
     case T_BOOLEAN: return v.t == JV_BOOL;
     case T_TRUE: return v.t == JV_BOOL && v.b;
     case T_FALSE: return v.t == JV_BOOL && !v.b;
@@ -819,7 +872,7 @@ bool jinja_test(jx *J, const jnode *at, int tid, jv v, const jv *args, size_t na
         }
         return cased && c.s.n == v.s.n && memcmp(c.s.p, v.s.p, v.s.n) == 0;
     }
-    case T_ESCAPED: return false;
+    case T_ESCAPED: return v.t == JV_STR && v.markup;
     case T_FILTER: return a.t == JV_STR && jinja_filter_id(a.s.p, a.s.n) >= 0;
     case T_TEST: return a.t == JV_STR && jinja_test_id(a.s.p, a.s.n) >= 0;
     }

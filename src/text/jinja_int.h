@@ -41,6 +41,8 @@ enum {
 typedef struct jv {
     uint8_t t;
     uint8_t unsafe; /* JV_UNDEF from an attribute the sandbox refuses */
+    uint8_t markup; /* JV_STR: a markupsafe.Markup (from safe or escape): `+` escapes a plain str operand */
+    uint8_t gen;    /* JV_LIST: a generator or iterator (map, select, ...): no len(), no JSON, always true */
     union {
         bool b;
         int64_t i;

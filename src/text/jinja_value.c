@@ -163,7 +163,7 @@ bool jv_truthy(jv v)
     case JV_FLOAT: return v.f != 0;
     case JV_STR: return v.s.n != 0;
     case JV_LIST:
-    case JV_TUPLE: return v.l->n != 0;
+    case JV_TUPLE: return v.gen || v.l->n != 0;
     case JV_DICT: return v.d->n != 0;
     default: return true;
     }
@@ -190,6 +190,8 @@ bool jv_eq(jv a, jv b)
     case JV_STR: return a.s.n == b.s.n && memcmp(a.s.p, b.s.p, a.s.n) == 0;
     case JV_LIST:
     case JV_TUPLE:
+        if (a.gen || b.gen)
+            return a.gen && b.gen && a.l == b.l;
         if (a.l->n != b.l->n)
             return false;
         for (size_t i = 0; i < a.l->n; i++)
@@ -249,7 +251,7 @@ int jv_cmp(jx *J, const jnode *at, jv a, jv b)
             jv_type_name(b));
 }
 
-bool jv_is_seq(jv v) { return v.t == JV_LIST || v.t == JV_TUPLE; }
+bool jv_is_seq(jv v) { return (v.t == JV_LIST || v.t == JV_TUPLE) && !v.gen; }
 
 void jsb_add(jx *J, jsb *b, const char *p, size_t n)
 {
@@ -416,6 +418,10 @@ static void print_val(jx *J, jsb *b, jv v, bool repr, int depth)
         break;
     case JV_LIST:
     case JV_TUPLE:
+        if (v.gen) {
+            jsb_addz(J, b, "<generator object>");
+            break;
+        }
         jsb_addc(J, b, v.t == JV_LIST ? '[' : '(');
         for (size_t i = 0; i < v.l->n; i++) {
             if (i)
@@ -552,6 +558,8 @@ void jv_tojson(jx *J, const jnode *at, jsb *b, jv v, const char *indent, size_t 
     case JV_STR: json_str(J, b, v.s.p, v.s.n); return;
     case JV_LIST:
     case JV_TUPLE:
+        if (v.gen)
+            jx_fail(J, at, HEARTH_EINVAL, "Object of type generator is not JSON serializable");
         if (!v.l->n) {
             jsb_addz(J, b, "[]");
             return;

@@ -135,6 +135,12 @@ CASES = [
     ("f_tojson_indent", "{{ d|tojson(indent=2) }}|{{ d|tojson(indent=4, sort_keys=true) }}|{{ [1, [2]]|tojson(indent=1) }}", {"d": {"z": [1, {"y": None}], "a": "x", "e": {}}}),
     ("f_tojson_separators", "{{ d|tojson(separators=(',', ':')) }} {{ 'str'|tojson }} {{ 1.5|tojson }} {{ none|tojson }} {{ (1, 2)|tojson }} {{ {1: 'int key', true: 'b'}|tojson }}", {"d": {"a": [1, 2]}}),
     ("f_chain", "{{ messages|map(attribute='role')|unique|list|length }} {{ (messages|last).content|upper }}", {"messages": MSGS}),
+    ("f_markup", "{{ ('a'|safe + '<') }} {{ '<' + 'a'|safe }} {{ ('<'|safe) ~ '<' }} {{ ('<b>'|safe|upper) + '<' }} {{ ('<b>'|e)|e }} {{ ('x'|safe|trim) + '<' }} {{ 'x'|safe|replace('x', '<') }} {{ ('<'|e) is escaped }} {{ '>'|safe + d|tojson }}", {"d": {"k": "<'&>"}}),
+    ("f_generators", "{{ (none|selectattr('type', 'equalto', 'x')|list|length) > 0 }} {{ none|map(attribute='a')|list }} {{ [1]|select is iterable }} {{ []|select is sequence }} {{ not ([]|select) }} {{ [1, 2]|map('string')|join }} {{ [1, 2]|reverse is sequence }}", {}),
+    ("err_generator_tojson", "{{ tools|map(attribute='function')|tojson }}", {"tools": [{"function": {"name": "f"}}]}),
+    ("err_generator_length", "{{ [1, 2]|map('string')|length }}", {}),
+    ("err_generator_last", "{{ [1]|select|last }}", {}),
+    ("err_markup_plus_int", "{{ 'a'|safe + 1 }}", {}),
     # tests
     ("tests_types", "{{ x is defined }} {{ y is undefined }} {{ none is none }} {{ 's' is string }} {{ 1 is number }} {{ true is number }} {{ 1 is integer }} {{ true is integer }} {{ 1.0 is float }} {{ {} is mapping }} {{ [] is mapping }} {{ 'a' is iterable }} {{ 1 is iterable }} {{ [] is sequence }} {{ true is boolean }} {{ true is true }} {{ 0 is false }} {{ nothing is iterable }}", {"x": 1}),
     ("tests_compare", "{{ 2 is eq 2 }} {{ 2 is equalto 3 }} {{ 2 is ne 3 }} {{ 1 is lt 2 }} {{ 2 is gt 1 }} {{ 2 is le 2 }} {{ 2 is ge 3 }} {{ 'a' is in 'abc' }} {{ 3 is odd }} {{ 3 is even }} {{ 9 is divisibleby 3 }} {{ 9 is divisibleby(4) }} {{ range is callable }} {{ 'x' is callable }} {{ 'abc' is lower }} {{ 'ABC' is upper }} {{ 'a' is not none }}", {}),
