@@ -595,13 +595,13 @@ static jv call_macro(jx *J, const jnode *at, jmacro *m, const jv *args, size_t n
     return out;
 }
 
-#define MAX_ARGS 64
-
-/* Evaluates a call's (or filter's, or test's) arguments. */
-static void eval_args(jx *J, const jnode *n, jv *args, jv *kwv)
+/* Evaluates a call's (or filter's, or test's) arguments into arena arrays (not the C stack:
+ * eval recurses up to max_depth deep). */
+static void eval_args(jx *J, const jnode *n, jv **argsp, jv **kwvp)
 {
-    if (n->nargs > MAX_ARGS || n->nkw > MAX_ARGS)
-        jx_fail(J, n, HEARTH_EINVAL, "more than %d arguments", MAX_ARGS);
+    jv *args = jx_alloc(J, (n->nargs + 1) * sizeof *args), *kwv = jx_alloc(J, (n->nkw + 1) * sizeof *kwv);
+    *argsp = args;
+    *kwvp = kwv;
     for (size_t i = 0; i < n->nargs; i++)
         args[i] = eval(J, n->args[i]);
     for (size_t i = 0; i < n->nkw; i++)
@@ -611,8 +611,8 @@ static void eval_args(jx *J, const jnode *n, jv *args, jv *kwv)
 static jv do_call(jx *J, const jnode *n)
 {
     jv f = eval(J, n->a);
-    jv args[MAX_ARGS], kwv[MAX_ARGS];
-    eval_args(J, n, args, kwv);
+    jv *args, *kwv;
+    eval_args(J, n, &args, &kwv);
     if (f.t == JV_MACRO)
         return call_macro(J, n, f.m, args, n->nargs, (const jnode *const *)n->kw, kwv, n->nkw);
     if (f.t == JV_FUNC)
@@ -655,15 +655,15 @@ static jv eval(jx *J, const jnode *n)
     case JN_CALL: r = do_call(J, n); break;
     case JN_FILTER: {
         jv v = eval(J, n->a);
-        jv args[MAX_ARGS], kwv[MAX_ARGS];
-        eval_args(J, n, args, kwv);
+        jv *args, *kwv;
+        eval_args(J, n, &args, &kwv);
         r = jinja_filter(J, n, n->fid, v, args, n->nargs, (const jnode *const *)n->kw, kwv, n->nkw);
         break;
     }
     case JN_TEST: {
         jv v = eval(J, n->a);
-        jv args[MAX_ARGS], kwv[MAX_ARGS];
-        eval_args(J, n, args, kwv);
+        jv *args, *kwv;
+        eval_args(J, n, &args, &kwv);
         bool t = jinja_test(J, n, n->fid, v, args, n->nargs);
         r = jv_bool(n->op ? !t : t);
         break;

@@ -172,8 +172,14 @@ bool jv_truthy(jv v)
 static bool is_num(jv v) { return v.t == JV_INT || v.t == JV_FLOAT || v.t == JV_BOOL; }
 static double num(jv v) { return v.t == JV_FLOAT ? v.f : v.t == JV_INT ? (double)v.i : (double)v.b; }
 
-bool jv_eq(jv a, jv b)
+/* Values nest without bound (a namespace can wrap a list in a list in a loop), so equality stops
+ * at this depth and calls the rest unequal rather than recurse off the stack. */
+#define EQ_DEPTH_MAX 1000
+
+static bool eq_depth(jv a, jv b, int depth)
 {
+    if (depth > EQ_DEPTH_MAX)
+        return false;
     if (is_num(a) && is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT)
             return (a.t == JV_INT ? a.i : a.b) == (b.t == JV_INT ? b.i : b.b);
@@ -195,7 +201,7 @@ bool jv_eq(jv a, jv b)
         if (a.l->n != b.l->n)
             return false;
         for (size_t i = 0; i < a.l->n; i++)
-            if (!jv_eq(a.l->v[i], b.l->v[i]))
+            if (!eq_depth(a.l->v[i], b.l->v[i], depth + 1))
                 return false;
         return true;
     case JV_DICT:
@@ -203,7 +209,7 @@ bool jv_eq(jv a, jv b)
             return false;
         for (size_t i = 0; i < a.d->n; i++) {
             long j = jd_find(b.d, a.d->k[i]);
-            if (j < 0 || !jv_eq(a.d->v[i], b.d->v[j]))
+            if (j < 0 || !eq_depth(a.d->v[i], b.d->v[j], depth + 1))
                 return false;
         }
         return true;
@@ -215,6 +221,8 @@ bool jv_eq(jv a, jv b)
     }
 }
 
+bool jv_eq(jv a, jv b) { return eq_depth(a, b, 0); }
+
 const char *jv_type_name(jv v)
 {
     static const char *const names[] = {"Undefined", "NoneType", "bool", "int", "float", "str", "list",
@@ -223,8 +231,10 @@ const char *jv_type_name(jv v)
     return v.t < sizeof names / sizeof names[0] ? names[v.t] : "object";
 }
 
-int jv_cmp(jx *J, const jnode *at, jv a, jv b)
+static int cmp_depth(jx *J, const jnode *at, jv a, jv b, int depth)
 {
+    if (depth > J->max_depth)
+        jx_fail(J, at, HEARTH_ELIMIT, "values nested deeper than %d compared", J->max_depth);
     if (is_num(a) && is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) {
             int64_t x = a.t == JV_INT ? a.i : a.b, y = b.t == JV_INT ? b.i : b.b;
@@ -243,13 +253,15 @@ int jv_cmp(jx *J, const jnode *at, jv a, jv b)
     if (a.t == b.t && (a.t == JV_LIST || a.t == JV_TUPLE)) {
         for (size_t i = 0; i < a.l->n && i < b.l->n; i++) {
             if (!jv_eq(a.l->v[i], b.l->v[i]))
-                return jv_cmp(J, at, a.l->v[i], b.l->v[i]);
+                return cmp_depth(J, at, a.l->v[i], b.l->v[i], depth + 1);
         }
         return a.l->n < b.l->n ? -1 : a.l->n > b.l->n;
     }
     jx_fail(J, at, HEARTH_EINVAL, "'<' not supported between instances of '%s' and '%s'", jv_type_name(a),
             jv_type_name(b));
 }
+
+int jv_cmp(jx *J, const jnode *at, jv a, jv b) { return cmp_depth(J, at, a, b, 0); }
 
 bool jv_is_seq(jv v) { return (v.t == JV_LIST || v.t == JV_TUPLE) && !v.gen; }
 
