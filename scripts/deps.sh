@@ -21,7 +21,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
     build-essential clang libclang-rt-14-dev git ca-certificates \
     libcjson-dev libutf8proc-dev libpcre2-dev libopenblas-dev libopenblas0-pthread \
     protobuf-c-compiler libprotobuf-c-dev \
-    curl wrk procps python3 python3-numpy python3-torch python3-venv \
+    curl wrk procps python3 python3-numpy python3-torch python3-venv python3-jinja2 \
     nginx-light python3-uvicorn python3-uvloop python3-httptools python3-yaml >/dev/null
 # PyPI: the official clients and peers the tests drive (openai, tritonclient,
 # onnxruntime, transformers), pinned. --system-site-packages keeps Debian's torch
