@@ -31,9 +31,14 @@
  * "</s>" is written literally for mistral and llama2: both families use
  * sentencepiece vocabularies whose EOS is "</s>".
  *
- * Rejected: a Jinja interpreter (a large attack surface for a handful of
- * layouts that change rarely; unknown templates fall back to a named family
- * chosen by the operator). */
+ * A Jinja interpreter was rejected here first (a large attack surface for a
+ * handful of layouts that change rarely). It exists since 2026-12-06
+ * (text/jinja.h), for llama-server's --jinja: a drop-in must render the
+ * templates hearth has no family for (and llama.cpp's own suite renders an
+ * arbitrary one). The built-ins stay the default: they need no interpreter
+ * between a request and its prompt, and their bytes are tested against the
+ * official templates; the interpreter is sandboxed, bounded in steps,
+ * depth, memory and output, and fuzzed. */
 #include "text/chat_template.h"
 
 #include <stdint.h>

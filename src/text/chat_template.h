@@ -2,9 +2,11 @@
  * trained on, for the common template families, as built-ins.
  *
  * GGUF files carry their chat template as Jinja source
- * (tokenizer.chat_template). hearth does not interpret Jinja: it recognises
- * the family by the template's distinctive markers and renders that family's
- * layout in C. The bytes match what the family's official template renders
+ * (tokenizer.chat_template). By default hearth recognises the family by the
+ * template's distinctive markers and renders that family's layout in C;
+ * with --jinja (as llama-server's) the template itself is run by
+ * text/jinja.h's interpreter, and the family still names the tool-call
+ * format to parse. The bytes the built-ins write match what the family's official template renders
  * (see chat_template.c for each family's source and the few deliberate
  * differences). Special tokens are written as text ("<|im_start|>"): the
  * tokenizer must parse special tokens in this text, and must not add a BOS
