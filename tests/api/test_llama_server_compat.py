@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, SHARED, Server, connect, post, post_json, request, run, sse_events  # noqa: E402
+from hearth_test import BIN, SHARED, Server, connect, get_json, post, post_json, request, run, sse_events  # noqa: E402
 
 STORIES_DIR = os.path.join(SHARED, "models", "stories260K")
 STORIES = os.path.join(STORIES_DIR, "stories260K.gguf")
@@ -28,11 +28,6 @@ def golden_text():
     with open(os.path.join(STORIES_DIR, "GOLDEN.txt")) as f:
         lines = f.read().split("\n")
     return lines[lines.index("decoded text:") + 1]
-
-
-def get_json(port, path, headers=None):
-    st, _, out = request(port, "GET", path, headers=headers)
-    return st, json.loads(out)
 
 
 DEMO_DIR = tempfile.mkdtemp(prefix="hearth-compat-demo-")

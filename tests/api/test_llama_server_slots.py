@@ -16,7 +16,7 @@ import tempfile
 import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import SHARED, Server, request, run  # noqa: E402
+from hearth_test import SHARED, Server, get_json, request, run  # noqa: E402
 
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
 PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play outside"
@@ -26,11 +26,6 @@ SAVE_DIR = tempfile.mkdtemp(prefix="hearth-slots-")
 def post_json(port, path, doc, timeout=120):
     st, _, out = request(port, "POST", path, body=json.dumps(doc).encode(),
                          headers={"Content-Type": "application/json"}, timeout=timeout)
-    return st, json.loads(out)
-
-
-def get_json(port, path):
-    st, _, out = request(port, "GET", path, timeout=60)
     return st, json.loads(out)
 
 

@@ -244,6 +244,12 @@ def post_json(port, path, doc, timeout=120, headers=None):
     return st, json.loads(out)
 
 
+def get_json(port, path, headers=None, timeout=60):
+    """A GET's status and its body decoded as JSON."""
+    st, _, out = request(port, "GET", path, headers=headers, timeout=timeout)
+    return st, json.loads(out)
+
+
 def sse_events(body):
     """The data fields of a server-sent-events body, in order (JSON decoded, "[DONE]" kept as a string)."""
     out = []
