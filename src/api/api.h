@@ -53,7 +53,10 @@ typedef struct hearth_api_config {
     const char *slot_save_path;  /* --slot-save-path DIR: POST /slots/{id}?action=save|restore|erase files (NULL: 501) */
     int max_queue;               /* --max-queue waiting generation requests (64) */
     int batch_size;              /* --batch-size tokens per forward pass (512) */
-    const char *chat_template;   /* --chat-template override */
+    const char *chat_template;   /* --chat-template override (a family's name) */
+    bool jinja;                  /* --jinja: chat templates run by the Jinja interpreter (text/jinja.h) */
+    const char *chat_template_jinja; /* with --jinja: the template source --chat-template or
+                                        --chat-template-file gave (serve parsed it once), or NULL */
     const char *cache_type;      /* --cache-type of the KV cache: f16 (default) or f32 */
     bool repack;                 /* --repack F16 weights into GEMM panels at load (on) */
     const char *device;          /* --device of generation models: "cpu", "cuda[:N]", or a comma list, one per

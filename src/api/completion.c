@@ -406,6 +406,9 @@ static void props(hearth_request *req, void *ctx)
     if (!strcmp(m->tmpl_source, "fallback")) {
         tmpl = CHATML_JINJA;
         tmpl_len = strlen(tmpl);
+    } else if (m->jinja && api->cfg.chat_template_jinja) { /* --jinja with the command line's template */
+        tmpl = api->cfg.chat_template_jinja;
+        tmpl_len = strlen(tmpl);
     } else if (hearth_decoder_chat_template(m->dec, &tmpl, &tmpl_len) != 0) {
         tmpl = "";
         tmpl_len = 0;

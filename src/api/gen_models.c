@@ -16,13 +16,46 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* With --jinja (as llama-server's): the command line's template source,
+ * else the GGUF's, parsed into g->jinja; the family its markers name (else
+ * chatml) is the tool-call format. A GGUF template the interpreter refuses
+ * is logged and chat falls back to the built-ins, as without --jinja.
+ * Returns whether g->jinja renders chat. */
+static bool find_jinja(hearth_gen_entry *g, const hearth_api_state *st)
+{
+    const char *src = st->gen.chat_template_jinja, *from = "--chat-template";
+    size_t len = src ? strlen(src) : 0;
+    if (!src && hearth_decoder_chat_template(g->dec, &src, &len) != 0)
+        return false;
+    if (!st->gen.chat_template_jinja)
+        from = "its GGUF's";
+    hearth_err err = {0};
+    if (hearth_jinja_parse(src, len, &g->jinja, &err) != 0) {
+        HLOG_WARN("model '%s': --jinja: %s chat template cannot be run (%s); its family is rendered instead",
+                  g->info->name, from, err.msg);
+        return false;
+    }
+    if (hearth_chat_template_detect(src, len, &g->tmpl) != 0)
+        g->tmpl = HEARTH_TMPL_CHATML;
+    snprintf(g->tmpl_source, sizeof g->tmpl_source, st->gen.chat_template_jinja ? "override" : "gguf");
+    HLOG_INFO("model '%s': --jinja: %s chat template renders chat (tool calls in the %s format)", g->info->name, from,
+              hearth_chat_template_name(g->tmpl));
+    return true;
+}
+
 /* The chat template: --chat-template, else the GGUF's when hearth knows its
  * family, else chatml with a warning, as llama-server falls back (its
  * common_chat_templates_init for a GGUF without one; its start-up check for
  * one it cannot apply). Rejected: refusing chat (a 400) for such a model: a
- * client written for llama-server gets an answer there. */
-static void find_template(hearth_gen_entry *g, const char *override)
+ * client written for llama-server gets an answer there. With --jinja, a
+ * family named by --chat-template is its built-in (llama-server runs its
+ * own Jinja copy of the same layout); else find_jinja first. */
+static void find_template(hearth_gen_entry *g, const hearth_api_state *st)
 {
+    const char *override = st->gen.chat_template;
+    if (st->gen.jinja && !(override && *override && hearth_chat_template_by_name(override, &g->tmpl) == 0) &&
+        find_jinja(g, st))
+        return;
     if (override && *override && hearth_chat_template_by_name(override, &g->tmpl) == 0) {
         snprintf(g->tmpl_source, sizeof g->tmpl_source, "override");
         return;
@@ -108,7 +141,7 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     info->demo = demo;
     info->created = hearth_unix_time();
     g->info = info;
-    find_template(g, st->gen.chat_template);
+    find_template(g, st);
     hearth_gen_sched_config sc = {.n_parallel = st->gen.n_parallel,
                                   .max_queue = st->gen.max_queue,
                                   .n_batch = st->gen.n_batch,
@@ -122,6 +155,7 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     g->sched = hearth_gen_sched_new(hearth_decoder_batch_model(g->dec), &sc, err);
     if (!g->sched) {
         hearth_gen_token_texts_free(g->token_texts);
+        hearth_jinja_free(g->jinja);
         hearth_decoder_close(g->dec);
         return err ? err->code : HEARTH_ENOMEM;
     }
@@ -157,6 +191,7 @@ void hearth_api_unload_gen(hearth_api *api)
         hearth_gen_sched_free(st->gen_models[i].sched); /* the thread that drives the decoder stops first */
         hearth_decoder_close(st->gen_models[i].dec);
         hearth_gen_token_texts_free(st->gen_models[i].token_texts);
+        hearth_jinja_free(st->gen_models[i].jinja);
     }
     st->n_gen = 0;
 }

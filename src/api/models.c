@@ -357,6 +357,8 @@ int hearth_api_load_models(hearth_api *api, hearth_err *err)
     st->gen.max_queue = api->cfg.max_queue > 0 ? api->cfg.max_queue : 64;
     st->gen.n_batch = api->cfg.batch_size > 0 ? api->cfg.batch_size : 512;
     st->gen.chat_template = api->cfg.chat_template;
+    st->gen.jinja = api->cfg.jinja;
+    st->gen.chat_template_jinja = api->cfg.chat_template_jinja;
     /* serve checked the name; anything else falls back to the default */
     int kv_type = hearth_decoder_cache_type_from_name(api->cfg.cache_type);
     st->gen.kv_type = kv_type >= 0 ? (hearth_dtype)kv_type : HEARTH_F16;

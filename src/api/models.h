@@ -14,6 +14,7 @@
 #include "models/decoder.h"
 #include "oip_models.h"
 #include "text/chat_template.h"
+#include "text/jinja.h"
 
 #include <cjson/cJSON.h>
 
@@ -51,6 +52,8 @@ typedef struct hearth_gen_opts {
     int max_queue;               /* --max-queue: waiting requests; past it 503 */
     int32_t n_batch;             /* --batch-size: tokens per forward pass */
     const char *chat_template;   /* --chat-template override, or NULL */
+    bool jinja;                  /* --jinja */
+    const char *chat_template_jinja; /* --jinja's template source from the command line, or NULL */
     hearth_dtype kv_type;        /* --cache-type: HEARTH_F16 (default) or HEARTH_F32 */
 } hearth_gen_opts;
 
@@ -66,7 +69,8 @@ typedef struct hearth_gen_entry {
     int32_t n_predict;           /* --n-predict: the most tokens an answer may have (-1: no limit) */
     bool context_shift;          /* --context-shift */
     int64_t n_ctx_train;         /* the model's trained context: bounds an answer with no limit once it may shift */
-    hearth_chat_template_kind tmpl;
+    hearth_chat_template_kind tmpl; /* the built-in that renders chat, or (with jinja) the tool-call format */
+    hearth_jinja *jinja;         /* --jinja: the template that renders chat (owned), or NULL */
     char tmpl_source[16];        /* "gguf", "override" or "fallback" (chatml: the GGUF has none hearth knows) */
     char bos_text[64];           /* the BOS token's text, for templates that write it */
     hearth_token_texts *token_texts; /* every token's text, for grammars (gen_grammar.c) */

@@ -52,6 +52,7 @@
  *
  * What hearth does not do is refused with a 400 naming it, never ignored:
  * n > 1, echo, suffix, best_of > 1. */
+#include "chat_jinja.h"
 #include "gen_common.h"
 #include "respond.h"
 
@@ -546,14 +547,25 @@ static bool render_messages(hearth_request *req, hearth_gen_entry *m, const cJSO
         i++;
     }
     hearth_err err = {0};
-    int rc = hearth_chat_template_render_tools(m->tmpl, msgs, (size_t)n, ts ? (const char *const *)ts->texts : NULL,
-                                               ts ? (size_t)ts->n : 0, true, m->bos_text, text, &err);
+    const char *const *tools = ts ? (const char *const *)ts->texts : NULL;
+    size_t n_tools = ts ? (size_t)ts->n : 0;
+    int rc;
+    if (m->jinja) {
+        const hearth_vocab *v = hearth_decoder_vocab(m->dec);
+        rc = hearth_chat_jinja_render(m->jinja, msgs, (size_t)n, tools, n_tools, true, m->bos_text,
+                                      v->eos >= 0 ? v->text[v->eos] : "", text, &err);
+    } else {
+        rc = hearth_chat_template_render_tools(m->tmpl, msgs, (size_t)n, tools, n_tools, true, m->bos_text, text, &err);
+    }
     if (rc) {
         if (rc == HEARTH_EINVAL)
-            hearth_respond_error(req, 400, "invalid_request_error", "the %s template: %s", hearth_chat_template_name(m->tmpl),
-                                 err.msg);
-        else
-            hearth_respond_error(req, 413, "request_too_large", "the conversation is too long");
+            hearth_respond_error(req, 400, "invalid_request_error", "the %s template: %s",
+                                 m->jinja ? "chat" : hearth_chat_template_name(m->tmpl), err.msg);
+        else if (rc == HEARTH_ENOMEM)
+            hearth_respond_error(req, 503, "unavailable_error", "out of memory rendering the chat template");
+        else /* HEARTH_ELIMIT: the prompt's size, or (Jinja) the template's step, depth or memory bound */
+            hearth_respond_error(req, 413, "request_too_large", "the conversation is too long (%s)",
+                                 err.msg[0] ? err.msg : "its prompt text passes the limit");
         goto out;
     }
     ok = true;

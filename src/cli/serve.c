@@ -6,12 +6,15 @@
  * together), -np, -t (compute threads; hearth's I/O threads are
  * --io-threads), -tb, -b, -ub, -n, -s/--seed and the sampling defaults,
  * -a/--alias, --api-key, --embedding, --chat-template, --chat-template-file
- * (its family recognised, see chat_template_file), --slots (off by
+ * (its family recognised, see chat_template_file), --jinja (the template
+ * run by text/jinja.h's interpreter: the GGUF's, --chat-template's source
+ * or --chat-template-file's), --slots (off by
  * default, as llama-server's at c392e50), --slot-save-path. Those hearth has no use for are
  * accepted where hearth already behaves so (--metrics, --cont-batching,
- * --no-webui, -v, --jinja with a note, -ngl with a note);
+ * --no-webui, -v, -ngl with a note);
  * --context-shift / --no-context-shift as llama-server's (off by default,
- * as in its newer versions); those it cannot honour (--no-cont-batching, --webui, a Jinja --chat-template, a template file of no family hearth renders) are refused with a
+ * as in its newer versions); those it cannot honour (--no-cont-batching, --webui, a Jinja --chat-template
+ * or a template file of no family hearth renders without --jinja) are refused with a
  * message, as is any flag it does not know: never dropped unseen. CORS
  * answers any origin unless --cors-origin or --no-cors says otherwise, as
  * llama-server's does. */
@@ -25,6 +28,7 @@
 #include "models/decoder.h" /* hearth_decoder_cache_type_from_name */
 #include "net/server.h"
 #include "text/chat_template.h"
+#include "text/jinja.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -51,14 +55,33 @@ static void on_process_exit(hearth_server *s, void *ctx)
 
 /* The flags llama-server's command lines bring: each honoured, noted or
  * refused here with a message (an unknown flag is refused by opts_parse). */
-/* llama-server's --chat-template-file: the Jinja source a template names
- * is not run (chat_template.h): hearth reads it, recognises its family by
+/* --chat-template-file's text under --jinja: the process's (held from
+ * here, so an early exit leaks nothing a leak checker counts). */
+static char *tmpl_text;
+
+/* A --jinja template from the command line (what names it: what), parsed
+ * once here so that an error stops the start naming it. 0, or 2 after the
+ * message. */
+static int jinja_check(const char *src, const char *what)
+{
+    hearth_jinja *t = NULL;
+    hearth_err err = {0};
+    int rc = hearth_jinja_parse(src, strlen(src), &t, &err);
+    hearth_jinja_free(t);
+    if (rc != 0)
+        fprintf(stderr, "hearth serve: %s: the Jinja template cannot be run: %s\n", what, err.msg);
+    return rc ? 2 : 0;
+}
+
+/* llama-server's --chat-template-file. With --jinja the file's template
+ * renders chat (*src keeps its text for the process). Without, it is not
+ * run (chat_template.h): hearth reads it, recognises its family by
  * the markers it looks for in a GGUF's template, and renders that family,
  * as if --chat-template named it. A file it cannot map to a family is
  * refused here, naming the file, rather than answered with another layout
  * the operator did not ask for. Tools are then rendered and parsed in that
  * family's format (chat_template.h, api/tool_calls.c). */
-static int chat_template_file(hearth_api_config *c, const char *path)
+static int chat_template_file(hearth_api_config *c, const char *path, char **kept)
 {
     if (c->chat_template && *c->chat_template) {
         fprintf(stderr, "hearth serve: --chat-template and --chat-template-file both name a template: give one\n");
@@ -71,13 +94,24 @@ static int chat_template_file(hearth_api_config *c, const char *path)
         fprintf(stderr, "hearth serve: --chat-template-file: %s\n", err.msg);
         return 2;
     }
+    if (c->jinja) {
+        if (strlen(src) != len) {
+            fprintf(stderr, "hearth serve: --chat-template-file '%s': the template holds a NUL byte\n", path);
+            free(src);
+            return 2;
+        }
+        *kept = src;
+        c->chat_template_jinja = src;
+        HLOG_INFO("--chat-template-file '%s': run as a Jinja template (--jinja)", path);
+        return jinja_check(src, "--chat-template-file");
+    }
     hearth_chat_template_kind k;
     int rc = hearth_chat_template_detect(src, len, &k);
     free(src);
     if (rc != 0) {
         fprintf(stderr, "hearth serve: --chat-template-file '%s': not a template hearth can map to a family it "
                         "renders (chatml, llama3, phi3, gemma, mistral, llama2, command-r: it looks for their "
-                        "special tokens); Jinja source is not interpreted\n", path);
+                        "special tokens); give --jinja to run it as a Jinja template\n", path);
         return 2;
     }
     c->chat_template = hearth_chat_template_name(k);
@@ -95,9 +129,17 @@ static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch
     if (c->chat_template && *c->chat_template) {
         hearth_chat_template_kind k;
         if (hearth_chat_template_by_name(c->chat_template, &k) != 0) {
-            fprintf(stderr, "hearth serve: --chat-template '%s' is not one hearth renders (chatml, llama3, phi3, "
-                            "gemma, mistral, llama2, command-r); Jinja source is not interpreted\n", c->chat_template);
-            return 2;
+            if (!jinja) {
+                fprintf(stderr, "hearth serve: --chat-template '%s' is not one hearth renders (chatml, llama3, phi3, "
+                                "gemma, mistral, llama2, command-r); give --jinja to run it as a Jinja template\n",
+                        c->chat_template);
+                return 2;
+            }
+            /* llama-server's --jinja takes a template's source here too */
+            c->chat_template_jinja = c->chat_template;
+            c->chat_template = NULL;
+            if (jinja_check(c->chat_template_jinja, "--chat-template") != 0)
+                return 2;
         }
     }
     if (seed) {
@@ -125,9 +167,6 @@ static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch
     if (gpu_layers != 0 && (!c->device || strcmp(c->device, "cpu") == 0))
         HLOG_INFO("note: --gpu-layers %d is ignored: generation models run where --device says (cpu; --device cuda "
                   "puts every layer on the GPU)", gpu_layers);
-    if (jinja)
-        HLOG_INFO("note: --jinja: hearth renders chat templates by their family in C, the same text for the families "
-                  "it knows; a template it does not know falls back to chatml");
     return 0;
 }
 
@@ -182,9 +221,9 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"batch-size", 'b', OPT_INT, &api.cfg.batch_size, "N", "generation: tokens per forward pass, decode rows and prompt chunks (512)"},
         {"ubatch-size", 0, OPT_INT, &ubatch, "N", "generation: llama-server's physical batch: a forward pass takes at most min(-b, -ub) tokens", .dash_name = "ub"},
         {"repack", 0, OPT_BOOL, &api.cfg.repack, NULL, "generation: F16 weights into the GEMM's layout at load, ~15% faster prompts (on; --no-repack keeps them in place, shared by --workers)"},
-        {"chat-template", 0, OPT_STR, &api.cfg.chat_template, "NAME", "chatml, llama3, phi3, gemma, mistral or llama2 instead of the model's (without one in the GGUF: chatml)"},
-        {"chat-template-file", 0, OPT_STR, &tmpl_file, "FILE", "a Jinja chat template (llama-server's): its family is recognised (as --chat-template names them) and rendered; one hearth cannot map is refused"},
-        {"jinja", 0, OPT_BOOL, &jinja, NULL, "accepted for llama-server's command lines: hearth renders the GGUF's template by its family (see --chat-template), never by a Jinja engine"},
+        {"chat-template", 0, OPT_STR, &api.cfg.chat_template, "NAME", "chatml, llama3, phi3, gemma, mistral, llama2 or command-r instead of the model's (without one in the GGUF: chatml); with --jinja also a Jinja template's source"},
+        {"chat-template-file", 0, OPT_STR, &tmpl_file, "FILE", "a Jinja chat template (llama-server's): with --jinja it runs; without, its family is recognised (as --chat-template names them) and rendered, and one hearth cannot map is refused"},
+        {"jinja", 0, OPT_BOOL, &jinja, NULL, "run the chat template itself (the GGUF's, or --chat-template's / --chat-template-file's source) in hearth's Jinja interpreter, as llama-server's --jinja; without it the template's family is rendered by a built-in"},
         {"context-shift", 0, OPT_BOOL, &api.cfg.context_shift, NULL, "generation: an answer that fills the context drops the older half of it (after the request's n_keep) and goes on, and a prompt past it is truncated, as llama-server's (off; --no-context-shift: a 400 and an answer that ends there)"},
         {"embedding", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "serve embedding models only, as llama-server's (a generation model is refused)"},
         {"embeddings", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "the same as --embedding"},
@@ -300,7 +339,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
                         "GPU worker must start as a fresh process (fork+exec)\n", api.cfg.device);
         return 2;
     }
-    if (tmpl_file && chat_template_file(&api.cfg, tmpl_file) != 0)
+    api.cfg.jinja = jinja;
+    if (tmpl_file && chat_template_file(&api.cfg, tmpl_file, &tmpl_text) != 0)
         return 2;
     if (llama_server_flags(&api.cfg, seed, ubatch, gpu_layers, jinja) != 0)
         return 2;

@@ -43,9 +43,10 @@ def template_file(family):
 
 
 def test_chat_template_file_names_a_family():
-    """--chat-template-file: the family is recognised and rendered (what /apply-template
-    shows), and a file hearth cannot map to a family is refused at start, naming it."""
-    with Server("--model", STORIES, "--jinja", "--chat-template-file", template_file("gemma"), "--log-level", "info",
+    """--chat-template-file without --jinja: the family is recognised and rendered (what
+    /apply-template shows), and a file hearth cannot map to a family is refused at start,
+    naming it. (With --jinja the file itself runs: tests/api/test_chat_jinja.py.)"""
+    with Server("--model", STORIES, "--chat-template-file", template_file("gemma"), "--log-level", "info",
                 timeout=120) as s:
         st, doc = post_json(s.port, "/apply-template", {"messages": [{"role": "user", "content": "hi"}]})
         assert st == 200 and doc["prompt"] == "<s><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n", doc
@@ -75,7 +76,7 @@ _servers = {}
 def srv(family):
     """A server whose template is family's (from --chat-template-file), started once."""
     if family not in _servers:
-        _servers[family] = Server("--model", STORIES, "--jinja", "--chat-template-file", template_file(family),
+        _servers[family] = Server("--model", STORIES, "--chat-template-file", template_file(family),
                                   "--log-level", "warn", timeout=120)
     return _servers[family]
 
