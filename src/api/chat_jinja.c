@@ -75,11 +75,80 @@ static cJSON *context_json(const hearth_chat_msg *msgs, size_t n, const char *co
     return ctx;
 }
 
-int hearth_chat_jinja_render(const hearth_jinja *t, const hearth_chat_msg *msgs, size_t n, const char *const *tools,
-                             size_t n_tools, bool add_generation_prompt, const char *bos, const char *eos,
-                             hearth_buf *out, hearth_err *err)
+/* msgs with the system turns folded into user turns (chat_jinja.h) into
+ * folded (n entries of room; *nf used); the texts made are in texts (n
+ * entries of room, each owned or NULL). False when out of memory. */
+static bool fold_system(const hearth_chat_msg *msgs, size_t n, hearth_chat_msg *folded, size_t *nf, char **texts)
 {
-    cJSON *ctx = context_json(msgs, n, tools, n_tools, add_generation_prompt, bos, eos, err);
+    hearth_buf pending;
+    hearth_buf_init(&pending, (size_t)1 << 30);
+    size_t k = 0;
+    bool ok = true;
+    for (size_t i = 0; ok && i <= n; i++) {
+        const hearth_chat_msg *m = i < n ? &msgs[i] : NULL;
+        if (m && !strcmp(m->role, "system")) {
+            ok = (!pending.len || !hearth_buf_appends(&pending, "\n")) && !hearth_buf_appends(&pending, m->content);
+            continue;
+        }
+        bool user = m && !strcmp(m->role, "user");
+        if (pending.len) { /* into this user turn, or a user turn of its own before this one */
+            hearth_buf text;
+            hearth_buf_init(&text, (size_t)1 << 30);
+            ok = !hearth_buf_append(&text, pending.data, pending.len) &&
+                 (!user || !*m->content || (!hearth_buf_appends(&text, "\n") && !hearth_buf_appends(&text, m->content))) &&
+                 !hearth_buf_append(&text, "", 1);
+            texts[k] = text.data;
+            folded[k] = (hearth_chat_msg){.role = "user", .content = ok ? text.data : ""};
+            k++;
+            hearth_buf_reset(&pending, 0);
+            if (user)
+                continue; /* the user turn is the folded one */
+        }
+        if (m)
+            folded[k++] = *m;
+    }
+    hearth_buf_deinit(&pending);
+    *nf = k;
+    return ok;
+}
+
+void hearth_chat_jinja_probe(const hearth_jinja *t, hearth_chat_jinja_caps *caps)
+{
+    static const char needle[] = "<System Needle>";
+    const hearth_chat_msg probe[] = {{.role = "system", .content = needle}, {.role = "user", .content = "<User Needle>"}};
+    hearth_buf out;
+    hearth_buf_init(&out, (size_t)1 << 20);
+    hearth_err err = {0};
+    caps->system_role = hearth_chat_jinja_render(t, NULL, probe, 2, NULL, 0, true, "", "", &out, &err) == 0 &&
+                        out.len && memmem(out.data, out.len, needle, strlen(needle)) != NULL;
+    hearth_buf_deinit(&out);
+}
+
+int hearth_chat_jinja_render(const hearth_jinja *t, const hearth_chat_jinja_caps *caps, const hearth_chat_msg *msgs,
+                             size_t n, const char *const *tools, size_t n_tools, bool add_generation_prompt,
+                             const char *bos, const char *eos, hearth_buf *out, hearth_err *err)
+{
+    hearth_chat_msg *folded = NULL;
+    char **texts = NULL;
+    size_t nf = n;
+    if (caps && !caps->system_role) {
+        folded = calloc(n ? n : 1, sizeof *folded);
+        texts = calloc(n ? n : 1, sizeof *texts);
+        bool ok = folded && texts && fold_system(msgs, n, folded, &nf, texts);
+        if (!ok) {
+            for (size_t i = 0; texts && i < n; i++)
+                free(texts[i]);
+            free(texts);
+            free(folded);
+            return hearth_err_set(err, HEARTH_ENOMEM, "chat template: out of memory folding the system turns");
+        }
+        msgs = folded;
+    }
+    cJSON *ctx = context_json(msgs, nf, tools, n_tools, add_generation_prompt, bos, eos, err);
+    for (size_t i = 0; texts && i < n; i++)
+        free(texts[i]);
+    free(texts);
+    free(folded);
     if (!ctx)
         return HEARTH_ENOMEM;
     char *text = cJSON_PrintUnformatted(ctx);

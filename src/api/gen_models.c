@@ -37,6 +37,10 @@ static bool find_jinja(hearth_gen_entry *g, const hearth_api_state *st)
     }
     if (hearth_chat_template_detect(src, len, &g->tmpl) != 0)
         g->tmpl = HEARTH_TMPL_CHATML;
+    hearth_chat_jinja_probe(g->jinja, &g->jinja_caps);
+    if (!g->jinja_caps.system_role)
+        HLOG_INFO("model '%s': its chat template shows no system turn: system messages join the user turn after "
+                  "them, as llama-server's polyfill does", g->info->name);
     snprintf(g->tmpl_source, sizeof g->tmpl_source, st->gen.chat_template_jinja ? "override" : "gguf");
     HLOG_INFO("model '%s': --jinja: %s chat template renders chat (tool calls in the %s format)", g->info->name, from,
               hearth_chat_template_name(g->tmpl));

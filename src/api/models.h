@@ -5,6 +5,7 @@
 #define HEARTH_API_MODELS_H
 
 #include "api.h"
+#include "chat_jinja.h"
 #include "embed_parse.h"
 
 #include "base/pool.h"
@@ -71,6 +72,7 @@ typedef struct hearth_gen_entry {
     int64_t n_ctx_train;         /* the model's trained context: bounds an answer with no limit once it may shift */
     hearth_chat_template_kind tmpl; /* the built-in that renders chat, or (with jinja) the tool-call format */
     hearth_jinja *jinja;         /* --jinja: the template that renders chat (owned), or NULL */
+    hearth_chat_jinja_caps jinja_caps; /* what jinja does with system turns (probed at load) */
     char tmpl_source[16];        /* "gguf", "override" or "fallback" (chatml: the GGUF has none hearth knows) */
     char bos_text[64];           /* the BOS token's text, for templates that write it */
     hearth_token_texts *token_texts; /* every token's text, for grammars (gen_grammar.c) */

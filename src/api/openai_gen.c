@@ -13,9 +13,9 @@
  * message | delta | text and finish_reason ("stop" | "length"), usage
  * (with prompt_tokens_details.cached_tokens for the reused prefix). A chat
  * stream opens with a delta carrying the role, then content deltas, then an
- * empty delta with finish_reason and llama-server's timings (and, with
- * stream_options.include_usage, the usage, as llama-server's last chunk has
- * it), then (include_usage) OpenAI's chunk with "choices": [] and usage. llama-server's extra sampling fields
+ * empty delta with finish_reason, the usage and llama-server's timings (as
+ * llama-server's last chunk has them), then (stream_options.include_usage)
+ * OpenAI's chunk with "choices": [] and usage. llama-server's extra sampling fields
  * (top_k, min_p, repeat_penalty, n_probs, cache_prompt, ...) are accepted
  * here too, as llama-server accepts them.
  *
@@ -142,11 +142,13 @@ static int stream_tail(hearth_gen_call *c, const hearth_gen_stats *st, const cha
     int rc = chunk_open(c, object, out);
     if (!rc)
         rc = hearth_buf_printf(out, "%s,\"logprobs\":null,\"finish_reason\":\"%s\"}]", empty_choice, finish);
-    /* llama-server's last chunk carries the usage and the timings; OpenAI's
-     * clients read usage from the chunk after it, asked for with include_usage */
-    if (!rc && c->include_usage)
+    /* llama-server's last chunk carries the usage and the timings, asked for
+     * or not (llama.cpp's own suite reads them there; OpenAI's clients parse
+     * a chunk's usage as optional); OpenAI's clients read usage from the
+     * chunk after it, asked for with include_usage */
+    if (!rc)
         rc = hearth_buf_appends(out, ",");
-    if (!rc && c->include_usage)
+    if (!rc)
         rc = usage(st, out);
     if (!rc)
         rc = hearth_buf_appends(out, ",");
@@ -552,7 +554,7 @@ static bool render_messages(hearth_request *req, hearth_gen_entry *m, const cJSO
     int rc;
     if (m->jinja) {
         const hearth_vocab *v = hearth_decoder_vocab(m->dec);
-        rc = hearth_chat_jinja_render(m->jinja, msgs, (size_t)n, tools, n_tools, true, m->bos_text,
+        rc = hearth_chat_jinja_render(m->jinja, &m->jinja_caps, msgs, (size_t)n, tools, n_tools, true, m->bos_text,
                                       v->eos >= 0 ? v->text[v->eos] : "", text, &err);
     } else {
         rc = hearth_chat_template_render_tools(m->tmpl, msgs, (size_t)n, tools, n_tools, true, m->bos_text, text, &err);

@@ -151,6 +151,53 @@ def test_raise_exception_is_a_400():
         assert st == 400 and "only one message, please" in doc["error"]["message"], doc
 
 
+def fold_system(conv):
+    """llama-server's polyfill for a template that shows no system turn (minja, read):
+    system texts joined by newlines go before the next user turn's text, or become a
+    user turn of their own before any other turn or at the end."""
+    out, pending = [], None
+    for m in conv:
+        if m["role"] == "system":
+            pending = m["content"] if pending is None else pending + "\n" + m["content"]
+            continue
+        if pending is not None:
+            if m["role"] == "user":
+                m = dict(m, content=pending + ("\n" + m["content"] if m["content"] else ""))
+            else:
+                out.append({"role": "user", "content": pending})
+            pending = None
+        out.append(m)
+    if pending is not None:
+        out.append({"role": "user", "content": pending})
+    return out
+
+
+def test_template_without_system_role():
+    """A template that refuses a system turn (gemma-2's raises) or drops it gets the
+    system text in the user turn after it, as llama-server's polyfill gives it: the
+    prompt is jinja2's render of the folded conversation."""
+    raising = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+               "{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}<end_of_turn>\n{% endfor %}")
+    dropping = "{% for m in messages if m.role != 'system' %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+    convs = [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+             [{"role": "system", "content": "A"}, {"role": "system", "content": "B"},
+              {"role": "assistant", "content": "x"}, {"role": "user", "content": ""}],
+             [{"role": "user", "content": "u"}, {"role": "system", "content": "late"}]]
+    for src in (raising, dropping):
+        with Server("-m", STORIES, "--jinja", "--chat-template", src, "--log-level", "info", timeout=120) as s:
+            s.wait_log(r"system messages join the user turn")
+            for conv in convs:
+                st, doc = post_json(s.port, "/apply-template", {"messages": conv})
+                want = ref_render(src, fold_system(conv), None, "", "")
+                assert st == 200 and doc["prompt"] == want, (src, conv, doc, want)
+    # a template that shows system turns gets them as they are
+    with Server("-m", STORIES, "--jinja", "--chat-template", dropping.replace(" if m.role != 'system'", ""),
+                "--log-level", "info", timeout=120) as s:
+        st, doc = post_json(s.port, "/apply-template", {"messages": convs[0]})
+        assert st == 200 and doc["prompt"] == "[system] Be brief.\n[user] Hi\n", doc
+        assert "system messages join" not in s.log, s.log
+
+
 def test_literal_template_and_families():
     """llama-server's --jinja takes a template's source in --chat-template: text with
     no tags renders as itself (llama.cpp's own suite checks this); a family name stays
@@ -181,5 +228,5 @@ def test_refused_at_start():
 
 
 if __name__ == "__main__":
-    run([test_file_template_renders_as_jinja2, test_raise_exception_is_a_400, test_literal_template_and_families,
-         test_refused_at_start])
+    run([test_file_template_renders_as_jinja2, test_raise_exception_is_a_400, test_template_without_system_role,
+         test_literal_template_and_families, test_refused_at_start])

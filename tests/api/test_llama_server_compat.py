@@ -256,8 +256,9 @@ def test_completion_stream_fields():
 
 
 def test_chat_stream_last_chunk():
-    """The finishing chat chunk carries llama-server's timings, and with
-    stream_options.include_usage the usage too (then OpenAI's usage chunk follows)."""
+    """The finishing chat chunk carries llama-server's timings and usage (llama.cpp's
+    test_chat_completion_stream reads it there without asking); with
+    stream_options.include_usage OpenAI's usage chunk follows."""
     port = srv().port
     req = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "temperature": 0, "stream": True}
     st, _, body = post(port, "/v1/chat/completions", dict(req, stream_options={"include_usage": True}))
@@ -268,8 +269,10 @@ def test_chat_stream_last_chunk():
     assert fin["usage"] == {k: ev[-2]["usage"][k] for k in fin["usage"]} and fin["usage"]["completion_tokens"] == 5, fin
     assert fin["timings"]["predicted_n"] == 5, fin
     st, _, body = post(port, "/v1/chat/completions", req)
-    fin = sse_events(body)[-2]
-    assert "timings" in fin and "usage" not in fin, fin
+    ev = sse_events(body)
+    fin = ev[-2]
+    assert "timings" in fin and fin["usage"]["completion_tokens"] == 5, fin
+    assert all(e["choices"] for e in ev[:-1]), ev  # no usage chunk unasked
 
 
 def test_response_fields_and_props():
