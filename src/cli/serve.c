@@ -53,8 +53,6 @@ static void on_process_exit(hearth_server *s, void *ctx)
     hearth_api_unload_models(ctx);
 }
 
-/* The flags llama-server's command lines bring: each honoured, noted or
- * refused here with a message (an unknown flag is refused by opts_parse). */
 /* --chat-template-file's text under --jinja: the process's (held from
  * here, so an early exit leaks nothing a leak checker counts). */
 static char *tmpl_text;
@@ -119,6 +117,8 @@ static int chat_template_file(hearth_api_config *c, const char *path, char **kep
     return 0;
 }
 
+/* The flags llama-server's command lines bring: each honoured, noted or
+ * refused here with a message (an unknown flag is refused by opts_parse). */
 static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch, int gpu_layers, bool jinja)
 {
     if (c->parallel >= 1 && c->ctx_size > 0 && c->ctx_size < c->parallel) {
