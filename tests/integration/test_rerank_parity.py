@@ -152,6 +152,8 @@ def test_routes_top_n_and_documents():
             assert r["document"] == {"text": DOCS[r["index"]]}, r
         st, out = post_json(s.port, "/rerank", {"query": QUERY, "documents": DOCS[:2]})
         assert "document" not in out["results"][0], out
+        st, info = hearth_test.get_json(s.port, "/info")
+        assert st == 200 and "reranker" in info["model_type"], info  # TEI's clients read the model type here
 
 
 def test_tei_shape():
