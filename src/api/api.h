@@ -47,6 +47,7 @@ typedef struct hearth_api_config {
     hearth_sampler_params sampling; /* --temp, --top-k, ..., --seed: for requests that give none */
     bool context_shift;          /* --context-shift: shift a full context, truncate a long prompt (off, as llama-server's) */
     bool embedding_only;         /* --embedding: serve embedding models only, as llama-server's */
+    bool reranking;              /* --reranking: every encoder must be a reranker (a load error otherwise) */
     bool slots;                  /* --slots: GET /slots lists the slots (off, as llama-server's at c392e50) */
     bool verbose;                /* -v/--verbose: OpenAI answers carry llama-server's "__verbose" object too */
     bool spm_infill;             /* --spm-infill: /infill puts the suffix before the prefix (llama-server's) */
@@ -89,6 +90,10 @@ int hearth_api_register_system(hearth_api *api, hearth_server *s);
  * where @huggingface/inference and SageMaker post), /embed_all and
  * /similarity; OpenAI's POST /v1/embeddings (and /embeddings). */
 int hearth_api_register_embed(hearth_api *api, hearth_server *s);
+/* Registers reranking (rerank.c): POST /rerank, /reranking, /v1/rerank and
+ * /v1/reranking, in llama-server's/Jina's shape or, for a body with
+ * "texts", TEI's. */
+int hearth_api_register_rerank(hearth_api *api, hearth_server *s);
 /* Registers TEI's routes around /embed (tei.c): GET /info, GET /ping (the
  * health check TEI and SageMaker call: public, answered as /health), POST
  * /tokenize (shared with llama-server's form) and POST /decode. */

@@ -426,6 +426,13 @@ bool hearth_api_embed_parse_or_respond(hearth_request *req, hearth_api *api, enu
 /* Embeds the parsed inputs with m, or responds with what is wrong. */
 static void embed_inputs(hearth_request *req, hearth_api *api, hearth_embed_model *m, const hearth_embed_parsed *p, int fmt)
 {
+    if (m->rerank) { /* its queue computes scores, not vectors */
+        hearth_respond_error(req, 400, "invalid_request_error",
+                             "model '%s' is a reranker (a sequence-classification head): it scores (query, document) pairs "
+                             "at /rerank and embeds nothing; serve an embedding model for this route",
+                             m->info->name);
+        return;
+    }
     int64_t dim = hearth_bert_dim(m->bert);
     if (p->dimensions > dim) {
         hearth_respond_error(req, 400, "invalid_request_error", "'dimensions' must be at most %lld for model '%s'", (long long)dim,

@@ -82,8 +82,12 @@ hearth_embed_model *hearth_api_find_embed(hearth_api *api, const char *name)
     hearth_api_state *st = api->state;
     if (!st || st->n_embed == 0)
         return NULL;
-    if (!name)
+    if (!name) {
+        for (int i = 0; i < st->n_embed; i++)
+            if (!st->embed_models[i].rerank)
+                return &st->embed_models[i];
         return &st->embed_models[0];
+    }
     for (int i = 0; i < st->n_embed; i++)
         if (strcmp(st->embed_models[i].info->name, name) == 0)
             return &st->embed_models[i];
@@ -96,6 +100,15 @@ static int embed_compute(void *lane, int n, const int32_t *const *ids, const int
     hearth_embed_lane *e = lane;
     return hearth_bert_embed_stoppable(e->m->bert, e->pool, n, ids, lens, all_tokens, false, out,
                                        restart ? restart->check : NULL, restart ? restart->ctx : NULL, err);
+}
+
+/* A reranker's lane: one logit per pair sequence (the queue's dim is 1). */
+static int rerank_compute(void *lane, int n, const int32_t *const *ids, const int32_t *lens, const bool *all_tokens,
+                          float *out, const hearth_embed_restart *restart, hearth_err *err)
+{
+    hearth_embed_lane *e = lane;
+    return hearth_bert_rerank_stoppable(e->m->bert, e->pool, n, ids, lens, out, restart ? restart->check : NULL,
+                                        restart ? restart->ctx : NULL, err);
 }
 
 static bool is_dir(const char *path)
@@ -196,6 +209,15 @@ static int add_embed(hearth_api *api, const char *name, const char *path, bool d
     int rc = hearth_bert_open(&m->bert, path, st->embed.dtype, err);
     if (rc)
         return rc;
+    /* a model with the head reranks whatever the flags; --reranking (as
+     * llama-server's) asks that every encoder can */
+    m->rerank = hearth_bert_is_reranker(m->bert);
+    if (api->cfg.reranking && !m->rerank) {
+        rc = hearth_err_set(err, HEARTH_EUNSUPPORTED, "--reranking: %s", hearth_bert_no_rerank_reason(m->bert));
+        hearth_bert_close(m->bert);
+        m->bert = NULL;
+        return rc;
+    }
     /* the default prompt: --default-prompt, --default-prompt-name, else the model's own */
     const char *pname = api->cfg.default_prompt_name ? api->cfg.default_prompt_name : hearth_bert_default_prompt(m->bert);
     if (api->cfg.default_prompt) {
@@ -214,7 +236,8 @@ static int add_embed(hearth_api *api, const char *name, const char *path, bool d
         m->lanes[i] = (hearth_embed_lane){.m = m, .pool = st->embed_pools[i]};
         lanes[i] = &m->lanes[i];
     }
-    m->queue = hearth_embed_queue_new_lanes(embed_compute, lanes, st->n_embed_pools, hearth_bert_dim(m->bert),
+    m->queue = hearth_embed_queue_new_lanes(m->rerank ? rerank_compute : embed_compute, lanes, st->n_embed_pools,
+                                              m->rerank ? 1 : hearth_bert_dim(m->bert),
                                               st->embed.max_batch_tokens, st->embed.max_concurrent, err);
     if (!m->queue) {
         hearth_bert_close(m->bert);
@@ -226,14 +249,14 @@ static int add_embed(hearth_api *api, const char *name, const char *path, bool d
     hearth_api_model *info = &api->models[api->n_models++];
     memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "%s", name);
-    snprintf(info->family, sizeof info->family, "embedding");
+    snprintf(info->family, sizeof info->family, "%s", m->rerank ? "rerank" : "embedding");
     snprintf(info->source, sizeof info->source, "%s", path);
     info->demo = demo;
     info->created = hearth_unix_time();
     m->info = info;
     st->n_embed++;
-    HLOG_INFO("model '%s': %s encoder from %s, %lld dimensions, up to %lld tokens, loaded in %.0f ms", name,
-              demo ? "demo" : "BERT", path, (long long)hearth_bert_dim(m->bert), (long long)hearth_bert_max_tokens(m->bert),
+    HLOG_INFO("model '%s': %s %s from %s, %lld dimensions, up to %lld tokens, loaded in %.0f ms", name,
+              demo ? "demo" : "BERT", m->rerank ? "reranker" : "encoder", path, (long long)hearth_bert_dim(m->bert), (long long)hearth_bert_max_tokens(m->bert),
               (double)(hearth_now_ns() - t0) / 1e6);
     return HEARTH_OK;
 }

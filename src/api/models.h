@@ -43,6 +43,7 @@ struct hearth_embed_model {
     hearth_embed_lane wide;    /* a lone request's pass: on the shared pool, every thread */
     const char *prompt;          /* put before a text whose request names no prompt, or NULL */
     size_t prompt_len;
+    bool rerank;                 /* a cross-encoder: its queue scores pairs (one float per sequence), it embeds nothing */
 };
 
 /* Options of the generation family, from serve's flags. */
@@ -98,7 +99,8 @@ struct hearth_api_state {
     bool frame_pool_made;
 };
 
-/* The embedding model a request names (NULL name: the first one); NULL when none matches. */
+/* The encoder a request names (NULL name: the first that is not a
+ * reranker, else the first); NULL when none matches. */
 hearth_embed_model *hearth_api_find_embed(hearth_api *api, const char *name);
 /* The same, or responds (503 while loading, 404 naming the model) and returns NULL (embed.c). */
 hearth_embed_model *hearth_api_embed_model_or_respond(hearth_request *req, hearth_api *api, const char *name);

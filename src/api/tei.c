@@ -60,8 +60,14 @@ static void info(hearth_request *req, void *ctx)
     cJSON_AddNullToObject(doc, "model_sha");
     cJSON_AddStringToObject(doc, "model_dtype", dtype_name(o->dtype));
     cJSON *type = cJSON_AddObjectToObject(doc, "model_type");
-    cJSON *emb = cJSON_AddObjectToObject(type, "embedding");
-    cJSON_AddStringToObject(emb, "pooling", pooling_name(hearth_bert_pooling(m->bert)));
+    if (m->rerank) { /* TEI's ClassifierModel: a reranker has the one label */
+        cJSON *rr = cJSON_AddObjectToObject(type, "reranker");
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(rr, "id2label"), "0", "LABEL_0");
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(rr, "label2id"), "LABEL_0", 0);
+    } else {
+        cJSON *emb = cJSON_AddObjectToObject(type, "embedding");
+        cJSON_AddStringToObject(emb, "pooling", pooling_name(hearth_bert_pooling(m->bert)));
+    }
     cJSON_AddNumberToObject(doc, "max_concurrent_requests", o->max_concurrent);
     cJSON_AddNumberToObject(doc, "max_input_length", (double)hearth_bert_max_tokens(m->bert));
     cJSON_AddNumberToObject(doc, "max_batch_tokens", (double)o->max_batch_tokens);

@@ -2,9 +2,11 @@
  *
  *   hearth convert [--type f32|f16] HF_DIR OUT.gguf
  *       a sentence-transformers BERT folder as a `bert` GGUF (bert_convert.h)
- *   hearth convert --demo OUT_DIR [--seed N] [--vocab vocab.txt] [--pooling mean|cls|last]
+ *   hearth convert --demo OUT_DIR [--seed N] [--vocab vocab.txt] [--pooling mean|cls|last] [--reranker]
  *       a random-weight folder with all-MiniLM-L6-v2's shapes (bert_demo.h),
- *       for tests and benchmarks that must not download a model. */
+ *       for tests and benchmarks that must not download a model; with
+ *       --reranker, a cross-encoder (BertForSequenceClassification, one
+ *       label), which the first form converts to llama.cpp's RANK GGUF. */
 #include "cli.h"
 #include "opts.h"
 
@@ -15,11 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int demo(const char *dir, uint64_t seed, const char *vocab, const char *pooling)
+static int demo(const char *dir, uint64_t seed, const char *vocab, const char *pooling, bool reranker)
 {
     hearth_bert_demo_shape shape;
     hearth_bert_demo_shape_minilm(&shape);
     shape.vocab_path = vocab;
+    shape.reranker = reranker;
     if (!strcmp(pooling, "cls"))
         shape.pooling = HEARTH_POOL_CLS;
     else if (!strcmp(pooling, "last"))
@@ -40,12 +43,14 @@ int hearth_cmd_convert(int argc, char **argv)
 {
     const char *type = "f32", *demo_dir = NULL, *vocab = NULL, *pooling = "mean";
     uint64_t seed = 1;
+    bool reranker = false;
     const opt opts[] = {
         {"type", 0, OPT_STR, &type, "f32|f16", "type of the linear weights and token embeddings (f32)"},
         {"demo", 0, OPT_STR, &demo_dir, "DIR", "write a random-weight all-MiniLM-L6-v2-shaped folder instead", .no_env = true},
         {"seed", 0, OPT_U64, &seed, "N", "with --demo: the weights' seed (1)"},
         {"vocab", 0, OPT_STR, &vocab, "PATH", "with --demo: the vocab.txt to use (default: a synthetic one)"},
         {"pooling", 0, OPT_STR, &pooling, "MODE", "with --demo: mean, cls or last (mean)"},
+        {"reranker", 0, OPT_BOOL, &reranker, NULL, "with --demo: a cross-encoder (BertForSequenceClassification, one label)"},
     };
     int n_opts = (int)(sizeof opts / sizeof opts[0]), n_flags, n_pos, status = 2;
     char **flags = calloc((size_t)argc + 1, sizeof *flags), **pos = calloc((size_t)argc + 1, sizeof *pos);
@@ -60,7 +65,7 @@ int hearth_cmd_convert(int argc, char **argv)
         goto done;
     }
     if (demo_dir) {
-        status = n_pos ? 2 : demo(demo_dir, seed, vocab, pooling);
+        status = n_pos ? 2 : demo(demo_dir, seed, vocab, pooling, reranker);
         if (n_pos)
             fprintf(stderr, "hearth convert: --demo takes no other arguments\n");
         goto done;

@@ -5,7 +5,8 @@
  * its command lines work unchanged: -m, -c (the context of all slots
  * together), -np, -t (compute threads; hearth's I/O threads are
  * --io-threads), -tb, -b, -ub, -n, -s/--seed and the sampling defaults,
- * -a/--alias, --api-key, --embedding, --chat-template, --chat-template-file
+ * -a/--alias, --api-key, --embedding, --reranking/--rerank (every model a
+ * cross-encoder; /rerank and its aliases score pairs), --chat-template, --chat-template-file
  * (its family recognised, see chat_template_file), --jinja (the template
  * run by text/jinja.h's interpreter: the GGUF's, --chat-template's source
  * or --chat-template-file's), --slots (off by
@@ -227,6 +228,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"context-shift", 0, OPT_BOOL, &api.cfg.context_shift, NULL, "generation: an answer that fills the context drops the older half of it (after the request's n_keep) and goes on, and a prompt past it is truncated, as llama-server's (off; --no-context-shift: a 400 and an answer that ends there)"},
         {"embedding", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "serve embedding models only, as llama-server's (a generation model is refused)"},
         {"embeddings", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "the same as --embedding"},
+        {"reranking", 0, OPT_BOOL, &api.cfg.reranking, NULL, "every model must be a reranker (a BERT cross-encoder: BertForSequenceClassification, or a GGUF of pooling type rank); POST /rerank scores (query, document) pairs. A cross-encoder reranks without it too, and embeds nothing"},
+        {"rerank", 0, OPT_BOOL, &api.cfg.reranking, NULL, "the same as --reranking"},
         {"metrics", 0, OPT_BOOL, &metrics, NULL, "accepted for llama-server's command lines: /metrics is always served"},
         {"slots", 0, OPT_BOOL, &api.cfg.slots, NULL, "GET /slots lists the generation slots, as llama-server's (off; --no-slots)"},
         {"slot-save-path", 0, OPT_STR, &api.cfg.slot_save_path, "DIR", "POST /slots/{id}?action=save|restore|erase keeps slot files in DIR, made if missing (none: 501)"},
@@ -382,6 +385,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     rc = hearth_api_register_system(&api, s);
     if (!rc)
         rc = hearth_api_register_embed(&api, s);
+    if (!rc)
+        rc = hearth_api_register_rerank(&api, s);
     if (!rc)
         rc = hearth_api_register_tei(&api, s);
     if (!rc)

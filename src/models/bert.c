@@ -194,3 +194,63 @@ done:
     hearth_ids_deinit(&body);
     return rc;
 }
+
+bool hearth_bert_is_reranker(const hearth_bert *m)
+{
+    return m->rank;
+}
+
+const char *hearth_bert_no_rerank_reason(const hearth_bert *m)
+{
+    return m->no_rank;
+}
+
+/* [CLS] query [SEP] document [SEP]. A pair too long loses the end of its
+ * document first, as transformers' truncation="only_second" and TEI's
+ * reranker (which truncates the pair's second text) do; the query is never
+ * cut, so a query that alone does not fit is the one error. Rejected:
+ * "longest_first" (a long query would silently lose its end, and the
+ * query is what every document is scored against). */
+int hearth_bert_tokenize_pair(const hearth_bert *m, const char *query, size_t qn, const char *doc, size_t dn,
+                              hearth_ids *out, size_t *doc_cut, hearth_err *err)
+{
+    hearth_ids q, d;
+    hearth_ids_init(&q, qn + 1);
+    hearth_ids_init(&d, dn + 1);
+    int rc = hearth_wordpiece_encode(&m->wp, query, qn, &q, err);
+    if (rc) {
+        hearth_err_prefix(err, "query");
+        goto done;
+    }
+    if ((rc = hearth_wordpiece_encode(&m->wp, doc, dn, &d, err))) {
+        hearth_err_prefix(err, "document");
+        goto done;
+    }
+    size_t room = m->max_tokens >= 3 ? (size_t)m->max_tokens - 3 : 0;
+    if (q.n > room) {
+        rc = hearth_err_set(err, HEARTH_ELIMIT,
+                            "bert: the query is %zu tokens, with [CLS] and two [SEP] %zu; the model takes at most %lld "
+                            "for the query and the document together",
+                            q.n, q.n + 3, (long long)m->max_tokens);
+        goto done;
+    }
+    size_t keep = d.n < room - q.n ? d.n : room - q.n;
+    if (doc_cut)
+        *doc_cut = d.n - keep;
+    out->n = 0;
+    rc = hearth_ids_push(out, m->cls);
+    for (size_t i = 0; rc == 0 && i < q.n; i++)
+        rc = hearth_ids_push(out, q.v[i]);
+    if (rc == 0)
+        rc = hearth_ids_push(out, m->sep);
+    for (size_t i = 0; rc == 0 && i < keep; i++)
+        rc = hearth_ids_push(out, d.v[i]);
+    if (rc == 0)
+        rc = hearth_ids_push(out, m->sep);
+    if (rc)
+        hearth_err_set(err, rc, "bert: %zu tokens do not fit the caller's id list (max %zu)", q.n + keep + 3, out->max);
+done:
+    hearth_ids_deinit(&q);
+    hearth_ids_deinit(&d);
+    return rc;
+}

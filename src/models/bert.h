@@ -91,4 +91,30 @@ int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, c
                                 const int32_t *lens, const bool *all_tokens, bool normalize, float *out,
                                 bool (*stop)(void *ctx, int64_t done, int64_t total), void *ctx, hearth_err *err);
 
+/* Cross-encoders (rerankers): a model that also has BertForSequenceClassification's
+ * head (pooler + a one-label classifier; GGUF: bert.pooling_type 4 with
+ * cls.* and cls.output.*) scores (query, document) pairs. */
+
+/* Whether m has the head; when not, why (a sentence naming the model). */
+bool hearth_bert_is_reranker(const hearth_bert *m);
+const char *hearth_bert_no_rerank_reason(const hearth_bert *m);
+
+/* Tokenizes a pair as [CLS] query [SEP] document [SEP] into out (token types
+ * are implied: 0 up to the first [SEP], 1 after it; WordPiece never makes a
+ * [SEP] from text, so that boundary is exact). Too long for the model: the
+ * document is cut at its end first (transformers' "only_second");
+ * HEARTH_ELIMIT only when the query alone, with its 3 specials, does not
+ * fit, naming both lengths. *doc_cut = document tokens dropped (may be
+ * NULL). Invalid UTF-8: HEARTH_EINVAL. Thread-safe. */
+int hearth_bert_tokenize_pair(const hearth_bert *m, const char *query, size_t qn, const char *doc, size_t dn,
+                              hearth_ids *out, size_t *doc_cut, hearth_err *err);
+
+/* Scores n_seqs pair sequences (as hearth_bert_tokenize_pair makes them) in
+ * one forward pass: out[s] = the classifier's logit for sequence s (raw,
+ * no sigmoid). stop/ctx as hearth_bert_embed_stoppable's (NULL: never).
+ * HEARTH_EUNSUPPORTED when m has no head. Not thread-safe on one model. */
+int hearth_bert_rerank_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids,
+                                 const int32_t *lens, float *out, bool (*stop)(void *ctx, int64_t done, int64_t total),
+                                 void *ctx, hearth_err *err);
+
 #endif

@@ -17,6 +17,7 @@
 #include "engine/quant.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,5 +111,37 @@ int bert_finish(hearth_bert *m, const hearth_wordpiece_opts *wp_opts, hearth_err
     if (m->max_tokens < 2)
         return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: a sequence limit of %lld tokens cannot hold [CLS] and [SEP]",
                               m->path, (long long)m->max_tokens);
+    /* the loaders copy the whole token-type table into type0: row 1 follows
+     * row 0 (a one-type model, as XLM-R-style ones are, has only row 0) */
+    m->type1 = m->n_types >= 2 ? m->type0 + m->hidden : m->type0;
+    if (m->rank && m->max_tokens < 3) {
+        m->rank = false;
+        snprintf(m->no_rank, sizeof m->no_rank, "model %s: a sequence limit of %lld tokens cannot hold a pair", m->path,
+                 (long long)m->max_tokens);
+    }
+    return m->rank ? bert_rank_tables(m, err) : HEARTH_OK;
+}
+
+/* The embed op adds one position row and one type row to every token; a
+ * pair needs type 0 or 1 per token. Rather than a per-token type array in
+ * the device's step block (a change to every backend's embed kernel), the
+ * two are folded into one table the position index picks from: row p is
+ * pos[p] + type0, row n_pos + p is pos[p] + type1, and the type row added
+ * is zeros. 2 x n_pos x hidden floats (512 x 384: 1.5 MB), rerankers only. */
+int bert_rank_tables(hearth_bert *m, hearth_err *err)
+{
+    int64_t h = m->hidden;
+    float *t = bert_alloc(m, (size_t)(2 * m->n_pos * h) * sizeof(float), err);
+    float *z = t ? bert_alloc(m, (size_t)h * sizeof(float), err) : NULL;
+    if (!z)
+        return HEARTH_ENOMEM;
+    for (int64_t p = 0; p < m->n_pos; p++)
+        for (int64_t i = 0; i < h; i++) {
+            t[p * h + i] = m->pos_embd[p * h + i] + m->type0[i];
+            t[(m->n_pos + p) * h + i] = m->pos_embd[p * h + i] + m->type1[i];
+        }
+    memset(z, 0, (size_t)h * sizeof(float));
+    m->pos_type = t;
+    m->zero_row = z;
     return HEARTH_OK;
 }

@@ -33,6 +33,7 @@ typedef struct conv {
     size_t n_bufs;
     char **tokens;
     int64_t n_tokens;
+    const hearth_st_tensor *classifier; /* a one-label classifier.weight: the folder is a reranker */
 } conv;
 
 static void *keep(conv *c, size_t n)
@@ -52,9 +53,16 @@ static int add(conv *c, const char *hf_name, const char *gguf_name, int n_dims, 
 {
     const hearth_st_tensor *t;
     int64_t shape[2] = {d0, d1};
-    int rc = hearth_hf_folder_tensor(&c->f, hf_name, n_dims, shape, &t, err);
-    if (rc)
+    int rc;
+    /* the classifier sits outside the encoder's "bert." prefix */
+    if (!strncmp(hf_name, "classifier.", 11)) {
+        t = hearth_st_find(&c->f.st, hf_name);
+        if (!t || t->n_elements != (n_dims == 1 ? d0 : d0 * d1) || !t->supported)
+            return hearth_err_set(err, HEARTH_EINVAL, "convert: %s: tensor '%s' is missing or not %lld elements of a float type",
+                                  c->f.dir, hf_name, (long long)(n_dims == 1 ? d0 : d0 * d1));
+    } else if ((rc = hearth_hf_folder_tensor(&c->f, hf_name, n_dims, shape, &t, err))) {
         return rc;
+    }
     int64_t n = t->n_elements;
     float *f32 = keep(c, (size_t)n * sizeof(float));
     if (!f32)
@@ -137,6 +145,13 @@ static int add_tensors(conv *c, hearth_err *err)
 #undef HF
 #undef GG
     }
+    /* BertForSequenceClassification's head under llama.cpp's RANK names:
+     * the pooler is cls, the classifier cls.output */
+    if (c->classifier &&
+        ((rc = add_linear(c, "pooler.dense", "cls", h, h, err)) ||
+         (rc = add(c, "classifier.weight", "cls.output.weight", 2, 1, h, false, err)) ||
+         (rc = add(c, "classifier.bias", "cls.output.bias", 1, 1, 0, false, err))))
+        return rc;
     return HEARTH_OK;
 }
 
@@ -213,8 +228,8 @@ static void add_hparams(conv *c)
     hearth_gguf_writer_add_u32(w, "bert.attention.head_count", (uint32_t)k->num_attention_heads);
     hearth_gguf_writer_add_f32(w, "bert.attention.layer_norm_epsilon", k->layer_norm_eps);
     hearth_gguf_writer_add_bool(w, "bert.attention.causal", false);
-    /* llama.cpp's pooling numbering: 1 mean, 2 cls, 3 last */
-    hearth_gguf_writer_add_u32(w, "bert.pooling_type", (uint32_t)c->f.pooling + 1);
+    /* llama.cpp's pooling numbering: 1 mean, 2 cls, 3 last, 4 rank (a reranker) */
+    hearth_gguf_writer_add_u32(w, "bert.pooling_type", c->classifier ? 4u : (uint32_t)c->f.pooling + 1);
 }
 
 int hearth_bert_convert(const char *hf_dir, const char *out_path, hearth_dtype type, hearth_err *err)
@@ -232,6 +247,9 @@ int hearth_bert_convert(const char *hf_dir, const char *out_path, hearth_dtype t
         rc = hearth_err_set(err, HEARTH_ENOMEM, "convert: out of memory");
         goto done;
     }
+    const hearth_st_tensor *cw = hearth_st_find(&c->f.st, "classifier.weight");
+    if (cw && cw->n_dims == 2 && cw->shape[0] == 1)
+        c->classifier = cw; /* more labels: not a reranker; written as the encoder alone, as before */
     add_hparams(c);
     if ((rc = add_vocab(c, err)) || (rc = add_tensors(c, err)))
         goto done;

@@ -17,6 +17,10 @@
  *   tensors token_embd, position_embd, token_types, token_embd_norm, and per
  *   layer blk.N.attn_q/attn_k/attn_v/attn_output/attn_output_norm/ffn_up/
  *   ffn_down/layer_output_norm (.weight and .bias).
+ * A cross-encoder folder (BertForSequenceClassification with one label:
+ * tensor classifier.weight [1, hidden]) is written as llama.cpp's reranker:
+ * bert.pooling_type 4 (rank), bert.pooler.dense as cls.{weight,bias} and
+ * classifier as cls.output.{weight,bias} (always F32).
  * Linear weights and token_embd are stored as the type asked for (F32 or
  * F16); vectors, norms, position_embd and token_types are always F32, as
  * llama.cpp's converter stores them. The sentence-transformers Normalize

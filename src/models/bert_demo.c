@@ -95,7 +95,11 @@ static cJSON *config_json(const hearth_bert_demo_shape *s)
 {
     cJSON *j = cJSON_CreateObject();
     cJSON *arch = cJSON_AddArrayToObject(j, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString("BertModel"));
+    cJSON_AddItemToArray(arch, cJSON_CreateString(s->reranker ? "BertForSequenceClassification" : "BertModel"));
+    if (s->reranker) { /* one label: transformers' default is two */
+        cJSON_AddItemToObject(j, "id2label", cJSON_Parse("{\"0\": \"LABEL_0\"}"));
+        cJSON_AddItemToObject(j, "label2id", cJSON_Parse("{\"LABEL_0\": 0}"));
+    }
     cJSON_AddStringToObject(j, "model_type", "bert");
     cJSON_AddStringToObject(j, "hidden_act", "gelu");
     cJSON_AddStringToObject(j, "position_embedding_type", "absolute");
@@ -270,7 +274,7 @@ static int write_weights(const char *dir, const hearth_bert_demo_shape *s, uint6
         return hearth_err_set(err, HEARTH_ENOMEM, "bert demo: out of memory");
     hearth_st_writer_init(&ws->w);
     ws->seed = seed;
-    ws->prefix = s->tensor_prefix ? s->tensor_prefix : "";
+    ws->prefix = s->reranker ? "bert." : s->tensor_prefix ? s->tensor_prefix : "";
     int64_t h = s->hidden_size, ff = s->intermediate_size;
     int rc;
     if ((rc = add(ws, "embeddings.word_embeddings.weight", 'e', s->vocab_size, h, h, err)) ||
@@ -304,6 +308,14 @@ static int write_weights(const char *dir, const hearth_bert_demo_shape *s, uint6
             if ((rc = add(ws, name, 'b', h, 0, h, err)))
                 goto done;
         }
+    }
+    if (s->reranker) {
+        /* BertForSequenceClassification: the pooler under "bert.", the classifier outside it */
+        if ((rc = add(ws, "pooler.dense.weight", 'w', h, h, h, err)) || (rc = add(ws, "pooler.dense.bias", 'b', h, 0, h, err)))
+            goto done;
+        ws->prefix = "";
+        if ((rc = add(ws, "classifier.weight", 'w', 1, h, h, err)) || (rc = add(ws, "classifier.bias", 'b', 1, 0, h, err)))
+            goto done;
     }
     if ((rc = hearth_st_writer_add_meta(&ws->w, "format", "pt", err)))
         goto done;

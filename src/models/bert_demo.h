@@ -35,6 +35,11 @@ typedef struct hearth_bert_demo_shape {
     bool tokenizer_json;       /* also write tokenizer.json (BertNormalizer, WordPiece, the same vocab) */
     hearth_pooling pooling;
     bool normalize;            /* list a Normalize module in modules.json */
+    /* a cross-encoder (BertForSequenceClassification, one label): the
+     * encoder and "pooler.dense.{weight,bias}" under "bert." whatever
+     * tensor_prefix says, and "classifier.{weight,bias}" ([1, hidden], [1])
+     * unprefixed; their streams are named without the prefix, as above */
+    bool reranker;
 } hearth_bert_demo_shape;
 
 /* all-MiniLM-L6-v2: 6 layers, 384 hidden, 12 heads, 1536 FFN, vocab 30522,

@@ -31,6 +31,14 @@
  * pooled vectors reach the caller's buffer by one download at the end (on
  * the CPU, whose memory is the host's, pool writes them in place).
  *
+ * Pairs (rerankers): a row's token type rides in its position index: a
+ * second-segment row reads row n_pos + pos of the model's folded
+ * position+type table (bert_build.c, bert_rank_tables), so the device's
+ * embed op needs no per-row type array. The [CLS] rows are pooled as usual
+ * and the head (pooler dense + tanh, then the one-label classifier) runs on
+ * the host in double accumulation: n x (hidden^2 + hidden) multiply-adds, a
+ * small fraction of one layer's, and it keeps the head off every backend.
+ *
  * Rejected: padding to the longest sequence (wasted FLOPs on every Linear,
  * and a mask to get right: the -inf-mask bug class); one matmul per
  * sequence (short sentences would give the GEMM M of 10-20 rows, far below
@@ -124,9 +132,19 @@ int hearth_bert_embed(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32
     return hearth_bert_embed_stoppable(m, pool, n_seqs, ids, lens, NULL, normalize, out, NULL, NULL, err);
 }
 
-int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids,
-                                const int32_t *lens, const bool *all_tokens, bool normalize, float *out,
-                                bool (*stop)(void *ctx, int64_t done, int64_t total), void *ctx, hearth_err *err)
+/* The first row of sequence s's second segment: the row after its first
+ * [SEP] (WordPiece never makes [SEP] from text); len when there is none. */
+static int32_t second_segment(const hearth_bert *m, const int32_t *ids, int32_t len)
+{
+    for (int32_t i = 1; i < len; i++)
+        if (ids[i] == m->sep)
+            return i + 1;
+    return len;
+}
+
+static int forward(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids, const int32_t *lens,
+                   const bool *all_tokens, bool normalize, bool pairs, float *out,
+                   bool (*stop)(void *ctx, int64_t done, int64_t total), void *ctx, hearth_err *err)
 {
     if (n_seqs < 0)
         return hearth_err_set(err, HEARTH_EINVAL, "bert: %d sequences", n_seqs);
@@ -171,9 +189,10 @@ int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, c
     hb.seq_start[0] = 0;
     for (int s = 0; s < n_seqs; s++) {
         int64_t r0 = hb.seq_start[s];
+        int32_t seg = pairs ? second_segment(m, ids[s], lens[s]) : lens[s];
         for (int32_t i = 0; i < lens[s]; i++) {
             hb.token[r0 + i] = ids[s][i];
-            hb.pos[r0 + i] = i;
+            hb.pos[r0 + i] = i < seg ? i : m->n_pos + i; /* pairs: the folded table's type-1 half */
         }
         hb.seq_start[s + 1] = r0 + lens[s];
     }
@@ -181,8 +200,8 @@ int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, c
         rc = hearth_err_set(err, rc, "bert: the batch's block cannot be uploaded");
         goto done;
     }
-    if ((rc = f.D->embed(&f.st, f.x, m->tok_embd.w, &f.db, m->pos_embd, m->type0, m->emb_ln_w, m->emb_ln_b,
-                         m->eps))) {
+    if ((rc = f.D->embed(&f.st, f.x, m->tok_embd.w, &f.db, pairs ? m->pos_type : m->pos_embd,
+                         pairs ? m->zero_row : m->type0, m->emb_ln_w, m->emb_ln_b, m->eps))) {
         rc = op_failed(&f, rc, "embeddings", -1, err);
         goto done;
     }
@@ -191,7 +210,8 @@ int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, c
         if (rc == 0 && stop && i + 1 < m->n_layer && stop(ctx, i + 1, m->n_layer))
             rc = HEARTH_EAGAIN;
     }
-    if (rc == 0 && (rc = f.D->pool(&f.st, dout, f.x, h, &f.db, m->pooling, normalize, all_tokens)))
+    if (rc == 0 && (rc = f.D->pool(&f.st, dout, f.x, h, &f.db, pairs ? HEARTH_DEV_POOL_CLS : m->pooling, normalize,
+                                   all_tokens)))
         rc = op_failed(&f, rc, "pooling", m->n_layer, err);
     if (rc == 0 && out_bytes && (rc = f.D->download(&f.st, out, dout, out_bytes)))
         rc = hearth_err_set(err, rc, "bert: the vectors cannot be downloaded");
@@ -199,5 +219,46 @@ int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, c
         rc = f.D->sync(&f.st);
 done:
     hearth_stream_deinit(&f.st);
+    return rc;
+}
+
+int hearth_bert_embed_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids,
+                                const int32_t *lens, const bool *all_tokens, bool normalize, float *out,
+                                bool (*stop)(void *ctx, int64_t done, int64_t total), void *ctx, hearth_err *err)
+{
+    return forward(m, pool, n_seqs, ids, lens, all_tokens, normalize, false, out, stop, ctx, err);
+}
+
+/* score = cls_w . tanh(pool_w x + pool_b) + cls_b, x the [CLS] row (hidden). */
+static float head(const hearth_bert *m, const float *x)
+{
+    int64_t h = m->hidden;
+    double score = m->cls_b;
+    for (int64_t o = 0; o < h; o++) {
+        const float *w = m->pool_w + o * h; /* (hidden, hidden): row o is output o's */
+        double acc = m->pool_b[o];
+        for (int64_t i = 0; i < h; i++)
+            acc += (double)w[i] * x[i];
+        score += (double)m->cls_w[o] * tanh(acc);
+    }
+    return (float)score;
+}
+
+int hearth_bert_rerank_stoppable(hearth_bert *m, hearth_pool *pool, int n_seqs, const int32_t *const *ids,
+                                 const int32_t *lens, float *out, bool (*stop)(void *ctx, int64_t done, int64_t total),
+                                 void *ctx, hearth_err *err)
+{
+    if (!m->rank)
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "bert: %s", m->no_rank);
+    if (n_seqs <= 0)
+        return n_seqs == 0 ? HEARTH_OK : hearth_err_set(err, HEARTH_EINVAL, "bert: %d sequences", n_seqs);
+    /* (n_seqs, hidden) [CLS] rows */
+    float *cls = malloc((size_t)n_seqs * (size_t)m->hidden * sizeof *cls);
+    if (!cls)
+        return hearth_err_set(err, HEARTH_ENOMEM, "bert: %s: out of memory for %d [CLS] rows", m->path, n_seqs);
+    int rc = forward(m, pool, n_seqs, ids, lens, NULL, false, true, cls, stop, ctx, err);
+    for (int s = 0; rc == 0 && s < n_seqs; s++)
+        out[s] = head(m, cls + (size_t)s * (size_t)m->hidden);
+    free(cls);
     return rc;
 }

@@ -22,6 +22,14 @@
  * reports that it normalizes (hearth_bert_normalizes), giving the vectors
  * llama-server gives. The sequence limit is bert.context_length.
  *
+ * Rerankers (llama.cpp's pooling type 4, RANK): the head is cls.weight
+ * [hidden, hidden] + cls.bias (the pooler: dense then tanh on the [CLS]
+ * row) and cls.output.weight [hidden, 1] + cls.output.bias [1] (the
+ * one-label classifier), as llama.cpp's graph applies them; hearth's
+ * converter writes BertForSequenceClassification's pooler and classifier
+ * under these names. A cls.weight of [hidden, 1] with no cls.output (the
+ * jina-reranker-v1 layout) is refused by name.
+ *
  * Rejected: a fused blk.N.attn_qkv (llama.cpp's bert converter never writes
  * one; refused by name rather than guessed at). */
 #include "models/bert_int.h"
@@ -179,11 +187,38 @@ static int read_hparams(hearth_bert *m, const hearth_gguf *g, hearth_err *err)
     if (hearth_gguf_find_kv(g, "bert.pooling_type") && (rc = get_int(m, g, "bert.pooling_type", 0, 1 << 20, &pooling, err)))
         return rc;
     /* llama.cpp's numbering: 0 none, 1 mean, 2 cls, 3 last, 4 rank */
-    if (pooling < 1 || pooling > 3)
-        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "bert: %s: bert.pooling_type %lld is not supported (1 mean, 2 cls, 3 last)",
+    if (pooling < 1 || pooling > 4)
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED, "bert: %s: bert.pooling_type %lld is not supported (1 mean, 2 cls, 3 last, 4 rank)",
                               m->path, (long long)pooling);
-    m->pooling = (int)pooling - 1;
+    m->rank = pooling == 4;
+    m->pooling = m->rank ? 1 : (int)pooling - 1; /* a reranker's /embed would pool [CLS], the head's input */
     m->normalize = true;
+    return HEARTH_OK;
+}
+
+/* The RANK head (see the top of the file); m->rank is set by read_hparams. */
+static int load_head(hearth_bert *m, const hearth_gguf *g, hearth_err *err)
+{
+    if (!m->rank) {
+        snprintf(m->no_rank, sizeof m->no_rank,
+                 "model %s has no reranking head (bert.pooling_type is not 4, rank): it embeds, it cannot rerank", m->path);
+        return HEARTH_OK;
+    }
+    int64_t h = m->hidden;
+    const hearth_gguf_tensor *t = hearth_gguf_find_tensor(g, "cls.weight");
+    if (t && t->n_dims == 2 && t->ne[1] == 1 && !hearth_gguf_find_tensor(g, "cls.output.weight"))
+        return hearth_err_set(err, HEARTH_EUNSUPPORTED,
+                              "bert: %s: tensor 'cls.weight' is [%lld, 1] with no 'cls.output.weight' (jina-reranker-v1's "
+                              "head): not supported; hearth reranks with a pooler cls [%lld, %lld] and a classifier cls.output",
+                              m->path, (long long)t->ne[0], (long long)h, (long long)h);
+    const float *b;
+    int rc;
+    if ((rc = get_f32(m, g, "cls.weight", 2, h, h, &m->pool_w, err)) ||
+        (rc = get_f32(m, g, "cls.bias", 1, h, 0, &m->pool_b, err)) ||
+        (rc = get_f32(m, g, "cls.output.weight", 2, h, 1, &m->cls_w, err)) ||
+        (rc = get_f32(m, g, "cls.output.bias", 1, 1, 0, &b, err)))
+        return rc;
+    m->cls_b = b[0];
     return HEARTH_OK;
 }
 
@@ -231,5 +266,7 @@ int bert_load_gguf(hearth_bert *m, const char *path, hearth_err *err)
     for (int64_t i = 0; i < m->n_layer; i++)
         if ((rc = load_layer(m, &s->g, i, &m->layers[i], err)))
             return rc;
+    if ((rc = load_head(m, &s->g, err)))
+        return rc;
     return bert_finish(m, NULL, err);
 }

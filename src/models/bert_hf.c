@@ -9,8 +9,17 @@
  * rows) are copied to f32 once, so the forward pass has one type to read.
  *
  * Old TF-converted checkpoints call LayerNorm parameters gamma/beta; both
- * spellings are accepted. The pooler (tanh dense) is not loaded:
- * sentence-transformers does not use it. */
+ * spellings are accepted. The pooler (tanh dense) is not loaded for an
+ * encoder: sentence-transformers does not use it.
+ *
+ * A cross-encoder (transformers' BertForSequenceClassification) is known by
+ * its tensor classifier.weight, named without the "bert." prefix the encoder
+ * and pooler carry; then the pooler and the classifier are loaded as the
+ * reranking head. Only a one-label classifier is a reranker: with more
+ * labels (NLI, sentiment) the head is left unloaded, the model still embeds
+ * and hearth_bert_no_rerank_reason says why it cannot rerank. Rejected:
+ * trusting config.json's "architectures" alone (the tensors decide what
+ * can run; a wrong config would fail later and less clearly). */
 #include "models/bert_int.h"
 #include "models/hf_folder.h"
 
@@ -88,6 +97,42 @@ static int get_linear(hearth_bert *m, const hearth_hf_folder *f, const char *bas
     return get_vec(m, f, name, rows, b, err);
 }
 
+/* The head, when the folder has a classifier (see the top of the file). */
+static int load_head(hearth_bert *m, const hearth_hf_folder *f, hearth_err *err)
+{
+    const hearth_st_tensor *c = hearth_st_find(&f->st, "classifier.weight");
+    if (!c) {
+        snprintf(m->no_rank, sizeof m->no_rank,
+                 "model %s has no sequence-classification head (no tensor 'classifier.weight'): it embeds, it cannot rerank",
+                 m->path);
+        return HEARTH_OK;
+    }
+    if (c->n_dims != 2 || c->shape[1] != m->hidden)
+        return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: tensor 'classifier.weight' has %d dims [%lld, %lld]; expected [labels, %lld]",
+                              m->path, c->n_dims, (long long)c->shape[0], (long long)c->shape[1], (long long)m->hidden);
+    if (c->shape[0] != 1) {
+        snprintf(m->no_rank, sizeof m->no_rank,
+                 "model %s: its classifier has %lld labels; a reranker has one (a relevance logit)", m->path,
+                 (long long)c->shape[0]);
+        return HEARTH_OK;
+    }
+    const hearth_st_tensor *cb = hearth_st_find(&f->st, "classifier.bias");
+    if (!cb || cb->n_elements != 1 || !cb->supported || !c->supported)
+        return hearth_err_set(err, HEARTH_EINVAL, "bert: %s: tensor 'classifier.bias' is missing, not 1 element or of an unread type",
+                              m->path);
+    const float *b;
+    int rc;
+    if ((rc = get_f32(m, f, "pooler.dense.weight", m->hidden, m->hidden, &m->pool_w, err)) ||
+        (rc = get_vec(m, f, "pooler.dense.bias", m->hidden, &m->pool_b, err)))
+        return rc;
+    if (!(m->cls_w = bert_f32_copy(m, c->type, c->data, m->hidden, c->name, err)) ||
+        !(b = bert_f32_copy(m, cb->type, cb->data, 1, cb->name, err)))
+        return HEARTH_ENOMEM;
+    m->cls_b = b[0];
+    m->rank = true;
+    return HEARTH_OK;
+}
+
 static int load_layer(hearth_bert *m, const hearth_hf_folder *f, int64_t i, bert_layer *l, hearth_err *err)
 {
     int64_t h = m->hidden, ff = m->n_ff;
@@ -148,5 +193,7 @@ int bert_load_hf(hearth_bert *m, const char *dir, hearth_err *err)
     for (int64_t i = 0; i < m->n_layer; i++)
         if ((rc = load_layer(m, f, i, &m->layers[i], err)))
             return rc;
+    if ((rc = load_head(m, f, err)))
+        return rc;
     return bert_finish(m, &f->wp_opts, err);
 }

@@ -69,7 +69,19 @@ struct hearth_bert {
 
     bert_mat tok_embd;       /* (n_vocab, hidden): rows read one at a time, any type */
     const float *pos_embd;   /* (n_pos, hidden) */
-    const float *type0;      /* (hidden): token type 0's row; hearth embeds single segments */
+    const float *type0;      /* (hidden): token type 0's row; a single segment is all type 0 */
+    const float *type1;      /* (hidden): type 1's row (a pair's second segment); type0 when n_types is 1 */
+    /* The classification head of a cross-encoder (rank), or none: pooler
+     * (hidden -> hidden, tanh) on the [CLS] row, then classifier (hidden ->
+     * 1). Held as f32 copies: it runs on the host once per sequence. */
+    bool rank;
+    const float *pool_w;     /* (hidden, hidden) pooler / GGUF cls.weight */
+    const float *pool_b;     /* (hidden) */
+    const float *cls_w;      /* (hidden): classifier / cls.output, label 0's row (the only one) */
+    float cls_b;
+    char no_rank[192];       /* why the model cannot rerank, for messages ("" when it can) */
+    float *pos_type;         /* (2 n_pos, hidden): pos + type0 rows, then pos + type1 rows; rank only */
+    float *zero_row;         /* (hidden) zeros: the type row the embed op adds when pos_type has it */
     const float *emb_ln_w, *emb_ln_b; /* (hidden) */
     bert_layer *layers;      /* n_layer */
 
@@ -104,6 +116,9 @@ int bert_mat_set(hearth_bert *m, bert_mat *out, hearth_dtype type, const void *d
 /* Checks the loaded shape and sets up the tokenizer; called by each loader
  * once every field is set. */
 int bert_finish(hearth_bert *m, const hearth_wordpiece_opts *wp_opts, hearth_err *err);
+/* With m->rank set and the head's vectors loaded: builds pos_type and
+ * zero_row (bert_finish calls it). */
+int bert_rank_tables(hearth_bert *m, hearth_err *err);
 
 /* The loaders: fill m (already zeroed, path set) from a folder or a GGUF file. */
 int bert_load_hf(hearth_bert *m, const char *dir, hearth_err *err);

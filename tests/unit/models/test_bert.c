@@ -300,6 +300,54 @@ static void test_open_ok(void)
     hearth_bert_close(NULL);
 }
 
+static void check_ids(const hearth_ids *ids, const int32_t *want, size_t n)
+{
+    CHECK_EQ_INT(ids->n, n);
+    for (size_t i = 0; i < ids->n && i < n; i++)
+        CHECK_MSG(ids->v[i] == want[i], "id %zu is %d, want %d", i, (int)ids->v[i], (int)want[i]);
+}
+
+/* [CLS] q [SEP] d [SEP]; the document is cut first; a query that alone
+ * does not fit is the only error; a model without the head cannot rerank. */
+static void test_tokenize_pair(void)
+{
+    hearth_bert *m = open_ok(sub("good"), HEARTH_BERT_F32);
+    if (!m)
+        return;
+    hearth_ids ids;
+    hearth_ids_init(&ids, 64);
+    hearth_err err = {0};
+    size_t cut = 99;
+    CHECK_EQ_INT(hearth_bert_tokenize_pair(m, "Hello", 5, "world", 5, &ids, &cut, &err), 0);
+    check_ids(&ids, (const int32_t[]){2, 5, 3, 6, 3}, 5);
+    CHECK_EQ_INT(cut, 0);
+    /* 2 + 4 tokens against room for 5 (8 less 3 specials): the document loses its last */
+    const char *q = "hello world", *d = "the quick brown fox";
+    CHECK_EQ_INT(hearth_bert_tokenize_pair(m, q, strlen(q), d, strlen(d), &ids, &cut, &err), 0);
+    check_ids(&ids, (const int32_t[]){2, 5, 6, 3, 7, 8, 9, 3}, 8);
+    CHECK_EQ_INT(cut, 1);
+    /* a query of exactly the room: the document is cut to nothing */
+    q = "the quick brown fox jumps";
+    CHECK_EQ_INT(hearth_bert_tokenize_pair(m, q, strlen(q), d, strlen(d), &ids, &cut, &err), 0);
+    check_ids(&ids, (const int32_t[]){2, 7, 8, 9, 10, 11, 3, 3}, 8);
+    CHECK_EQ_INT(cut, 4);
+    /* one token more: 9 with its specials against 8 */
+    q = "the quick brown fox jumps over";
+    CHECK_EQ_INT(hearth_bert_tokenize_pair(m, q, strlen(q), "a", 1, &ids, NULL, &err), HEARTH_ELIMIT);
+    CHECK_MSG(strstr(err.msg, "9") && strstr(err.msg, "8"), "message '%s' should name 9 and 8", err.msg);
+    CHECK_EQ_INT(hearth_bert_tokenize_pair(m, "a", 1, "b \xff", 3, &ids, NULL, &err), HEARTH_EINVAL);
+    CHECK_MSG(strstr(err.msg, "document") != NULL, "message '%s' should name the document", err.msg);
+    /* the tiny model has no classifier */
+    CHECK(!hearth_bert_is_reranker(m));
+    CHECK(strstr(hearth_bert_no_rerank_reason(m), "classifier.weight") != NULL);
+    const int32_t *seqs[1] = {ids.v};
+    int32_t lens[1] = {3};
+    float score;
+    CHECK_EQ_INT(hearth_bert_rerank_stoppable(m, NULL, 1, seqs, lens, &score, NULL, NULL, &err), HEARTH_EUNSUPPORTED);
+    hearth_ids_deinit(&ids);
+    hearth_bert_close(m);
+}
+
 static void test_open_errors(void)
 {
     open_fails(sub("nowhere"), HEARTH_ENOTFOUND, "nowhere", NULL);
@@ -609,6 +657,7 @@ int main(void)
     RUN(test_open_ok);
     RUN(test_open_errors);
     RUN(test_tokenize);
+    RUN(test_tokenize_pair);
     RUN(test_forward_f32);
     RUN(test_embed_errors);
     RUN(test_embed_stoppable);
