@@ -48,6 +48,7 @@ typedef struct hearth_api_config {
     bool context_shift;          /* --context-shift: shift a full context, truncate a long prompt (off, as llama-server's) */
     bool embedding_only;         /* --embedding: serve embedding models only, as llama-server's */
     bool reranking;              /* --reranking: every encoder must be a reranker (a load error otherwise) */
+    const char *pooling;         /* --pooling mean|cls|last: every embedding model pools so (NULL: its own) */
     bool slots;                  /* --slots: GET /slots lists the slots (off, as llama-server's at c392e50) */
     bool verbose;                /* -v/--verbose: OpenAI answers carry llama-server's "__verbose" object too */
     bool spm_infill;             /* --spm-infill: /infill puts the suffix before the prefix (llama-server's) */

@@ -218,6 +218,11 @@ static int add_embed(hearth_api *api, const char *name, const char *path, bool d
         m->bert = NULL;
         return rc;
     }
+    /* --pooling (llama-server's): every encoder pools so; a reranker's pooling is its head's */
+    if (api->cfg.pooling && !m->rerank)
+        hearth_bert_set_pooling(m->bert, !strcmp(api->cfg.pooling, "cls")    ? HEARTH_POOL_CLS
+                                         : !strcmp(api->cfg.pooling, "last") ? HEARTH_POOL_LAST
+                                                                              : HEARTH_POOL_MEAN);
     /* the default prompt: --default-prompt, --default-prompt-name, else the model's own */
     const char *pname = api->cfg.default_prompt_name ? api->cfg.default_prompt_name : hearth_bert_default_prompt(m->bert);
     if (api->cfg.default_prompt) {

@@ -6,7 +6,8 @@
  * together), -np, -t (compute threads; hearth's I/O threads are
  * --io-threads), -tb, -b, -ub, -n, -s/--seed and the sampling defaults,
  * -a/--alias, --api-key, --embedding, --reranking/--rerank (every model a
- * cross-encoder; /rerank and its aliases score pairs), --chat-template, --chat-template-file
+ * cross-encoder; /rerank and its aliases score pairs), --pooling (mean, cls,
+ * last, rank; none refused: /embed_all), --chat-template, --chat-template-file
  * (its family recognised, see chat_template_file), --jinja (the template
  * run by text/jinja.h's interpreter: the GGUF's, --chat-template's source
  * or --chat-template-file's), --slots (off by
@@ -143,6 +144,20 @@ static int llama_server_flags(hearth_api_config *c, const char *seed, int ubatch
                 return 2;
         }
     }
+    if (c->pooling) {
+        if (!strcmp(c->pooling, "rank")) {
+            c->reranking = true;
+            c->pooling = NULL;
+        } else if (!strcmp(c->pooling, "none")) {
+            fprintf(stderr, "hearth serve: --pooling none: hearth serves every token's vector at TEI's POST /embed_all "
+                            "for any model, not as a server-wide mode: drop the flag and call /embed_all\n");
+            return 2;
+        } else if (strcmp(c->pooling, "mean") && strcmp(c->pooling, "cls") && strcmp(c->pooling, "last")) {
+            fprintf(stderr, "hearth serve: --pooling '%s': want mean, cls, last or rank (llama-server's names)\n",
+                    c->pooling);
+            return 2;
+        }
+    }
     if (seed) {
         char *end = NULL;
         long long v = strtoll(seed, &end, 10);
@@ -230,6 +245,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"embeddings", 0, OPT_BOOL, &api.cfg.embedding_only, NULL, "the same as --embedding"},
         {"reranking", 0, OPT_BOOL, &api.cfg.reranking, NULL, "every model must be a reranker (a BERT cross-encoder: BertForSequenceClassification, or a GGUF of pooling type rank); POST /rerank scores (query, document) pairs. A cross-encoder reranks without it too, and embeds nothing"},
         {"rerank", 0, OPT_BOOL, &api.cfg.reranking, NULL, "the same as --reranking"},
+        {"pooling", 0, OPT_STR, &api.cfg.pooling, "TYPE", "how embedding models pool, as llama-server's: mean, cls, last (every model, whatever its config says), or rank (as --reranking); none (every token's vector) is TEI's /embed_all here, and refused as a flag"},
         {"metrics", 0, OPT_BOOL, &metrics, NULL, "accepted for llama-server's command lines: /metrics is always served"},
         {"slots", 0, OPT_BOOL, &api.cfg.slots, NULL, "GET /slots lists the generation slots, as llama-server's (off; --no-slots)"},
         {"slot-save-path", 0, OPT_STR, &api.cfg.slot_save_path, "DIR", "POST /slots/{id}?action=save|restore|erase keeps slot files in DIR, made if missing (none: 501)"},

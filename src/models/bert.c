@@ -89,6 +89,11 @@ enum hearth_pooling hearth_bert_pooling(const hearth_bert *m)
     }
 }
 
+void hearth_bert_set_pooling(hearth_bert *m, enum hearth_pooling p)
+{
+    m->pooling = p == HEARTH_POOL_CLS ? 1 : p == HEARTH_POOL_LAST ? 2 : 0; /* the device's HEARTH_DEV_POOL_* */
+}
+
 bool hearth_bert_normalizes(const hearth_bert *m)
 {
     return m->normalize;

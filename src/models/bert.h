@@ -30,6 +30,9 @@ void hearth_bert_close(hearth_bert *m); /* NULL is a no-op */
 int64_t hearth_bert_dim(const hearth_bert *m);         /* embedding size */
 int64_t hearth_bert_max_tokens(const hearth_bert *m);  /* longest sequence, [CLS] and [SEP] included */
 hearth_pooling hearth_bert_pooling(const hearth_bert *m);
+/* Pools by p from now on, whatever the model's config says (llama-server's
+ * --pooling). Call before the model embeds anything. */
+void hearth_bert_set_pooling(hearth_bert *m, hearth_pooling p);
 bool hearth_bert_normalizes(const hearth_bert *m);      /* the model's own config has a Normalize module */
 const hearth_vocab *hearth_bert_vocab(const hearth_bert *m);
 /* The text of the model's prompt called name (sentence-transformers'

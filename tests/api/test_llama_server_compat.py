@@ -430,6 +430,34 @@ def test_llama_server_command_line():
         assert st == 400 and "128" in doc["error"]["message"], doc
 
 
+def test_pooling_flag():
+    """llama-server's --pooling: every embedding model pools as it says. The demo encoder pools
+    by mean; with --pooling cls /embed's vector (unnormalized) is /embed_all's [CLS] row, with
+    last its [SEP] row, with mean the rows' mean (1e-5: f32 sums in another order). rank is
+    --reranking (the demo has no head: refused at load); none and unknown names are refused."""
+    text = "the cat sat on the mat"
+    for pooling, pick in (("cls", lambda rows: rows[0]), ("last", lambda rows: rows[-1]),
+                          ("mean", lambda rows: [sum(c) / len(rows) for c in zip(*rows)])):
+        with Server("--demo", "--demo-dir", DEMO_DIR, "--pooling", pooling, "--log-level", "warn", timeout=120) as s:
+            st, _, out = post(s.port, "/embed_all", {"inputs": text})
+            rows = json.loads(out)[0]
+            st2, _, out2 = post(s.port, "/embed", {"inputs": text, "normalize": False})
+            got, want = json.loads(out2)[0], pick(rows)
+            assert st == 200 and st2 == 200 and max(abs(a - b) for a, b in zip(got, want)) < 1e-5, (pooling, got[:4],
+                                                                                                   want[:4])
+            # and it is not the mean unless asked
+            mean = [sum(c) / len(rows) for c in zip(*rows)]
+            assert pooling == "mean" or max(abs(a - b) for a, b in zip(got, mean)) > 1e-3, pooling
+    env = dict(os.environ, HEARTH_DEMO="0")
+    for val, want in (("none", "/embed_all"), ("max", "mean, cls, last or rank")):
+        r = subprocess.run([BIN, "serve", "--demo", "--demo-dir", DEMO_DIR, "--pooling", val, "--port", "0"],
+                           capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 2 and want in r.stderr, (val, r.returncode, r.stderr)
+    r = subprocess.run([BIN, "serve", "--demo", "--demo-dir", DEMO_DIR, "--pooling", "rank", "--port", "0"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode != 0 and "--reranking" in r.stderr, (r.returncode, r.stderr[-400:])
+
+
 def test_threads_are_compute_threads():
     """llama-server's -t/--threads is the compute threads (hearth's I/O threads are --io-threads);
     -tb is the same pool in hearth, so it may only agree with -t."""
@@ -693,7 +721,7 @@ TESTS = [test_continuation_keeps_its_leading_space, test_text_from_bos_alone_is_
          test_chat_stream_last_chunk, test_response_fields_and_props, test_several_prompts,
          test_openai_logprobs, test_llama_server_command_line, test_context_shift, test_post_sampling_probs,
          test_infill,
-         test_flags_hearth_cannot_honour_are_refused, test_threads_are_compute_threads, test_servers_exit_cleanly]
+         test_flags_hearth_cannot_honour_are_refused, test_pooling_flag, test_threads_are_compute_threads, test_servers_exit_cleanly]
 
 if __name__ == "__main__":
     try:
