@@ -48,10 +48,12 @@ typedef struct hearth_block_q6_k {
     uint16_t d;       /* fp16 */
 } hearth_block_q6_k;
 
+#ifndef __cplusplus /* the CUDA backend includes this too (mm.cu: Q4_K's scales) */
 _Static_assert(sizeof(hearth_block_q4_0) == 18, "GGUF block_q4_0 is 18 bytes");
 _Static_assert(sizeof(hearth_block_q8_0) == 34, "GGUF block_q8_0 is 34 bytes");
 _Static_assert(sizeof(hearth_block_q4_k) == 144, "GGUF block_q4_K is 144 bytes");
 _Static_assert(sizeof(hearth_block_q6_k) == 210, "GGUF block_q6_K is 210 bytes");
+#endif
 
 /* IEEE half and bfloat16 <-> float, round to nearest even (NaN stays NaN). */
 float hearth_fp16_to_f32(uint16_t h);

@@ -4,7 +4,8 @@
  * from quants, see mm_kernels.cuh's mview) so every lane reads its quants
  * with 16-byte loads, 16-byte aligned; F32/F16/BF16 rows are padded to 16
  * elements with zeros. Bytes held: what the file holds (Q8_0 1.0625, Q4_0
- * 0.5625, Q4_K 0.5625, Q6_K 0.8203 bytes an element), never an f16 copy.
+ * 0.5625, Q4_K 0.5781 (its scales decoded to a byte each), Q6_K 0.8203
+ * bytes an element), never an f16 copy.
  *
  * matmul, M <= MV_MAX_M (8): the mat-vec, one launch per weight: a warp per
  * output row reads each weight byte once for all M rows of X (staged in
@@ -158,6 +159,7 @@
 
 extern "C" {
 #include "base/log.h"
+#include "engine/quant.h" /* hearth_q4k_scale_min: Q4_K's scales decoded at placement */
 }
 
 #include <cublas_v2.h>
@@ -203,7 +205,11 @@ static bool layout_of(hearth_dtype t, int64_t N, int64_t K, mm_layout *L)
     case HEARTH_BF16: L->kp = (K + 15) / 16 * 16; L->row[0] = (size_t)L->kp * 2; break;
     case HEARTH_Q8_0: L->row[0] = (size_t)K; L->row[1] = (size_t)K / 32 * 2; break;
     case HEARTH_Q4_0: L->row[0] = (size_t)K / 2; L->row[1] = (size_t)K / 32 * 2; break;
-    case HEARTH_Q4_K: L->row[0] = (size_t)K / 2; L->row[1] = (size_t)K / 256 * 16; break;
+    case HEARTH_Q4_K: /* quants; the scales decoded (mm_kernels.cuh's tr_q4_k); d and dmin */
+        L->row[0] = (size_t)K / 2;
+        L->row[1] = (size_t)K / 256 * 16;
+        L->row[2] = (size_t)K / 256 * 4;
+        break;
     case HEARTH_Q6_K:
         L->row[0] = (size_t)K / 2;
         L->row[1] = (size_t)K / 4;
@@ -247,10 +253,17 @@ static void split_row(hearth_dtype t, const uint8_t *src, int64_t K, uint8_t *co
             memcpy(b + 2 * i, src + bb * i, 2);
             memcpy(a + qb * i, src + bb * i + 2, qb);
         }
-    } else if (t == HEARTH_Q4_K) {
+    } else if (t == HEARTH_Q4_K) { /* d dmin scales[12] qs[128] */
         for (int64_t i = 0; i < K / 256; i++) {
-            memcpy(b + 16 * i, src + 144 * i, 16);
-            memcpy(a + 128 * i, src + 144 * i + 16, 128);
+            const uint8_t *blk = src + 144 * i;
+            for (int j = 0; j < 8; j++) { /* sub-block j's 6-bit scale and min, a byte each */
+                int sc, m;
+                hearth_q4k_scale_min(blk + 4, j, &sc, &m);
+                b[16 * i + 2 * j] = (uint8_t)sc;
+                b[16 * i + 2 * j + 1] = (uint8_t)m;
+            }
+            memcpy(c + 4 * i, blk, 4);
+            memcpy(a + 128 * i, blk + 16, 128);
         }
     } else { /* Q6_K: ql[128] qh[64] scales[16] d */
         for (int64_t i = 0; i < K / 256; i++) {

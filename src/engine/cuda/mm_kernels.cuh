@@ -200,29 +200,30 @@ struct tr_q4_0 {
 
 /* Q4_K: unit p (0..7) of a super-block is qs[16p .. 16p+15]: with c = p/2,
  * l0 = 16 (p%2), low nibbles are elements 64c + l0 + i (sub-block 2c), high
- * ones 64c + 32 + l0 + i (sub-block 2c + 1). The block's 16-byte head comes
- * with every unit (eight lanes read the same one: L1 serves it). */
+ * ones 64c + 32 + l0 + i (sub-block 2c + 1). The 6-bit scales and mins are
+ * decoded at placement (mm.cu's split_row): sub-block j's scale and min are
+ * bytes 2j and 2j + 1 of the block's 16 in v.s, so a unit reads the one
+ * word of its two sub-blocks; d and dmin are the block's word in v.s2.
+ * Since stop 32: the block's 16-byte head (d, dmin, the packed scales) came
+ * with every unit and was unpacked there, 9 registers and ~30 instructions
+ * a unit (ncu: the mat-vec issue-bound at 16 warps an SM); now 6 and 4. */
 struct tr_q4_k {
     static constexpr int EPU = 32, G = 2;
     static constexpr bool MIN = true;
     static constexpr int UNR = 4; /* units a lane has in flight */
     static constexpr int OCC1 = 2; /* blocks per SM at M = 1 (the register cap without spills) */
     struct R {
-        uint4 w, head;
-        int p;
+        uint4 w;
+        uint32_t s;  /* scale, min of sub-blocks 2c and 2c + 1, a byte each */
+        uint32_t dd; /* d, dmin (f16 each) */
     };
     __device__ static R load(const mview &v, int64_t row, int64_t u)
     {
         R r;
         r.w = __ldg((const uint4 *)(v.q + row * (v.kp / 2) + 16 * u));
-        r.head = __ldg((const uint4 *)v.s + row * (v.kp / 256) + u / 8);
-        r.p = (int)(u % 8);
+        r.s = __ldg((const uint32_t *)v.s + row * (v.kp / 64) + u / 2);
+        r.dd = __ldg((const uint32_t *)v.s2 + row * (v.kp / 256) + u / 8);
         return r;
-    }
-    __device__ static int sbyte(const R &r, int k) /* scales[k], k < 12 */
-    {
-        uint32_t w = k < 4 ? r.head.y : k < 8 ? r.head.z : r.head.w;
-        return (int)((w >> (8 * (k & 3))) & 0xFF);
     }
     __device__ static void group(const R &r, int g, float q[16], float &a, float &b)
     {
@@ -235,16 +236,8 @@ struct tr_q4_k {
     /* group g's element i is a q[i] - b */
     __device__ static void scale(const R &r, int g, float &a, float &b)
     {
-        const int j = 2 * (r.p / 2) + g; /* sub-block, as hearth_q4k_scale_min */
-        int sc, m;
-        if (j < 4) {
-            sc = sbyte(r, j) & 63;
-            m = sbyte(r, j + 4) & 63;
-        } else {
-            sc = (sbyte(r, j + 4) & 0xF) | ((sbyte(r, j - 4) >> 6) << 4);
-            m = (sbyte(r, j + 4) >> 4) | ((sbyte(r, j) >> 6) << 4);
-        }
-        uint32_t dd = r.head.x;
+        const int sc = (int)((r.s >> (16 * g)) & 0xFF), m = (int)((r.s >> (16 * g + 8)) & 0xFF);
+        uint32_t dd = r.dd;
         float d = __half2float(__ushort_as_half((unsigned short)(dd & 0xFFFF)));
         float dmin = __half2float(__ushort_as_half((unsigned short)(dd >> 16)));
         a = d * (float)sc;
