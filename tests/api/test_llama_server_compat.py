@@ -703,7 +703,7 @@ def test_infill():
 
 def test_flags_hearth_cannot_honour_are_refused():
     """A llama-server flag hearth cannot honour stops the start with a message naming it."""
-    assert "--pooling" in serve_fails("-m", STORIES, "--pooling", "mean")
+    assert "/embed_all" in serve_fails("-m", STORIES, "--pooling", "none")
     assert "Jinja" in serve_fails("-m", STORIES, "--chat-template", "{% for m in messages %}{{ m.content }}{% endfor %}")
     assert "BERT" in serve_fails("-m", STORIES, "--embedding")
     assert "--ctx-size" in serve_fails("-m", STORIES, "-c", "3", "-np", "4")
