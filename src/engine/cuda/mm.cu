@@ -136,7 +136,14 @@
  * the decode attention kernel (three warps of each block doing the QK
  * step, every block of a GQA group storing the same K/V row): F16 945 /
  * 932 against 938 / 969 apart, Q4_K 1,348 / 1,367 against 1,353 / 1,360,
- * no gain beside the noise for a new seam op.
+ * no gain beside the noise for a new seam op. Then Q4_K's scales decoded
+ * at placement (mm_kernels.cuh's tr_q4_k; ncu had the Q4_K mat-vec issue-
+ * bound at 120 registers, 16 warps an SM, DRAM at 21-31% of peak):
+ * mvp_kernel 88-94 registers, tg128 1,567-1,649 against 1,465-1,470 (three
+ * runs each, one lease), 4 sequences 3,574 against 3,470, 16: 8,083
+ * against 7,728; pp512 the same. Tried and dropped: blocks of 8 warps for
+ * weights that fill fewer than an SM's worth of 16-warp blocks (-2..-9%),
+ * 24 warps an SM at <= 85 registers (Q4_K -23%: fewer loads in flight).
  *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED (mma_kernel's
