@@ -204,9 +204,11 @@ struct tr_q4_0 {
  * decoded at placement (mm.cu's split_row): sub-block j's scale and min are
  * bytes 2j and 2j + 1 of the block's 16 in v.s, so a unit reads the one
  * word of its two sub-blocks; d and dmin are the block's word in v.s2.
- * Since stop 32: the block's 16-byte head (d, dmin, the packed scales) came
- * with every unit and was unpacked there, 9 registers and ~30 instructions
- * a unit (ncu: the mat-vec issue-bound at 16 warps an SM); now 6 and 4. */
+ * Since stop 32: before, the block's 16-byte head (d, dmin, the packed
+ * scales) came with every unit and was unpacked there: 9 registers a unit
+ * and some twenty instructions (counted from the source) where ncu had the
+ * mat-vec issue-bound at 16 warps an SM; now 6 registers and four shifts
+ * and masks (mm.cu has the measured gain). */
 struct tr_q4_k {
     static constexpr int EPU = 32, G = 2;
     static constexpr bool MIN = true;
