@@ -24,11 +24,11 @@ from hearth_test import BIN, SHARED, Server, get_json, post_json, run  # noqa: E
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
 TMP = tempfile.mkdtemp(prefix="hearth-jinja-")
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ref"))
 try:
-    import jinja2
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from jinja_ref import make_env  # noqa: E402
 except ImportError:  # the suite fails naming the fix rather than skipping
-    jinja2 = None
+    make_env = None
 
 # A template in the style of Qwen2.5's: a default system turn, tools listed in
 # it as JSON, calls written with their arguments through tojson, tool results
@@ -66,15 +66,8 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
 
 
 def ref_render(src, messages, tools, bos, eos):
-    assert jinja2, "jinja2 is missing: install Debian's python3-jinja2 (scripts/deps.sh does)"
-
-    def raise_exception(msg):
-        raise jinja2.exceptions.TemplateError(msg)
-
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.filters["tojson"] = lambda x, indent=None, separators=None, sort_keys=False: json.dumps(
-        x, ensure_ascii=False, indent=indent, separators=separators, sort_keys=sort_keys)
-    env.globals["raise_exception"] = raise_exception
+    assert make_env, "jinja2 is missing: install Debian's python3-jinja2 (scripts/deps.sh does)"
+    env = make_env()
     ctx = {"messages": messages, "add_generation_prompt": True, "bos_token": bos, "eos_token": eos}
     if tools:
         ctx["tools"] = tools

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from datetime import datetime
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from hearth_test import SHARED, run  # noqa: E402
@@ -30,31 +29,11 @@ DRIVER = os.path.join(BUILD, "tests", "text", "test_jinja")
 TARBALL = os.path.join(SHARED, "peers", "llama.cpp-c392e50.tar.xz")
 PREFIX = "llama.cpp/models/templates/"
 
+sys.path.insert(0, os.path.join(HERE, "..", "ref"))
 try:
-    from jinja2.exceptions import TemplateError
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from jinja_ref import Raised, TemplateError, make_env as jinja2_env  # noqa: E402
 except ImportError:  # reported by the setup test below
-    ImmutableSandboxedEnvironment = None
-
-
-class Raised(Exception):
-    pass
-
-
-def jinja2_env():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=["jinja2.ext.loopcontrols"])
-
-    def raise_exception(message):
-        raise Raised(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env
+    jinja2_env = None
 
 
 WEATHER = {"type": "function", "function": {
@@ -165,7 +144,7 @@ def make_test(env, tmpdir, tname, cname, conv):
 
 
 def main():
-    if ImmutableSandboxedEnvironment is None:
+    if jinja2_env is None:
         print("not ok - setup: jinja2 is not importable (apt-get install python3-jinja2; scripts/deps.sh does)")
         sys.exit(1)
     if not os.path.exists(DRIVER):

@@ -10,30 +10,11 @@ Run (needs Debian's python3-jinja2; the header is committed, so the test
 does not): python3 tests/unit/text/jinja_golden.py > tests/unit/text/jinja_golden.h
 """
 import json
-from datetime import datetime
+import os
+import sys
 
-from jinja2.exceptions import TemplateError
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-
-class RaisedError(Exception):
-    pass
-
-
-def make_env():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=["jinja2.ext.loopcontrols"])
-
-    def raise_exception(message):
-        raise RaisedError(message)
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "ref"))
+from jinja_ref import Raised as RaisedError, TemplateError, make_env  # noqa: E402
 
 
 MSGS = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},
