@@ -3,16 +3,20 @@
  * every op over the stream's pool.
  *
  * How a conv is planned at conv_new, once, from its geometry:
- *   depthwise (groups == c_in == c_out), strides 1 or 2 along W, AVX-512:
- *       vision_dw_avx512.c, direct, over the (n, c) planes;
+ *   depthwise (groups == c_in == c_out), strides 1 or 2 along W, AVX-512
+ *       or AVX2: vision_dw_avx512.c or _avx2.c, direct, over the (n, c)
+ *       planes;
  *   anything else: a GEMM per image and group, Y (cout_g, HWo) = W (cout_g,
  *       K) B (K, HWo) with K = cin_g kh kw, where B is X itself for a 1x1
  *       stride-1 unpadded conv and otherwise X's im2col in the work buffer
  *       the plan gives (conv_work_bytes = K HWo floats); W packed into
- *       (K, 8) panels here; the tile is vision_conv_avx512.c's, or
- *       vision_ref.c's scalar twin on a CPU without AVX-512;
+ *       (K, 8) panels here; the tile is vision_conv_avx512.c's or _avx2.c's,
+ *       or vision_ref.c's scalar twin on a CPU with neither;
  *   the direct loops of vision_ref.c where neither fits (a depthwise conv
- *       without AVX-512, or an im2col over VIS_IM2COL_MAX).
+ *       without SIMD, or an im2col over VIS_IM2COL_MAX).
+ * The AVX2 kernels exist because the scalar twins made a face detector's
+ * frame 114 ms on an AVX2-only EPYC (2026-12-06), past a 20 Hz deadline,
+ * where onnxruntime took 11.
  * Bias and activation are fused into every kernel's single store.
  *
  * Threads: each op splits its output (tiles, planes, rows, element chunks)
@@ -34,6 +38,7 @@
 #include "engine/cpu/dev_cpu.h"
 #include "engine/cpu/matmul.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,9 +49,21 @@
 /* Elements per task of the elementwise ops. */
 #define VIS_CHUNK 4096
 
-static bool vis_avx512(void)
+/* -1: the CPU's best (hearth_cpu_matmul_isa); else a test's choice */
+static _Atomic int g_isa = -1;
+
+hearth_cpu_isa hearth_cpu_vision_isa(void)
 {
-    return hearth_cpu_matmul_isa() == HEARTH_ISA_AVX512;
+    int isa = g_isa;
+    return isa < 0 ? hearth_cpu_matmul_isa() : (hearth_cpu_isa)isa;
+}
+
+int hearth_cpu_vision_set_isa(hearth_cpu_isa isa)
+{
+    if ((int)isa < 0 || isa >= HEARTH_ISA_COUNT_ || !hearth_cpu_isa_available(isa))
+        return HEARTH_EUNSUPPORTED;
+    g_isa = (int)isa;
+    return 0;
 }
 
 /* fn over items [0, n) on st's pool, or on the caller when the op is small. */
@@ -120,15 +137,20 @@ static hearth_conv *conv_new(hearth_dev *dev, const hearth_conv_desc *d, const f
         memcpy(c->bias, bias, (size_t)dd.c_out * sizeof *c->bias);
 
     bool depthwise = dd.groups == dd.c_in && dd.c_in == dd.c_out;
+    c->isa = hearth_cpu_vision_isa();
     c->im2col = !(dd.kh == 1 && dd.kw == 1 && dd.stride_h == 1 && dd.stride_w == 1 && dd.pad_t == 0 &&
                   dd.pad_l == 0 && dd.pad_b == 0 && dd.pad_r == 0);
-    if (depthwise && vis_avx512() && hearth_vis_dw_avx512_takes(&dd)) {
+    bool dw_simd = (c->isa == HEARTH_ISA_AVX512 && hearth_vis_dw_avx512_takes(&dd)) ||
+                   (c->isa == HEARTH_ISA_AVX2 && hearth_vis_dw_avx2_takes(&dd));
+    if (depthwise && dw_simd) {
         c->kind = VIS_CONV_DW;
     } else if ((depthwise && c->im2col) || (c->im2col && (size_t)b_all > VIS_IM2COL_MAX / sizeof(float))) {
         c->kind = VIS_CONV_REF;
     } else {
         c->kind = VIS_CONV_GEMM;
-        c->gemm = vis_avx512() ? hearth_vis_gemm_avx512 : hearth_vis_gemm_ref;
+        c->gemm = c->isa == HEARTH_ISA_AVX512 ? hearth_vis_gemm_avx512
+                  : c->isa == HEARTH_ISA_AVX2 ? hearth_vis_gemm_avx2
+                                              : hearth_vis_gemm_ref;
         int64_t n_cb = (cout_g + VIS_MR - 1) / VIS_MR;
         size_t per_group = (size_t)n_cb * (size_t)K * VIS_MR;
         c->panels = calloc(per_group * (size_t)dd.groups, sizeof *c->panels);
@@ -174,14 +196,19 @@ static void conv_ref_rows(void *job, int64_t r0, int64_t r1)
 static void conv_dw_rows(void *job, int64_t r0, int64_t r1)
 {
     const conv_job *J = job;
-    hearth_vis_dw_avx512(J->c, J->X, J->Y, r0, r1);
+    if (J->c->isa == HEARTH_ISA_AVX512)
+        hearth_vis_dw_avx512(J->c, J->X, J->Y, r0, r1);
+    else
+        hearth_vis_dw_avx2(J->c, J->X, J->Y, r0, r1);
 }
 
 static void im2col_rows(void *job, int64_t r0, int64_t r1)
 {
     const conv_job *J = job;
-    if (vis_avx512())
+    if (J->c->isa == HEARTH_ISA_AVX512)
         hearth_vis_im2col_avx512(J->c, J->X, J->g, J->work, r0, r1);
+    else if (J->c->isa == HEARTH_ISA_AVX2)
+        hearth_vis_im2col_avx2(J->c, J->X, J->g, J->work, r0, r1);
     else
         hearth_vis_im2col(J->c, J->X, J->g, J->work, r0, r1);
 }
@@ -287,8 +314,12 @@ static void unary_rows(void *job, int64_t r0, int64_t r1)
 {
     const op_job *J = job;
     int64_t i0 = r0 * VIS_CHUNK, i1 = r1 * VIS_CHUNK < J->n ? r1 * VIS_CHUNK : J->n;
-    if (vis_avx512() && hearth_vis_unary_avx512_takes((hearth_unary_op)J->op))
-        hearth_vis_unary_avx512((hearth_unary_op)J->op, J->A + i0, J->Y + i0, i1 - i0, J->a, J->b);
+    hearth_unary_op op = (hearth_unary_op)J->op;
+    hearth_cpu_isa isa = hearth_cpu_vision_isa();
+    if (isa == HEARTH_ISA_AVX512 && hearth_vis_unary_avx512_takes(op))
+        hearth_vis_unary_avx512(op, J->A + i0, J->Y + i0, i1 - i0, J->a, J->b);
+    else if (isa == HEARTH_ISA_AVX2 && hearth_vis_unary_avx2_takes(op))
+        hearth_vis_unary_avx2(op, J->A + i0, J->Y + i0, i1 - i0, J->a, J->b);
     else
         hearth_vis_unary_ref((hearth_unary_op)J->op, J->A + i0, J->Y + i0, i1 - i0, J->a, J->b);
 }

@@ -6,12 +6,14 @@
  * the scalar version of every op (the oracle and the fallback for any shape
  * a SIMD kernel does not take); vision_conv_avx512.c the GEMM tile behind
  * 1x1 and im2col convs and the im2col itself; vision_dw_avx512.c the
- * depthwise conv; vision_elem_avx512.c the elementwise ops. This header
- * is what they share: the placed conv, the kernels' entry points and the
- * fused activation. */
+ * depthwise conv; vision_elem_avx512.c the elementwise ops; the _avx2.c
+ * files their twins for CPUs without AVX-512. This header is what they
+ * share: the placed conv, the kernels' entry points and the fused
+ * activation. */
 #ifndef HEARTH_ENGINE_CPU_VISION_H
 #define HEARTH_ENGINE_CPU_VISION_H
 
+#include "engine/cpu/matmul.h"
 #include "engine/dev_vision.h"
 
 #include <math.h>
@@ -20,6 +22,13 @@
 
 /* The CPU's table (dev_cpu.c hangs it off cpu_ops.vision). */
 extern const hearth_dev_vision_ops hearth_cpu_vision_ops;
+
+/* The kernels this CPU's vision ops use: the best the CPU has
+ * (hearth_cpu_matmul_isa), unless a test chose another with
+ * hearth_cpu_vision_set_isa (one it has: anything else is refused). A conv
+ * keeps the ISA it was placed with. */
+hearth_cpu_isa hearth_cpu_vision_isa(void);
+int hearth_cpu_vision_set_isa(hearth_cpu_isa isa);
 
 /* GEMM tile: VIS_MR output channels x VIS_NR output pixels (two zmm). */
 #define VIS_MR 8
@@ -34,13 +43,14 @@ typedef enum vis_conv_kind {
 struct hearth_conv {
     hearth_conv_desc d;     /* finished; name not kept (it is borrowed) */
     vis_conv_kind kind;
+    hearth_cpu_isa isa;     /* the kernels it runs: hearth_cpu_vision_isa() at conv_new */
     int64_t cin_g, cout_g;  /* channels per group */
     int64_t K;              /* cin_g * kh * kw: a GEMM's inner dim */
     bool im2col;            /* GEMM: B is the im2col of X in the work buffer (else X itself: 1x1, stride 1, no pad) */
     float *w;               /* (c_out, cin_g, kh, kw) as given (REF and DW read it) */
     float *bias;            /* (c_out), zeros when the model has none */
     float *panels;          /* GEMM: (groups, ceil(cout_g / MR), K, MR), zero rows past cout_g */
-    /* GEMM: the tile kernel for this CPU (hearth_vis_gemm_avx512 or _ref) */
+    /* GEMM: the tile kernel for isa (hearth_vis_gemm_avx512, _avx2 or _ref) */
     void (*gemm)(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
                  const float *bias, int64_t t0, int64_t t1);
 };
@@ -97,5 +107,15 @@ void hearth_vis_im2col_avx512(const hearth_conv *c, const float *X, int64_t g, f
 bool hearth_vis_unary_avx512_takes(hearth_unary_op op);
 /* As hearth_vis_unary_ref. */
 void hearth_vis_unary_avx512(hearth_unary_op op, const float *X, float *Y, int64_t n, float a, float b);
+
+/* ---- AVX2 (vision_conv_avx2.c, vision_dw_avx2.c, vision_elem_avx2.c): the same contracts ---- */
+
+void hearth_vis_gemm_avx2(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
+                          const float *bias, int64_t t0, int64_t t1);
+bool hearth_vis_dw_avx2_takes(const hearth_conv_desc *d);
+void hearth_vis_dw_avx2(const hearth_conv *c, const float *X, float *Y, int64_t p0, int64_t p1);
+void hearth_vis_im2col_avx2(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t k0, int64_t k1);
+bool hearth_vis_unary_avx2_takes(hearth_unary_op op);
+void hearth_vis_unary_avx2(hearth_unary_op op, const float *X, float *Y, int64_t n, float a, float b);
 
 #endif

@@ -4,7 +4,9 @@
  * odd shapes (7x13 maps, channel counts that are not multiples of 8 or 16,
  * batch 1 and 2), on streams over no pool and a pool of two threads. Data
  * goes to the device by upload and comes back by download, as a frame
- * model's walk would.
+ * model's walk would. The CPU runs them once per instruction set it has
+ * (AVX-512, AVX2, scalar: hearth_cpu_vision_set_isa), so a machine with
+ * AVX-512 also checks the kernels an AVX2-only CPU would run.
  *
  * Tolerances, stated at each check: a conv's output may differ from the
  * exact sum by f32 accumulation order, bounded by 1e-5 of the sum of |terms|
@@ -20,6 +22,7 @@
 #include "base/clock.h"
 #include "base/err.h"
 #include "base/pool.h"
+#include "engine/cpu/vision.h"
 #include "engine/dev.h"
 
 #include <math.h>
@@ -704,25 +707,38 @@ static void every_vision_op_on_every_device(void)
         V = D->vision;
         if (!V)
             continue;
-        for (int threads = 1; threads <= 2; threads++) {
-            hearth_pool *pool = threads > 1 ? hearth_pool_new(threads) : NULL;
-            for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
-                int before = hearth_test_case_failed;
-                hearth_test_case_failed = 0;
-                CHECK_EQ_INT(hearth_stream_init(&g_st, g_dev, pool, NULL), 0);
-                fprintf(stderr, "  device %s, %d threads: %s ...\n", g_dev->caps.name, threads, CASE_NAMES[c]);
-                CASES[c]();
-                hearth_stream_deinit(&g_st);
-                if (hearth_test_case_failed)
-                    fprintf(stderr, "  device %s, %d threads: %s failed\n", g_dev->caps.name, threads, CASE_NAMES[c]);
-                hearth_test_case_failed |= before;
+        bool cpu = V == &hearth_cpu_vision_ops;
+        hearth_cpu_isa best = hearth_cpu_vision_isa();
+        for (int isa = (int)best; isa >= (cpu ? (int)HEARTH_ISA_SCALAR : (int)best); isa--) {
+            if (cpu && hearth_cpu_vision_set_isa((hearth_cpu_isa)isa) != 0)
+                continue;
+            const char *isa_name = cpu ? hearth_cpu_isa_name((hearth_cpu_isa)isa) : "device";
+            for (int threads = 1; threads <= 2; threads++) {
+                hearth_pool *pool = threads > 1 ? hearth_pool_new(threads) : NULL;
+                for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+                    int before = hearth_test_case_failed;
+                    hearth_test_case_failed = 0;
+                    CHECK_EQ_INT(hearth_stream_init(&g_st, g_dev, pool, NULL), 0);
+                    fprintf(stderr, "  device %s (%s), %d threads: %s ...\n", g_dev->caps.name, isa_name, threads,
+                            CASE_NAMES[c]);
+                    CASES[c]();
+                    hearth_stream_deinit(&g_st);
+                    if (hearth_test_case_failed)
+                        fprintf(stderr, "  device %s (%s), %d threads: %s failed\n", g_dev->caps.name, isa_name,
+                                threads, CASE_NAMES[c]);
+                    hearth_test_case_failed |= before;
+                }
+                if (threads == 1) {
+                    CHECK_EQ_INT(hearth_stream_init(&g_st, g_dev, NULL, NULL), 0);
+                    bench_rfb();
+                    hearth_stream_deinit(&g_st);
+                }
+                hearth_pool_free(pool);
             }
-            if (threads == 1) {
-                CHECK_EQ_INT(hearth_stream_init(&g_st, g_dev, NULL, NULL), 0);
-                bench_rfb();
-                hearth_stream_deinit(&g_st);
-            }
-            hearth_pool_free(pool);
+        }
+        if (cpu) {
+            CHECK_EQ_INT(hearth_cpu_vision_set_isa(best), 0);
+            CHECK_EQ_INT(hearth_cpu_vision_set_isa(HEARTH_ISA_COUNT_), HEARTH_EUNSUPPORTED);
         }
     }
 }
