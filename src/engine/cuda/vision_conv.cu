@@ -23,13 +23,25 @@
  *     the FMAs they feed). A 1x1 stride-1 unpadded conv (the pointwise half
  *     of a separable conv) takes a template with no window at all.
  *     Bias and activation are applied in the output write.
- *   - Split K: where the tiles give fewer blocks than SMs and K is long
- *     (UltraFace's 3x3 256 -> 6/12 heads on 4x5: one tile, K = 2304), the K
- *     loop is cut in up to K/64 slices, each writing its partial tile to the
- *     plan's work space (conv_work_bytes: splits x the output), and a second
- *     kernel sums the slices in a fixed order and applies bias and
- *     activation: deterministic, unlike atomics, and still two launches in
- *     a recorded graph.
+ *   - Split K: where the tiles give fewer blocks than SMs (UltraFace's 3x3
+ *     256 -> 6/12 heads on 4x5: one tile, K = 2304; its 3x3 8..16 -> 16
+ *     branches on 30x40: 38 one-warp blocks, K = 72..144), the K loop is
+ *     cut in slices, each writing its partial tile to the plan's work space
+ *     (conv_work_bytes: splits x the output), and a second kernel sums the
+ *     slices in a fixed order and applies bias and activation:
+ *     deterministic, unlike atomics, and still two launches in a recorded
+ *     graph. A one-warp block runs its K steps back to back, 2.7 us each
+ *     for a gathered (im2col) tile, 1.2 us for a 1x1 one (dependent global
+ *     loads and a barrier a step, nothing to hide them; ncu on an H100,
+ *     2026-12-06), and the sum costs a launch (~3 us): so a gathered conv
+ *     is split from 3 steps on into slices of one step or more, a 1x1 from
+ *     8 steps into slices of two, toward two blocks per SM, at most
+ *     SPLITS_MAX slices. The 30x40 branches took 27-37 us each with slices
+ *     of 4 steps from 8 steps on, 260 of a frame's 535 us.
+ *     Tried: the tile's last block summing the slices (a counter per tile)
+ *     to save the launch: its 16 outputs a thread, read slice by slice,
+ *     made it 14-36 us, and summed four slices at a time the kernel needed
+ *     128 registers where it had 64, slowing the unsplit convs too.
  * Every index fits 32 bits (conv_new refuses a tensor of 2^31 elements or
  * more), so kernels compute in int and widen only plane offsets.
  *
@@ -50,6 +62,7 @@ extern "C" {
 #include <string.h>
 
 static constexpr int BK = 16; /* K per step of the GEMM's loop */
+static constexpr int SPLITS_MAX = 64; /* K slices at most */
 
 enum { CONV_DW = 0, CONV_GEMM };
 
@@ -238,8 +251,19 @@ __global__ static void conv_reduce_kernel(conv_args a, const float *__restrict__
 {
     const int64_t total = (int64_t)a.n * a.c_out * a.n_px;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+        /* eight slices' loads in flight before their sums (in order) */
         float v = 0.0f;
-        for (int s = 0; s < a.splits; s++)
+        int s = 0;
+        for (; s + 8 <= a.splits; s += 8) {
+            float t[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                t[u] = part[(s + u) * total + i];
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                v += t[u];
+        }
+        for (; s < a.splits; s++)
             v += part[s * total + i];
         int co = (int)(i / a.n_px % a.c_out);
         Y[i] = conv_act(v + __ldg(a.bias + co), a.act, a.lo, a.hi);
@@ -255,8 +279,10 @@ static const char *conv_name(const hearth_conv_desc *d)
 
 /* The GEMM's tile and K split for c (m, k, n_px, kp set), for a GPU of nsm
  * SMs: BM the smallest of 16/32/64 covering M; BN 64 unless that leaves
- * fewer than two blocks per SM; K cut into slices of at least 4 steps while
- * the blocks are fewer than the SMs. */
+ * fewer than two blocks per SM; while the blocks are fewer than the SMs, K
+ * cut as the header says (gathered: from 3 steps, slices of 1 or more; 1x1:
+ * from 8, slices of 2 or more; toward two blocks per SM, at most
+ * SPLITS_MAX). */
 static void gemm_plan(hearth_conv *c, int64_t nsm)
 {
     const hearth_conv_desc *d = &c->d;
@@ -267,8 +293,10 @@ static void gemm_plan(hearth_conv *c, int64_t nsm)
     int64_t blocks = (c->n_px + c->bn - 1) / c->bn * per;
     int steps = c->kp / BK, per_slice = steps;
     c->splits = 1;
-    if (blocks < nsm && steps >= 8) {
-        int64_t want = (2 * nsm + blocks - 1) / blocks, most = steps / 4;
+    const int min_steps = c->pw ? 8 : 3, min_slice = c->pw ? 2 : 1;
+    if (blocks < nsm && steps >= min_steps) {
+        int64_t want = (2 * nsm + blocks - 1) / blocks, most = steps / min_slice;
+        most = most < SPLITS_MAX ? most : SPLITS_MAX;
         int64_t sp = want < most ? want : most;
         if (sp > 1) {
             per_slice = (int)((steps + sp - 1) / sp);
