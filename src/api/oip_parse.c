@@ -88,7 +88,8 @@ void hearth_oip_request_free(hearth_oip_request *r)
     if (!r)
         return;
     for (int i = 0; i < HEARTH_FRAME_MAX_IO; i++) {
-        free(r->in[i]);
+        if (r->in[i] != r->dst[i])
+            free(r->in[i]);
         r->in[i] = NULL;
     }
 }
@@ -425,7 +426,7 @@ static int parse_input(const hearth_frame_info *m, const char *name, const cJSON
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(t, "data");
     if (bsize && !cJSON_IsNull(bsize) && data)
         return fail(msg, n, 400, "input '%s' has both \"data\" and parameters.binary_data_size: send one", io->name);
-    if (!(r->in[i] = malloc(bytes ? bytes : 1)))
+    if (!(r->in[i] = r->dst[i] ? r->dst[i] : malloc(bytes ? bytes : 1)))
         return fail(msg, n, 503, "out of memory for input '%s' (%zu bytes)", io->name, bytes);
     if (bsize && !cJSON_IsNull(bsize)) {
         if (!cJSON_IsNumber(bsize) || bsize->valuedouble != floor(bsize->valuedouble) || bsize->valuedouble < 0)
@@ -458,7 +459,15 @@ static int parse_input(const hearth_frame_info *m, const char *name, const cJSON
 int hearth_oip_parse(const hearth_frame_info *m, const char *name, const char *body, size_t len, const char *header_len,
                      hearth_oip_request *r, char *msg, size_t msg_size)
 {
+    return hearth_oip_parse_into(m, name, body, len, header_len, NULL, r, msg, msg_size);
+}
+
+int hearth_oip_parse_into(const hearth_frame_info *m, const char *name, const char *body, size_t len,
+                          const char *header_len, void *const *dst, hearth_oip_request *r, char *msg, size_t msg_size)
+{
     memset(r, 0, sizeof *r);
+    for (int i = 0; dst && i < m->n_inputs && i < HEARTH_FRAME_MAX_IO; i++)
+        r->dst[i] = dst[i];
     size_t json_len = len;
     int st;
     if (header_len && (st = parse_header_len(header_len, len, &json_len, msg, msg_size)) != 0)

@@ -22,7 +22,8 @@ typedef struct hearth_oip_request {
     char seq_id[HEARTH_FRAME_SEQ_ID_MAX]; /* a number as its decimal text (so 5 and "5" are one sequence) */
     bool seq_start, seq_end;
     uint64_t timeout_us;               /* parameters.timeout; 0: none given (or 0: the model's default) */
-    void *in[HEARTH_FRAME_MAX_IO];     /* owned: model->inputs[i].bytes each, in the model's order */
+    void *in[HEARTH_FRAME_MAX_IO];     /* model->inputs[i].bytes each, in the model's order: owned, or dst's */
+    void *dst[HEARTH_FRAME_MAX_IO];    /* hearth_oip_parse_into's buffers (not freed here), else NULL */
     int n_out;                         /* outputs to answer with: those listed, in their order, else all */
     int out[HEARTH_FRAME_MAX_IO];      /* indexes into model->outputs */
     bool out_binary[HEARTH_FRAME_MAX_IO]; /* answered as raw bytes after the JSON header */
@@ -37,7 +38,12 @@ typedef struct hearth_oip_request {
  * Thread-safe. */
 int hearth_oip_parse(const hearth_frame_info *m, const char *name, const char *body, size_t len, const char *header_len,
                      hearth_oip_request *r, char *msg, size_t msg_size);
-/* Frees the input buffers. NULL or a zeroed request: no-op. */
+/* As hearth_oip_parse, with the inputs written into dst[i] (the caller's,
+ * model->inputs[i].bytes each: a GPU model's pinned buffers, which it then
+ * copies from without staging) instead of new buffers; dst NULL: new. */
+int hearth_oip_parse_into(const hearth_frame_info *m, const char *name, const char *body, size_t len,
+                          const char *header_len, void *const *dst, hearth_oip_request *r, char *msg, size_t msg_size);
+/* Frees the input buffers (not dst's). NULL or a zeroed request: no-op. */
 void hearth_oip_request_free(hearth_oip_request *r);
 
 /* Triton's datatype name of an ONNX element type ("FP32", "INT64", ...),

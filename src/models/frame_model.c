@@ -27,8 +27,15 @@
 #include "engine/dev.h"
 
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Pinned input sets a GPU model keeps (hearth_frame_model_inputs_take):
+ * enough for the frame running, the next one parsed, and a few handlers
+ * parsing meanwhile; a request that finds none taken uses its own buffer
+ * and the staging copy, as before sets existed. */
+#define IN_SETS 8
 
 struct hearth_frame_model {
     hearth_onnx *onnx;
@@ -54,6 +61,9 @@ struct hearth_frame_model {
     uint64_t prof_ns[3], prof_frames; /* upload, walk, download */
     uint64_t *prof_step_ns;       /* HEARTH_FRAME_PROFILE=steps: also each step (a sync after each, no graphs), per step */
     const void *const *in_place;  /* during a run on host memory: the caller's inputs, read where they are */
+    char *in_sets;                /* GPU: IN_SETS sets of pinned inputs (each input 64-byte aligned), or NULL */
+    size_t in_set_bytes;
+    _Atomic unsigned in_free;     /* bit s: set s is not taken */
 };
 
 const hearth_frame_info *hearth_frame_model_info(const hearth_frame_model *m)
@@ -150,6 +160,8 @@ void hearth_frame_model_close(hearth_frame_model *m)
         m->ops->free(m->dev, m->arena);
         m->ops->free(m->dev, m->consts);
         m->ops->free(m->dev, m->work);
+        if (m->in_sets)
+            m->ops->host_free(m->dev, m->in_sets);
     }
     free(m->convs);
     free(m->mms);
@@ -282,6 +294,19 @@ hearth_frame_model *hearth_frame_model_open(const char *path, const hearth_frame
         io_of(&p->v[p->outputs[i]], &m->outs[i]);
         m->io_bytes += (m->outs[i].bytes + 63) / 64 * 64;
     }
+    if (!m->dev->caps.host_memory && m->ops->host_alloc) {
+        size_t set = 0;
+        for (int i = 0; i < p->n_inputs; i++)
+            set += (m->ins[i].bytes + 63) / 64 * 64;
+        hearth_err e = {0};
+        /* none: every frame stages its inputs (slower, not wrong) */
+        if (set && (m->in_sets = m->ops->host_alloc(m->dev, set * IN_SETS, &e))) {
+            m->in_set_bytes = set;
+            atomic_store(&m->in_free, (1u << IN_SETS) - 1);
+        } else if (set) {
+            HLOG_WARN("frame: %s: no pinned input buffers (%s): frames stage their inputs", path, e.msg);
+        }
+    }
     const char *prof = getenv("HEARTH_FRAME_PROFILE");
     m->profile = prof && *prof && strcmp(prof, "0") != 0;
     if (prof && !strcmp(prof, "steps"))
@@ -397,9 +422,14 @@ int hearth_frame_model_run(hearth_frame_model *m, int slot, bool reset, const vo
     size_t at = 0;
     /* on host memory the steps read the caller's inputs where they are (no copy) */
     m->in_place = m->dev->caps.host_memory ? in : NULL;
+    /* inputs in a pinned set (hearth_frame_model_inputs_take) are copied from where they are */
+    bool pinned = m->in_sets && p->n_inputs > 0 && (const char *)in[0] >= m->in_sets &&
+                  (const char *)in[0] < m->in_sets + m->in_set_bytes * IN_SETS;
     for (int i = 0; i < p->n_inputs && !rc && !m->in_place; i++) {
         const void *src = in[i];
-        if (stage) {
+        if (pinned) {
+            at += (m->ins[i].bytes + 63) / 64 * 64; /* the outputs' place in the staging stays where it was */
+        } else if (stage) {
             memcpy(stage + at, in[i], m->ins[i].bytes);
             src = stage + at;
             at += (m->ins[i].bytes + 63) / 64 * 64;
@@ -474,6 +504,31 @@ done:
     m->in_place = NULL;
     hearth_stream_deinit(&st);
     return rc;
+}
+
+int hearth_frame_model_inputs_take(hearth_frame_model *m, void **in)
+{
+    if (!m->in_sets)
+        return -1;
+    unsigned f = atomic_load(&m->in_free);
+    while (f) {
+        int s = __builtin_ctz(f);
+        if (atomic_compare_exchange_weak(&m->in_free, &f, f & ~(1u << s))) {
+            char *at = m->in_sets + (size_t)s * m->in_set_bytes;
+            for (int i = 0; i < m->plan.n_inputs; i++) {
+                in[i] = at;
+                at += (m->ins[i].bytes + 63) / 64 * 64;
+            }
+            return s;
+        }
+    }
+    return -1;
+}
+
+void hearth_frame_model_inputs_give(hearth_frame_model *m, int set)
+{
+    if (set >= 0 && set < IN_SETS)
+        atomic_fetch_or(&m->in_free, 1u << set);
 }
 
 int hearth_frame_model_keepalive(hearth_frame_model *m)

@@ -286,6 +286,32 @@ static void *cuda_alloc(hearth_dev *dev, size_t bytes, hearth_err *err)
     return p;
 }
 
+/* Pinned and portable: a frame's inputs are filled on a handler thread and
+ * copied by the model's thread, whatever device each has current. */
+static void *cuda_host_alloc(hearth_dev *dev, size_t bytes, hearth_err *err)
+{
+    void *p = NULL;
+    if (use_device(ordinal_of(dev))) {
+        hearth_err_set(err, HEARTH_EDEVICE, "%s: cannot select the device", dev->caps.name);
+        return NULL;
+    }
+    cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        hearth_err_set(err, HEARTH_ENOMEM, "%s: cannot pin %zu bytes of host memory (%s)", dev->caps.name, bytes,
+                       cudaGetErrorString(e));
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_host_free(hearth_dev *dev, void *p)
+{
+    (void)dev;
+    if (p)
+        cudaFreeHost(p);
+}
+
 static void cuda_free(hearth_dev *dev, void *p)
 {
     if (!p)
@@ -790,6 +816,8 @@ extern const hearth_dev_ops hearth_cuda_ops = {
     .copy = cuda_copy,
     .sync = cuda_sync,
     .scratch = cuda_scratch,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .stream_deinit = cuda_stream_deinit,
     .graph_begin = cuda_graph_begin,
     .graph_end = cuda_graph_end,

@@ -427,6 +427,29 @@ static void test_format_metadata(void)
     CHECK_EQ_INT(hearth_oip_dtype_size(HEARTH_ONNX_INT64), 8);
 }
 
+/* hearth_oip_parse_into writes the inputs into the caller's buffers (a GPU
+ * model's pinned sets), still checks every input is there, and freeing the
+ * request leaves those buffers alone (ASan would report a free of them). */
+static void test_parse_into(void)
+{
+    float x_buf[6];
+    int32_t n_buf[2];
+    void *dst[2] = {x_buf, n_buf};
+    const char *body = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,2,3],\"data\":[1,2,3,4,5,6]}," N_OK "]}";
+    hearth_oip_request r;
+    CHECK_EQ_INT(hearth_oip_parse_into(&MODEL, "fake", body, strlen(body), NULL, dst, &r, g_msg, sizeof g_msg), 0);
+    CHECK(r.in[0] == (void *)x_buf && r.in[1] == (void *)n_buf);
+    CHECK_NEAR(x_buf[5], 6, 0);
+    CHECK_EQ_INT(n_buf[1], -8);
+    hearth_oip_request_free(&r);
+    CHECK(r.in[0] == NULL);
+    /* a missing input is still refused, and nothing of dst is freed */
+    const char *only_n = "{\"inputs\":[" N_OK "]}";
+    CHECK_EQ_INT(hearth_oip_parse_into(&MODEL, "fake", only_n, strlen(only_n), NULL, dst, &r, g_msg, sizeof g_msg), 400);
+    CHECK(strstr(g_msg, "takes input") != NULL);
+    CHECK_EQ_INT(n_buf[0], 7); /* written before the refusal, into the caller's buffer */
+}
+
 int main(void)
 {
     RUN(test_json_flat_and_nested);
@@ -435,5 +458,6 @@ int main(void)
     RUN(test_outputs_and_parameters);
     RUN(test_format_infer);
     RUN(test_format_metadata);
+    RUN(test_parse_into);
     TEST_EXIT();
 }
