@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #define READ_CHUNK 16384
+#define BODY_RESERVE_MAX ((size_t)4 << 20)
 #define OUT_MAX ((size_t)256 << 20)  /* a client that does not read gets cut off past this */
 #define PIPELINE_MAX ((size_t)1 << 20) /* buffered bytes while a deferred request waits */
 
@@ -623,7 +624,18 @@ void hearth_conn_process(hearth_conn *c)
 static void on_readable(hearth_conn *c)
 {
     for (int round = 0; round < 4; round++) {
-        if (hearth_buf_reserve(&c->in, READ_CHUNK) != 0) {
+        /* a body of known length gets its room at once, up to
+         * BODY_RESERVE_MAX: one recv can take all that has arrived (a 921 KB
+         * frame grew the buffer from 16 KiB by doubling, a realloc per
+         * step); the cap keeps a client that announces a big body and sends
+         * it slowly from making the server hold it all before the bytes come */
+        size_t want = READ_CHUNK;
+        if (c->state == CONN_BODY && !c->chunked && c->head_len + c->body_len > c->in.len &&
+            c->head_len + c->body_len - c->in.len > want) {
+            want = c->head_len + c->body_len - c->in.len;
+            want = want < BODY_RESERVE_MAX ? want : BODY_RESERVE_MAX;
+        }
+        if (hearth_buf_reserve(&c->in, want) != 0 && hearth_buf_reserve(&c->in, READ_CHUNK) != 0) {
             /* the buffer is at its ceiling: the parser will answer 413/431, or a
              * parked connection simply stops reading */
             size_t room = c->in.max - c->in.len;
