@@ -46,6 +46,7 @@
 #include "oip_parse.h"
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "net/http_parse.h"
 
 #include <stdarg.h>
@@ -269,13 +270,17 @@ typedef struct oip_req {
     const hearth_frame_info *info;
     char name[128];
     uint64_t timeout_us;         /* the deadline the frame was given, for the late message */
+    uint64_t t_handler, t_parsed; /* hearth_now_ns at the handler's start and once the body was parsed */
     hearth_oip_request parsed;   /* inputs */
+    hearth_frame_model *model;
+    int in_set;                  /* the model's pinned input set the inputs were parsed into, or -1 */
     void *out[HEARTH_FRAME_MAX_IO];
 } oip_req;
 
 static void req_free(oip_req *r)
 {
     hearth_oip_request_free(&r->parsed);
+    hearth_frame_model_inputs_give(r->model, r->in_set);
     for (int j = 0; j < HEARTH_FRAME_MAX_IO; j++)
         free(r->out[j]);
     free(r);
@@ -310,6 +315,7 @@ static int http_status(int status)
 
 static void on_done(hearth_frame_job *job, int status, const char *msg)
 {
+    uint64_t t_done = hearth_now_ns();
     oip_req *r = job->user;
     if (status) {
         char text[1024];
@@ -339,6 +345,17 @@ static void on_done(hearth_frame_job *job, int status, const char *msg)
         hearth_reply_send(r->server, r->reply, &res);
     }
     hearth_buf_deinit(&b);
+    /* Where a served frame's time goes, at --log-level debug: the handler's
+     * parse (with the input copy), the wait in the queue (the scheduler's
+     * wake-up included), the run (upload, walk, download), the hand-back to
+     * this callback, and the answer's formatting and posting to the loop. */
+    if (hearth_log_get_level() <= HEARTH_LOG_DEBUG) {
+        uint64_t t_sent = hearth_now_ns();
+        HLOG_DEBUG("frame %s: parse %.1f us, queue %.1f, run %.1f, done %.1f, answer %.1f",
+                   r->name, (double)(r->t_parsed - r->t_handler) / 1e3, (double)(job->start_ns - r->t_parsed) / 1e3,
+                   (double)(job->end_ns - job->start_ns) / 1e3, (double)(t_done - job->end_ns) / 1e3,
+                   (double)(t_sent - t_done) / 1e3);
+    }
     req_unref(r);
 }
 
@@ -349,11 +366,15 @@ static void infer(hearth_request *req, hearth_api *api, hearth_frame_entry *e, c
         respond_err(req, 415, "Content-Encoding '%s' is not taken: send the body uncompressed", enc);
         return;
     }
+    uint64_t t_handler = hearth_now_ns();
     oip_req *r = calloc(1, sizeof *r);
     if (!r) {
         respond_err(req, 503, "out of memory");
         return;
     }
+    r->t_handler = t_handler;
+    r->model = e->model;
+    r->in_set = -1;
     r->info = hearth_frame_model_info(e->model);
     snprintf(r->name, sizeof r->name, "%s", name);
     size_t len;
@@ -367,9 +388,13 @@ static void infer(hearth_request *req, hearth_api *api, hearth_frame_entry *e, c
         return;
     }
     char msg[1024];
-    int st = hearth_oip_parse(r->info, name, body, len, hl, &r->parsed, msg, sizeof msg);
+    /* a GPU model's inputs go straight into pinned memory it copies from */
+    void *dst[HEARTH_FRAME_MAX_IO];
+    r->in_set = hearth_frame_model_inputs_take(e->model, dst);
+    int st = hearth_oip_parse_into(r->info, name, body, len, hl, r->in_set >= 0 ? dst : NULL, &r->parsed, msg,
+                                   sizeof msg);
     if (st) {
-        free(r);
+        req_free(r);
         respond_err(req, st, "model '%s': %s", name, msg);
         return;
     }
@@ -388,6 +413,7 @@ static void infer(hearth_request *req, hearth_api *api, hearth_frame_entry *e, c
         }
     }
     uint64_t now = hearth_now_ns();
+    r->t_parsed = now;
     const hearth_oip_request *p = &r->parsed;
     r->timeout_us = p->timeout_us ? p->timeout_us : e->deadline_ns / 1000u;
     r->job.deadline_ns = r->timeout_us ? now + r->timeout_us * 1000u : 0;
