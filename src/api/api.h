@@ -106,6 +106,9 @@ int hearth_api_register_generation(hearth_api *api, hearth_server *s);
  * over the frame models (oip.c): /v2, /v2/health/live|ready,
  * /v2/models/{m}[/versions/{v}][/ready|/infer]. */
 int hearth_api_register_oip(hearth_api *api, hearth_server *s);
+/* Triton's system shared memory extension (oip_shm.h); workers: the
+ * server's worker processes (regions need one). */
+int hearth_api_register_oip_shm(hearth_api *api, hearth_server *s, int workers);
 /* Loads the configured models (or writes and loads the demos) in this process;
  * sets ready. Returns 0 or a negative status with err naming the model. */
 int hearth_api_load_models(hearth_api *api, hearth_err *err);

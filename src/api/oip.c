@@ -330,6 +330,10 @@ static void on_done(hearth_frame_job *job, int status, const char *msg)
         req_unref(r);
         return;
     }
+    /* outputs asked for in shared memory regions go there (the run wrote them to r->out) */
+    for (int k = 0; k < r->parsed.n_out; k++)
+        if (r->parsed.out_at[k])
+            memcpy(r->parsed.out_at[k], r->out[r->parsed.out[k]], r->info->outputs[r->parsed.out[k]].bytes);
     hearth_buf b;
     hearth_buf_init(&b, OIP_RESPONSE_MAX);
     size_t json_len = 0;

@@ -12,6 +12,7 @@
  * after the JSON in the order the JSON lists them, as tritonclient reads
  * them (it walks "outputs" summing binary_data_size). */
 #include "oip_json.h"
+#include "oip_shm.h"
 
 #include "base/numfmt.h"
 #include "models/onnx.h"
@@ -161,7 +162,14 @@ int hearth_oip_format_infer(const hearth_frame_info *m, const char *name, const 
             rc = hearth_buf_append(b, ",", 1);
         if (!rc)
             rc = io_head(b, io);
-        if (!rc && r->out_binary[k])
+        if (!rc && r->out_at[k]) { /* written into a shared memory region (oip.c), as Triton answers it */
+            const char *rg = hearth_oip_shm_name(r->out_region[k]);
+            rc = hearth_buf_appends(b, ",\"parameters\":{\"shared_memory_region\":");
+            if (!rc)
+                rc = hearth_json_quote(b, rg, strlen(rg));
+            if (!rc)
+                rc = hearth_buf_printf(b, ",\"shared_memory_byte_size\":%llu}}", (unsigned long long)r->out_size[k]);
+        } else if (!rc && r->out_binary[k])
             rc = hearth_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", io_bytes(io));
         else if (!rc) {
             rc = hearth_buf_appends(b, ",\"data\":");
@@ -220,7 +228,7 @@ int hearth_oip_format_server(hearth_buf *b, const char *version)
     int rc = hearth_buf_appends(b, "{\"name\":\"hearth\",\"version\":");
     if (!rc)
         rc = hearth_json_quote(b, version, strlen(version));
-    return rc ? rc : hearth_buf_appends(b, ",\"extensions\":[\"binary_tensor_data\",\"sequence\",\"parameters\"]}");
+    return rc ? rc : hearth_buf_appends(b, ",\"extensions\":[\"binary_tensor_data\",\"sequence\",\"parameters\",\"system_shared_memory\"]}");
 }
 
 int hearth_oip_format_error(hearth_buf *b, const char *msg)

@@ -27,6 +27,7 @@
  * is gone before the frame runs); FP16 from JSON numbers (no model served
  * today takes FP16 inputs; binary FP16 is taken as is). */
 #include "oip_parse.h"
+#include "oip_shm.h"
 #include "json_body.h"
 
 #include "models/onnx.h"
@@ -92,6 +93,9 @@ void hearth_oip_request_free(hearth_oip_request *r)
             free(r->in[i]);
         r->in[i] = NULL;
     }
+    for (int k = 0; k < r->n_shm; k++)
+        hearth_oip_shm_put(r->shm[k]);
+    r->n_shm = 0;
 }
 
 static int fail(char *msg, size_t n, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -312,6 +316,46 @@ static int parse_header_len(const char *text, size_t len, size_t *out, char *msg
     return 0;
 }
 
+/* A tensor's system shared memory parameters (shared_memory_region, _byte_size,
+ * _offset): *at the bytes in the region (need: the tensor's size, at least
+ * that many must be given: an input's exactly), or 0 when the parameters
+ * name no region; else the status with msg naming what (what: "input 'x'"). */
+static int shm_param(const cJSON *params, const char *what, size_t need, bool exact, hearth_oip_request *r, char **at,
+                     hearth_oip_shm **region, uint64_t *given, char *msg, size_t n)
+{
+    const cJSON *rg = params ? cJSON_GetObjectItemCaseSensitive(params, "shared_memory_region") : NULL;
+    *at = NULL;
+    if (!rg || cJSON_IsNull(rg))
+        return 0;
+    if (!cJSON_IsString(rg))
+        return fail(msg, n, 400, "%s: parameters.shared_memory_region must be a region's name", what);
+    const cJSON *bs = cJSON_GetObjectItemCaseSensitive(params, "shared_memory_byte_size");
+    const cJSON *of = cJSON_GetObjectItemCaseSensitive(params, "shared_memory_offset");
+    if (!cJSON_IsNumber(bs) || bs->valuedouble != floor(bs->valuedouble) || bs->valuedouble < 0)
+        return fail(msg, n, 400, "%s: parameters.shared_memory_byte_size must be a whole number of bytes", what);
+    if (of && !cJSON_IsNull(of) && (!cJSON_IsNumber(of) || of->valuedouble != floor(of->valuedouble) || of->valuedouble < 0))
+        return fail(msg, n, 400, "%s: parameters.shared_memory_offset must be a whole number of bytes", what);
+    double size = bs->valuedouble, off = of && cJSON_IsNumber(of) ? of->valuedouble : 0;
+    if (exact ? size != (double)need : size < (double)need)
+        return fail(msg, n, 400, "%s: shared_memory_byte_size %.0f but the tensor is %zu bytes", what, size, need);
+    if (r->n_shm >= (int)(sizeof r->shm / sizeof r->shm[0]))
+        return fail(msg, n, 400, "%s: too many shared memory tensors", what);
+    hearth_oip_shm *reg = hearth_oip_shm_get(rg->valuestring);
+    if (!reg)
+        return fail(msg, n, 400, "%s: Unable to find system shared memory region: '%.128s' (register it with POST "
+                                 "/v2/systemsharedmemory/region/%.128s/register)", what, rg->valuestring, rg->valuestring);
+    r->shm[r->n_shm++] = reg; /* put back by hearth_oip_request_free */
+    char *p = off <= 9007199254740992.0 && size <= 9007199254740992.0
+                  ? hearth_oip_shm_at(reg, (uint64_t)off, (uint64_t)size) : NULL;
+    if (!p)
+        return fail(msg, n, 400, "%s: offset %.0f + %.0f bytes is past the end of shared memory region '%s' (%llu bytes)",
+                    what, off, size, hearth_oip_shm_name(reg), (unsigned long long)hearth_oip_shm_size(reg));
+    *at = p;
+    *region = reg;
+    *given = (uint64_t)size;
+    return 0;
+}
+
 static int parse_outputs(const hearth_frame_info *m, const char *name, const cJSON *outputs, bool binary_default,
                          hearth_oip_request *r, char *msg, size_t n)
 {
@@ -355,8 +399,15 @@ static int parse_outputs(const hearth_frame_info *m, const char *name, const cJS
         }
         if (r->n_out >= HEARTH_FRAME_MAX_IO)
             return fail(msg, n, 400, "more than %d outputs asked for", HEARTH_FRAME_MAX_IO);
+        char what[160];
+        snprintf(what, sizeof what, "output '%s'", m->outputs[j].name);
+        int k2 = r->n_out;
+        int st = shm_param(params, what, m->outputs[j].bytes, false, r, &r->out_at[k2], &r->out_region[k2],
+                           &r->out_size[k2], msg, n);
+        if (st)
+            return st;
         r->out[r->n_out] = j;
-        r->out_binary[r->n_out++] = binary;
+        r->out_binary[r->n_out++] = binary && !r->out_at[k2];
     }
     return 0;
 }
@@ -426,6 +477,22 @@ static int parse_input(const hearth_frame_info *m, const char *name, const cJSON
     const cJSON *data = cJSON_GetObjectItemCaseSensitive(t, "data");
     if (bsize && !cJSON_IsNull(bsize) && data)
         return fail(msg, n, 400, "input '%s' has both \"data\" and parameters.binary_data_size: send one", io->name);
+    {
+        char what[160], *at;
+        hearth_oip_shm *reg;
+        uint64_t given;
+        snprintf(what, sizeof what, "input '%s'", io->name);
+        int st = shm_param(params, what, bytes, true, r, &at, &reg, &given, msg, n);
+        if (st)
+            return st;
+        if (at) {
+            if (data || (bsize && !cJSON_IsNull(bsize)))
+                return fail(msg, n, 400, "input '%s' names a shared memory region and also carries its data: send one",
+                            io->name);
+            r->in[i] = r->dst[i] = at; /* read where it is; not freed */
+            return 0;
+        }
+    }
     if (!(r->in[i] = r->dst[i] ? r->dst[i] : malloc(bytes ? bytes : 1)))
         return fail(msg, n, 503, "out of memory for input '%s' (%zu bytes)", io->name, bytes);
     if (bsize && !cJSON_IsNull(bsize)) {

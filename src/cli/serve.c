@@ -409,6 +409,8 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         rc = hearth_api_register_generation(&api, s);
     if (!rc)
         rc = hearth_api_register_oip(&api, s);
+    if (!rc)
+        rc = hearth_api_register_oip_shm(&api, s, cfg.workers);
     if (!rc && debug_routes)
         rc = hearth_api_register_debug(s);
     if (rc) {

@@ -273,6 +273,72 @@ def test_concurrent_clients_get_their_own_answers():
     assert not errors, errors[:5]
 
 
+def test_system_shared_memory():
+    """Triton's system shared memory extension, as tritonclient drives it:
+    regions registered and listed, a frame whose input and output live in
+    regions (the answer carries no data) equal to the same frame sent in the
+    body, the region's offset applied, every misuse a 400 naming what, and
+    unregistering (one, all) as Triton does it."""
+    import tritonclient.utils.shared_memory as shm
+    c, x, want = client(), golden_input(), golden_output()
+    in_bytes, out_bytes = x.nbytes, int(np.prod(OUT_SHAPE)) * 4
+    key_in, key_out = "/hearth-test-in-%d" % os.getpid(), "/hearth-test-out-%d" % os.getpid()
+    h_in = shm.create_shared_memory_region("in", key_in, 64 + in_bytes)
+    h_out = shm.create_shared_memory_region("out", key_out, out_bytes)
+    try:
+        shm.set_shared_memory_region(h_in, [x.astype(np.float32)], offset=64)
+        c.unregister_system_shared_memory()
+        c.register_system_shared_memory("frame-in", key_in, in_bytes, offset=64)
+        c.register_system_shared_memory("frame-out", key_out, out_bytes)
+        st = c.get_system_shared_memory_status()
+        assert sorted((r["name"], r["key"], int(r["offset"]), int(r["byte_size"])) for r in st) == sorted(
+            [("frame-in", key_in, 64, in_bytes), ("frame-out", key_out, 0, out_bytes)]), st
+        assert [r["name"] for r in c.get_system_shared_memory_status("frame-out")] == ["frame-out"]
+        assert "system_shared_memory" in c.get_server_metadata()["extensions"]
+
+        def shm_infer(in_region="frame-in", in_size=in_bytes, in_off=0, out_region="frame-out", out_size=out_bytes):
+            inp = httpclient.InferInput(IN_NAME, IN_SHAPE, "FP32")
+            inp.set_shared_memory(in_region, in_size, offset=in_off)
+            out = httpclient.InferRequestedOutput(OUT_NAME)
+            out.set_shared_memory(out_region, out_size)
+            return c.infer(MODEL, [inp], outputs=[out])
+
+        r = shm_infer()
+        o = r.get_output(OUT_NAME)  # the data went to the region, not the body
+        assert "data" not in o and o["parameters"]["shared_memory_region"] == "frame-out", o
+        assert int(o["parameters"]["shared_memory_byte_size"]) == out_bytes, o
+        got = shm.get_contents_as_numpy(h_out, np.float32, OUT_SHAPE)
+        in_body = infer(x).as_numpy(OUT_NAME)
+        assert np.array_equal(got, in_body), (got, in_body)  # the same bytes in, the same walk: bit-equal
+        assert float(np.max(np.abs(got - want))) <= TOL
+        # a new frame written into the region is read at the next request
+        shm.set_shared_memory_region(h_in, [np.zeros(IN_SHAPE, np.float32)], offset=64)
+        shm_infer()
+        assert np.array_equal(shm.get_contents_as_numpy(h_out, np.float32, OUT_SHAPE),
+                              infer(np.zeros(IN_SHAPE, np.float32)).as_numpy(OUT_NAME))
+
+        expect_error(lambda: shm_infer(in_region="nope"), 400, "input 'Input3'", "'nope'")
+        expect_error(lambda: shm_infer(in_size=in_bytes - 4), 400, "input 'Input3'", "shared_memory_byte_size")
+        expect_error(lambda: shm_infer(in_off=8), 400, "past the end", "frame-in")
+        expect_error(lambda: shm_infer(out_size=out_bytes - 4), 400, "output '%s'" % OUT_NAME)
+        expect_error(lambda: c.register_system_shared_memory("frame-in", key_in, in_bytes), 400, "already in manager")
+        expect_error(lambda: c.register_system_shared_memory("ghost", "/hearth-no-such-key", 16), 400,
+                     "/hearth-no-such-key")
+        expect_error(lambda: c.register_system_shared_memory("big", key_out, out_bytes + 1), 400, "fewer than")
+        expect_error(lambda: c.get_system_shared_memory_status("ghost"), 400, "'ghost'")
+
+        c.unregister_system_shared_memory("frame-in")
+        assert [r["name"] for r in c.get_system_shared_memory_status()] == ["frame-out"]
+        expect_error(lambda: shm_infer(), 400, "'frame-in'")
+        c.unregister_system_shared_memory()
+        assert c.get_system_shared_memory_status() == []
+        assert np.array_equal(infer(x).as_numpy(OUT_NAME), in_body)  # the server goes on as before
+    finally:
+        c.unregister_system_shared_memory()
+        shm.destroy_shared_memory_region(h_in)
+        shm.destroy_shared_memory_region(h_out)
+
+
 def test_sequence_parameters_on_a_stateless_model():
     """mnist has no state: sequence parameters are taken and change nothing."""
     x = golden_input()
@@ -356,7 +422,7 @@ def test_state_expiry():
 if __name__ == "__main__":
     tests = [test_health_and_metadata, test_infer_json_and_binary_match_the_golden, test_wire_format,
              test_bad_requests_name_the_tensor, test_deadlines, test_concurrent_clients_get_their_own_answers,
-             test_sequence_parameters_on_a_stateless_model]
+             test_sequence_parameters_on_a_stateless_model, test_system_shared_memory]
     tests += [test_state_sequences, test_state_expiry]
     try:
         run(tests)
