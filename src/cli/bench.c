@@ -69,6 +69,12 @@ static int parse_url(const char *url, url_parts *u)
 
 char *bench_get(const bench_cfg *cfg, const char *host, const char *path, int *status, char *err, size_t err_len)
 {
+    return bench_call(cfg, host, "GET", path, NULL, status, err, err_len);
+}
+
+char *bench_call(const bench_cfg *cfg, const char *host, const char *method, const char *path, const char *json,
+                 int *status, char *err, size_t err_len)
+{
     int fd = socket(cfg->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     char *out = NULL;
     char scratch[8];
@@ -87,10 +93,15 @@ char *bench_get(const bench_cfg *cfg, const char *host, const char *path, int *s
         snprintf(err, err_len, "connect: %s", strerror(errno));
         goto done;
     }
-    char req[1536];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, host);
+    char req[4096];
+    int n = json ? snprintf(req, sizeof req,
+                            "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                            "Content-Length: %zu\r\n\r\n%s",
+                            method, path, host, strlen(json), json)
+                 : snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", method, path,
+                            host);
     if (n < 0 || (size_t)n >= sizeof req) {
-        snprintf(err, err_len, "the path is too long");
+        snprintf(err, err_len, "the path or body is too long");
         goto done;
     }
     if (write(fd, req, (size_t)n) != n)
@@ -219,7 +230,7 @@ int hearth_cmd_bench(int argc, char **argv)
     int sentences = 1, prompt_tokens = 0;
     float rate = 0, duration = 0, warmup = 0, deadline_ms = 0;
     uint64_t n = 0;
-    bool stream = true, send_deadline = false;
+    bool stream = true, send_deadline = false, shm = false;
     const opt opts[] = {
         {"api", 0, OPT_STR, &api_name, "health|completion|chat|embeddings|tei|raw|infer", "what to send (health)",
          true},
@@ -243,6 +254,8 @@ int hearth_cmd_bench(int argc, char **argv)
         {"input", 'i', OPT_STR, &input, "FILE", "one text or one JSON request body per line, sent in turn; infer: the "
                                                 "raw little-endian bytes of one frame (default: random FP32 in [-1,1])",
          true},
+        {"shm", 0, OPT_BOOL, &shm, NULL, "infer: the inputs in a system shared memory region the server maps (Triton's "
+                                          "extension; same host only), not in each request's body"},
         {"binary", 0, OPT_INT, &binary, "0|1", "infer: tensors as binary data after the JSON header (1), or as "
                                                "JSON arrays (0)", true},
         {"sequence-id", 0, OPT_STR, &sequence_id, "ID", "infer: send Triton's sequence_id, with sequence_start first "
@@ -300,8 +313,8 @@ int hearth_cmd_bench(int argc, char **argv)
         goto done;
     }
     bool infer = api == BENCH_INFER;
-    if (!infer && (sequence_id || send_deadline || binary != 1)) {
-        fprintf(stderr, "hearth bench: --sequence-id, --send-deadline and --binary are for --api infer\n");
+    if (!infer && (sequence_id || send_deadline || binary != 1 || shm)) {
+        fprintf(stderr, "hearth bench: --sequence-id, --send-deadline, --binary and --shm are for --api infer\n");
         goto done;
     }
     bool embeds = api == BENCH_EMBEDDINGS || api == BENCH_TEI, generates = api == BENCH_COMPLETION || api == BENCH_CHAT;
@@ -351,7 +364,7 @@ int hearth_cmd_bench(int argc, char **argv)
     cfg.prompt_tokens = prompt_tokens;
     cfg.max_tokens = max_tokens;
     bench_infer_opts infer_opts = {.input = input, .binary = binary == 1, .send_deadline = send_deadline,
-                                   .sequence_id = sequence_id};
+                                   .sequence_id = sequence_id, .shm = shm};
 
     if (setup_target(&cfg, pos[0], model_given, prompt, input, &infer_opts, &found_model)) {
         status = 1;
@@ -389,6 +402,7 @@ int hearth_cmd_bench(int argc, char **argv)
     if (total->errors)
         status = 1;
 done:
+    bench_infer_finish();
     for (size_t i = 0; i < cfg.n_reqs; i++)
         free(cfg.reqs[i]);
     free(cfg.reqs);

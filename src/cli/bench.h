@@ -160,6 +160,9 @@ const char *bench_api_name(enum bench_api api);
  * caller frees) of a whole answer of any status, *status set to it; NULL
  * with *status 0 when there was no whole answer (err, if given, says why). */
 char *bench_get(const bench_cfg *cfg, const char *host, const char *path, int *status, char *err, size_t err_len);
+/* The same for any method, with a JSON body (NULL: none; under 3 KiB). */
+char *bench_call(const bench_cfg *cfg, const char *host, const char *method, const char *path, const char *json,
+                 int *status, char *err, size_t err_len);
 
 /* --api infer: the Open Inference Protocol (KServe v2) workload (bench_infer.c). */
 
@@ -174,6 +177,7 @@ typedef struct bench_infer_opts {
     bool binary;             /* the binary tensor data extension (else JSON "data" arrays) */
     bool send_deadline;      /* send Triton's "timeout" parameter (us) = --deadline-ms */
     const char *sequence_id; /* or NULL: Triton's sequence_id (a number when all digits, else a string) */
+    bool shm;                /* the inputs in a system shared memory region (Triton's extension), not the body */
 } bench_infer_opts;
 
 /* Asks the server for the model's metadata (GET {prefix}/v2/models/{model})
@@ -182,6 +186,8 @@ typedef struct bench_infer_opts {
  * prefix: the URL's path, "" for none. 0, or -1 after saying why on stderr. */
 int bench_infer_build(bench_cfg *cfg, const char *host, const char *prefix, const char *model,
                       const bench_infer_opts *o);
+/* Unregisters the shared memory regions --shm registered (bench.c calls it at the end). */
+void bench_infer_finish(void);
 /* With cfg->sequence: the index into cfg->reqs of a request that is the
  * sequence's first and/or last. */
 static inline size_t bench_infer_pick(bool first, bool last) { return (first ? 1u : 0u) | (last ? 2u : 0u); }

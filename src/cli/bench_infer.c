@@ -15,7 +15,12 @@
  * sequence_end (--sequence-id): a sequence needs four variants of the
  * request (middle, first, last, first and last), and conn_begin picks one
  * by bench_infer_pick. A dynamic dimension (-1) is sent as 1: a batch of one
- * frame.
+ * frame. With --shm the inputs go once into a POSIX shared memory object
+ * that the server maps (Triton's system shared memory extension: POST
+ * .../v2/systemsharedmemory/region/{r}/register), unlinked at once so a
+ * bench that dies leaves nothing behind, and each request names the region
+ * instead of carrying the bytes (outputs still come back in the body);
+ * bench_infer_finish unregisters it.
  * Rejected: making a fresh frame per request (the hot path only copies
  * bytes; the server's time does not depend on the pixel values of a
  * fixed-shape conv net); BYTES and FP16/BF16 JSON tensors (no frame model
@@ -25,10 +30,13 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MAX_TENSORS 64                   /* inputs or outputs a model may list */
 #define MAX_DIMS 8
@@ -47,6 +55,8 @@ typedef struct tensor {
 typedef struct model_meta {
     tensor in[MAX_TENSORS];
     int n_in;
+    char shm_region[64];           /* --shm: the region the inputs are in, at shm_off[i] */
+    size_t shm_off[MAX_TENSORS];
     char out[MAX_TENSORS][256];
     int n_out;
 } model_meta;
@@ -249,7 +259,10 @@ static char *request_json(const model_meta *m, const bench_infer_opts *o, const 
             rc = hearth_buf_printf(&b, "%s%" PRId64, d ? "," : "", t->shape[d]);
         if (rc)
             break;
-        if (o->binary) {
+        if (o->shm) {
+            rc = hearth_buf_printf(&b, "],\"parameters\":{\"shared_memory_region\":\"%s\",\"shared_memory_byte_size\":%zu,"
+                                       "\"shared_memory_offset\":%zu}}", m->shm_region, t->bytes, m->shm_off[i]);
+        } else if (o->binary) {
             rc = hearth_buf_printf(&b, "],\"parameters\":{\"binary_data_size\":%zu}}", t->bytes);
         } else {
             rc = hearth_buf_appends(&b, "],\"data\":");
@@ -306,9 +319,10 @@ static int add_request(bench_cfg *cfg, const char *host, const char *path, const
     if (!json)
         goto fail;
     size_t jl = strlen(json), tensors = 0;
-    for (int i = 0; o->binary && i < m->n_in; i++)
+    bool bin_body = o->binary && !o->shm;
+    for (int i = 0; bin_body && i < m->n_in; i++)
         tensors += m->in[i].bytes;
-    int rc = o->binary ? hearth_buf_printf(&b,
+    int rc = bin_body ? hearth_buf_printf(&b,
                                            "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/octet-stream\r\n"
                                            "Inference-Header-Content-Length: %zu\r\nContent-Length: %zu\r\n\r\n",
                                            path, host, jl, jl + tensors)
@@ -317,7 +331,7 @@ static int add_request(bench_cfg *cfg, const char *host, const char *path, const
                                            "Content-Length: %zu\r\n\r\n",
                                            path, host, jl);
     rc = rc ? rc : hearth_buf_append(&b, json, jl);
-    for (int i = 0; o->binary && i < m->n_in && !rc; i++)
+    for (int i = 0; bin_body && i < m->n_in && !rc; i++)
         rc = hearth_buf_append(&b, m->in[i].data, m->in[i].bytes);
     free(json);
     if (rc)
@@ -329,6 +343,79 @@ fail:
     hearth_buf_deinit(&b);
     fprintf(stderr, "hearth bench: out of memory, or a request over %zu MiB\n", MAX_REQUEST >> 20);
     return -1;
+}
+
+/* The regions this process registered (one per target), for bench_infer_finish. */
+static struct {
+    bench_cfg cfg;
+    char host[256];
+    char path[1400];
+} g_regions[2];
+static int g_n_regions;
+
+/* --shm: the inputs into a new shared memory object, registered with the
+ * server as m->shm_region. 0, or -1 after saying why. */
+static int shm_setup(bench_cfg *cfg, const char *host, const char *prefix, model_meta *m)
+{
+    if (g_n_regions >= 2) {
+        fprintf(stderr, "hearth bench: --shm: two targets at most\n");
+        return -1;
+    }
+    size_t total = 0;
+    for (int i = 0; i < m->n_in; i++) {
+        m->shm_off[i] = total;
+        total += (m->in[i].bytes + 63) / 64 * 64;
+    }
+    char key[80];
+    snprintf(m->shm_region, sizeof m->shm_region, "hearth-bench-%d-%d", (int)getpid(), g_n_regions);
+    snprintf(key, sizeof key, "/%s", m->shm_region);
+    int fd = shm_open(key, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)(total ? total : 1)) != 0) {
+        fprintf(stderr, "hearth bench: --shm: shared memory object %s: %s\n", key, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            shm_unlink(key);
+        }
+        return -1;
+    }
+    unsigned char *map = mmap(NULL, total ? total : 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        fprintf(stderr, "hearth bench: --shm: mapping %s: %s\n", key, strerror(errno));
+        shm_unlink(key);
+        return -1;
+    }
+    for (int i = 0; i < m->n_in; i++) /* the mapping stays for the run (the process's exit drops it) */
+        memcpy(map + m->shm_off[i], m->in[i].data, m->in[i].bytes);
+    char path[1400], body[256], err[160];
+    int status = 0;
+    snprintf(path, sizeof path, "%s/v2/systemsharedmemory/region/%s/register", prefix, m->shm_region);
+    snprintf(body, sizeof body, "{\"key\":\"%s\",\"offset\":0,\"byte_size\":%zu}", key, total ? total : 1);
+    char *ans = bench_call(cfg, host, "POST", path, body, &status, err, sizeof err);
+    shm_unlink(key); /* the server has mapped it (or failed to): the name is not needed again */
+    if (!ans || status != 200) {
+        fprintf(stderr, "hearth bench: --shm: POST %s: %s %.300s\n", path, ans ? "status" : err, ans ? ans : "");
+        if (ans)
+            fprintf(stderr, "  (status %d)\n", status);
+        free(ans);
+        return -1;
+    }
+    free(ans);
+    g_regions[g_n_regions].cfg = *cfg;
+    snprintf(g_regions[g_n_regions].host, sizeof g_regions[0].host, "%s", host);
+    snprintf(g_regions[g_n_regions].path, sizeof g_regions[0].path, "%s/v2/systemsharedmemory/region/%s/unregister",
+             prefix, m->shm_region);
+    g_n_regions++;
+    return 0;
+}
+
+void bench_infer_finish(void)
+{
+    for (int i = 0; i < g_n_regions; i++) {
+        int status = 0;
+        free(bench_call(&g_regions[i].cfg, g_regions[i].host, "POST", g_regions[i].path, "{}", &status, NULL, 0));
+    }
+    g_n_regions = 0;
 }
 
 int bench_infer_build(bench_cfg *cfg, const char *host, const char *prefix, const char *model,
@@ -377,6 +464,8 @@ int bench_infer_build(bench_cfg *cfg, const char *host, const char *prefix, cons
             goto done;
         }
     }
+    if (o->shm && shm_setup(cfg, host, prefix, m))
+        goto done;
     int variants = o->sequence_id ? 4 : 1;
     cfg->reqs = calloc((size_t)variants, sizeof *cfg->reqs);
     cfg->req_lens = calloc((size_t)variants, sizeof *cfg->req_lens);

@@ -55,6 +55,7 @@ class OipServer(socketserver.ThreadingTCPServer):
     def __init__(self, delay=lambda i: 0.0, vision=True, answer_json=False, bad_answer=False, serial=False):
         self.delay, self.vision, self.answer_json, self.bad_answer = delay, vision, answer_json, bad_answer
         self.seen, self.took, self.lock = [], [], threading.Lock()
+        self.regions, self.unregistered = {}, []
         self.queue = threading.Lock() if serial else None
         super().__init__(("127.0.0.1", 0), _Handler)
         self.port = self.server_address[1]
@@ -77,6 +78,17 @@ class OipServer(socketserver.ThreadingTCPServer):
             return 200, js, json.dumps({"object": "list", "data": data}).encode()
         if method == "GET" and path == "/v2/models/face":
             return 200, js, json.dumps(META).encode()
+        if method == "POST" and path.startswith("/v2/systemsharedmemory/region/"):
+            name, action = path.split("/")[4:6]
+            if action == "register":  # map the client's object, as Triton does, before the client unlinks it
+                import mmap
+                doc = json.loads(body)
+                fd = os.open("/dev/shm" + doc["key"], os.O_RDWR)
+                self.regions[name] = (mmap.mmap(fd, doc["offset"] + doc["byte_size"]), doc)
+                os.close(fd)
+            else:
+                self.unregistered.append(name)
+            return 200, "", b""
         if method != "POST" or path != "/v2/models/face/infer":
             return 404, js, b'{"error":"not found"}'
         t0 = time.monotonic()
@@ -85,7 +97,13 @@ class OipServer(socketserver.ThreadingTCPServer):
             req = json.loads(body[:hl])
             inp = req["inputs"][0]
             assert inp["name"] == "input" and inp["datatype"] == "FP32" and inp["shape"] == SHAPE, inp
-            if hl < len(body):
+            shm = inp.get("parameters", {}).get("shared_memory_region")
+            if shm:
+                p = inp["parameters"]
+                assert p["shared_memory_byte_size"] == FRAME_BYTES and "data" not in inp and hl == len(body), inp
+                mm = self.regions[shm][0]
+                data = mm[p["shared_memory_offset"]:p["shared_memory_offset"] + FRAME_BYTES]
+            elif hl < len(body):
                 assert inp["parameters"]["binary_data_size"] == FRAME_BYTES == len(body) - hl, (inp, len(body))
                 data = body[hl:]
             else:
@@ -210,6 +228,25 @@ def test_json_tensors_and_json_answers():
     os.unlink(frame)
 
 
+def test_shared_memory_inputs():
+    """--shm: the frame goes once into a shared memory object the server maps
+    (registered, and unlinked by the client at once), each request names it
+    instead of carrying the bytes, and the region is unregistered at the end."""
+    frame = frame_file()
+    with OipServer() as srv:
+        rc, j, out = bench(srv.port, "--api", "infer", "--concurrency", "1", "--n", "20", "--input", frame, "--shm")
+    assert rc == 0 and j["errors"] == 0 and j["requests"] == 20, out
+    assert len(srv.regions) == 1, srv.regions
+    name, (_, doc) = next(iter(srv.regions.items()))
+    assert doc["offset"] == 0 and doc["byte_size"] >= FRAME_BYTES, doc
+    assert not os.path.exists("/dev/shm" + doc["key"]), doc  # unlinked once registered
+    req, data = srv.seen[-1]
+    assert data == open(frame, "rb").read(), data[:16]
+    assert req["inputs"][0]["parameters"]["shared_memory_region"] == name, req
+    assert srv.unregistered == [name], srv.unregistered
+    os.unlink(frame)
+
+
 def test_random_frames_are_fixed():
     frames = []
     for _ in range(2):
@@ -283,5 +320,5 @@ def test_refusals():
 if __name__ == "__main__":
     run([test_fixed_delay_percentiles_and_the_request, test_a_stall_shows_in_the_paced_max,
          test_deadline_misses_are_exact, test_late_frames_are_counted_apart, test_json_tensors_and_json_answers,
-         test_random_frames_are_fixed, test_sequences, test_bad_answers_and_no_vision_model,
+         test_shared_memory_inputs, test_random_frames_are_fixed, test_sequences, test_bad_answers_and_no_vision_model,
          test_compare_counts_misses, test_refusals])
