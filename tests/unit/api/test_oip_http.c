@@ -7,10 +7,11 @@
  * while its frame waits (cancelled, never run), and the /metrics text.
  * tests/api/test_oip.py covers the same with tritonclient on a real model.
  *
- * The model behind the entry is a fake, so hearth_frame_model_info (the one
- * call oip.c makes into models/frame.c) is defined here, weak: this file
- * must not pull models/frame.o out of libmodels.a (nothing it links calls
- * another function of it), or the real one would take the fake pointer. */
+ * The model behind the entry is a fake, so the calls oip.c makes into
+ * models/frame_model.c (hearth_frame_model_info and the pinned input sets,
+ * which a fake model has none of) are defined here, weak: this file must not
+ * pull models/frame_model.o out of libmodels.a (nothing it links calls
+ * another function of it), or the real ones would take the fake pointer. */
 #include "harness.h"
 
 #include "api/oip.h"
@@ -47,6 +48,17 @@ __attribute__((weak)) const hearth_frame_info *hearth_frame_model_info(const hea
 {
     (void)m;
     return &INFO;
+}
+
+__attribute__((weak)) int hearth_frame_model_inputs_take(hearth_frame_model *m, void **in)
+{
+    (void)m, (void)in;
+    return -1;
+}
+
+__attribute__((weak)) void hearth_frame_model_inputs_give(hearth_frame_model *m, int set)
+{
+    (void)m, (void)set;
 }
 
 static int fake_run(void *model, int slot, bool reset, const void *const *in, void *const *out, hearth_err *err)
