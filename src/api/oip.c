@@ -6,9 +6,12 @@
  * Infer follows embed.c's path: the handler (on the loop thread, or on a
  * handler thread for a body of 16 KiB or more: every frame of a real image
  * model) parses and checks the request against the model (oip_parse.c),
- * copying the input tensors, defers the request, then submits one job to
- * the model's frame queue. The queue's thread answers through the job's
- * done callback: it formats the response (oip_json.c) and posts it to the
+ * copying the input tensors (into one of a GPU model's pinned input sets
+ * when one is free: the run then uploads them without the staging copy;
+ * tensors in shared memory regions stay there, oip_shm.c), defers the
+ * request, then submits one job to the model's frame queue. The queue's
+ * thread answers through the job's done callback: it copies outputs asked
+ * for in regions there, formats the response (oip_json.c) and posts it to the
  * connection with hearth_reply_send. The request state is shared by the
  * queue and the connection and freed by whichever lets go last (a
  * reference count); a client that disconnects marks the job cancelled, and

@@ -6,8 +6,13 @@
  * Inference-Header-Content-Length when the binary tensor data extension is
  * used; the raw bytes after it belong, in input order, to the inputs whose
  * parameters carry binary_data_size. Every input tensor is copied into a
- * buffer of its own: the request's body dies with the handler, the frame
- * runs later on the model's thread, and a copy also aligns the bytes.
+ * buffer of its own (new, or the caller's: a GPU model's pinned set,
+ * hearth_oip_parse_into): the request's body dies with the handler, the
+ * frame runs later on the model's thread, and a copy also aligns the bytes.
+ * A tensor whose parameters name a system shared memory region
+ * (shared_memory_region, _byte_size, _offset: oip_shm.h) is not copied: an
+ * input is read where it is, an output's place is kept for the answer; the
+ * request holds a reference on each region it names until it is freed.
  *
  * Checks, each a 400 naming the tensor, what came and what the model takes:
  * an input the model lacks, one given twice, one missing; a datatype other
@@ -16,7 +21,10 @@
  * count is not the shape's, or holding a non-number (a non-integer for an
  * integer type, a non-boolean for BOOL); binary_data_size not the tensor's
  * bytes; binary bytes left over or missing; a header length longer than the
- * body; an output asked for that the model lacks, or twice.
+ * body; an output asked for that the model lacks, or twice; a region not
+ * registered, a shared_memory_byte_size other than an input's bytes (or
+ * less than an output's), bytes past the region's end, an input in a
+ * region that also carries data.
  *
  * JSON data may be flat or nested to any depth up to MAX_NEST (Triton takes
  * both, row-major); the nesting is not checked against the shape, the count
