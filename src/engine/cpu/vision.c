@@ -95,6 +95,13 @@ static void conv_free(hearth_conv *c)
     free(c);
 }
 
+bool hearth_vis_dw_simd_takes(const hearth_conv_desc *d)
+{
+    return d->groups == d->c_in && d->c_in == d->c_out && (d->stride_w == 1 || d->stride_w == 2) &&
+           d->w < ((int64_t)1 << 30) && d->w_out < ((int64_t)1 << 30) && d->dil_w * d->kw < ((int64_t)1 << 30) &&
+           d->pad_l < ((int64_t)1 << 30);
+}
+
 static hearth_conv *conv_new(hearth_dev *dev, const hearth_conv_desc *d, const float *w, const float *bias,
                              hearth_err *err)
 {
@@ -140,8 +147,7 @@ static hearth_conv *conv_new(hearth_dev *dev, const hearth_conv_desc *d, const f
     c->isa = hearth_cpu_vision_isa();
     c->im2col = !(dd.kh == 1 && dd.kw == 1 && dd.stride_h == 1 && dd.stride_w == 1 && dd.pad_t == 0 &&
                   dd.pad_l == 0 && dd.pad_b == 0 && dd.pad_r == 0);
-    bool dw_simd = (c->isa == HEARTH_ISA_AVX512 && hearth_vis_dw_avx512_takes(&dd)) ||
-                   (c->isa == HEARTH_ISA_AVX2 && hearth_vis_dw_avx2_takes(&dd));
+    bool dw_simd = c->isa != HEARTH_ISA_SCALAR && hearth_vis_dw_simd_takes(&dd);
     if (depthwise && dw_simd) {
         c->kind = VIS_CONV_DW;
     } else if ((depthwise && c->im2col) || (c->im2col && (size_t)b_all > VIS_IM2COL_MAX / sizeof(float))) {
@@ -310,15 +316,22 @@ static int binary_run(hearth_stream *st, const hearth_binary_desc *d, const floa
     return 0;
 }
 
+bool hearth_vis_unary_simd_takes(hearth_unary_op op)
+{
+    return op == HEARTH_UN_RELU || op == HEARTH_UN_CLIP || op == HEARTH_UN_LEAKY_RELU ||
+           op == HEARTH_UN_HARD_SIGMOID || op == HEARTH_UN_HARD_SWISH || op == HEARTH_UN_NEG ||
+           op == HEARTH_UN_ABS || op == HEARTH_UN_SQRT || op == HEARTH_UN_SIGMOID;
+}
+
 static void unary_rows(void *job, int64_t r0, int64_t r1)
 {
     const op_job *J = job;
     int64_t i0 = r0 * VIS_CHUNK, i1 = r1 * VIS_CHUNK < J->n ? r1 * VIS_CHUNK : J->n;
     hearth_unary_op op = (hearth_unary_op)J->op;
     hearth_cpu_isa isa = hearth_cpu_vision_isa();
-    if (isa == HEARTH_ISA_AVX512 && hearth_vis_unary_avx512_takes(op))
+    if (isa == HEARTH_ISA_AVX512 && hearth_vis_unary_simd_takes(op))
         hearth_vis_unary_avx512(op, J->A + i0, J->Y + i0, i1 - i0, J->a, J->b);
-    else if (isa == HEARTH_ISA_AVX2 && hearth_vis_unary_avx2_takes(op))
+    else if (isa == HEARTH_ISA_AVX2 && hearth_vis_unary_simd_takes(op))
         hearth_vis_unary_avx2(op, J->A + i0, J->Y + i0, i1 - i0, J->a, J->b);
     else
         hearth_vis_unary_ref((hearth_unary_op)J->op, J->A + i0, J->Y + i0, i1 - i0, J->a, J->b);

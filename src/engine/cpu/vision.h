@@ -92,19 +92,22 @@ void hearth_vis_strided_ref(const hearth_strided_desc *d, const void *src, void 
 /* Output rows [r0, r1) of the (n * c * h_out) rows. */
 void hearth_vis_resize_ref(const hearth_resize_desc *d, const float *X, float *Y, int64_t r0, int64_t r1);
 
+/* Whether the SIMD unary kernels (hearth_vis_unary_avx512, _avx2) have op in
+ * vectors (else they call the scalar twin); one list for both (vision.c). */
+bool hearth_vis_unary_simd_takes(hearth_unary_op op);
+/* Whether the SIMD depthwise kernels (hearth_vis_dw_avx512, _avx2) take d's
+ * shape (strides 1 or 2 along W; vision.c). */
+bool hearth_vis_dw_simd_takes(const hearth_conv_desc *d);
+
 /* ---- AVX-512 (vision_conv_avx512.c, vision_dw_avx512.c, vision_elem_avx512.c) ---- */
 
 /* As hearth_vis_gemm_ref. */
 void hearth_vis_gemm_avx512(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
                             const float *bias, int64_t t0, int64_t t1);
-/* Whether the depthwise kernel takes c's shape (strides 1 or 2). */
-bool hearth_vis_dw_avx512_takes(const hearth_conv_desc *d);
 /* Planes [p0, p1) of the (n * c) planes, as hearth_vis_conv_ref. */
 void hearth_vis_dw_avx512(const hearth_conv *c, const float *X, float *Y, int64_t p0, int64_t p1);
 /* As hearth_vis_im2col (B row by row, the strided copies in vectors). */
 void hearth_vis_im2col_avx512(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t k0, int64_t k1);
-/* Whether hearth_vis_unary_avx512 has op in vectors (else it calls the scalar twin). */
-bool hearth_vis_unary_avx512_takes(hearth_unary_op op);
 /* As hearth_vis_unary_ref. */
 void hearth_vis_unary_avx512(hearth_unary_op op, const float *X, float *Y, int64_t n, float a, float b);
 
@@ -112,10 +115,8 @@ void hearth_vis_unary_avx512(hearth_unary_op op, const float *X, float *Y, int64
 
 void hearth_vis_gemm_avx2(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
                           const float *bias, int64_t t0, int64_t t1);
-bool hearth_vis_dw_avx2_takes(const hearth_conv_desc *d);
 void hearth_vis_dw_avx2(const hearth_conv *c, const float *X, float *Y, int64_t p0, int64_t p1);
 void hearth_vis_im2col_avx2(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t k0, int64_t k1);
-bool hearth_vis_unary_avx2_takes(hearth_unary_op op);
 void hearth_vis_unary_avx2(hearth_unary_op op, const float *X, float *Y, int64_t n, float a, float b);
 
 #endif

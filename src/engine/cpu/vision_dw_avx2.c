@@ -19,13 +19,6 @@
 
 #define DW_PAIR_MAX_W 48
 
-bool hearth_vis_dw_avx2_takes(const hearth_conv_desc *d)
-{
-    return d->groups == d->c_in && d->c_in == d->c_out && (d->stride_w == 1 || d->stride_w == 2) &&
-           d->w < ((int64_t)1 << 30) && d->w_out < ((int64_t)1 << 30) && d->dil_w * d->kw < ((int64_t)1 << 30) &&
-           d->pad_l < ((int64_t)1 << 30);
-}
-
 /* Input columns ix0 .. ix0 + 2 n - 2 of row (stride 2), their even lanes:
  * the inputs of n outputs. */
 static inline __m256 row8_s2(const float *row, int64_t ix0, int64_t W, int64_t n)

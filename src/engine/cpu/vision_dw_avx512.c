@@ -20,13 +20,6 @@
 
 #define DW_PAIR_MAX_W 48
 
-bool hearth_vis_dw_avx512_takes(const hearth_conv_desc *d)
-{
-    return d->groups == d->c_in && d->c_in == d->c_out && (d->stride_w == 1 || d->stride_w == 2) &&
-           d->w < ((int64_t)1 << 30) && d->w_out < ((int64_t)1 << 30) && d->dil_w * d->kw < ((int64_t)1 << 30) &&
-           d->pad_l < ((int64_t)1 << 30);
-}
-
 /* The lanes j of a vector of 16 input columns ix0 + j that lie inside
  * [0, w): the rest read as zero padding. Masked-out lanes are never touched
  * (AVX-512 masked loads do not fault), so no padded copy and no gather. */

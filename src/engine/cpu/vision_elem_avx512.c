@@ -34,13 +34,6 @@ static inline __m512 un16(hearth_unary_op op, __m512 x, __m512 a, __m512 b)
     }
 }
 
-bool hearth_vis_unary_avx512_takes(hearth_unary_op op)
-{
-    return op == HEARTH_UN_RELU || op == HEARTH_UN_CLIP || op == HEARTH_UN_LEAKY_RELU ||
-           op == HEARTH_UN_HARD_SIGMOID || op == HEARTH_UN_HARD_SWISH || op == HEARTH_UN_NEG ||
-           op == HEARTH_UN_ABS || op == HEARTH_UN_SQRT || op == HEARTH_UN_SIGMOID;
-}
-
 /* One loop per op, so the switch is outside it. */
 #define UN_LOOP(OP)                                                                                                  \
     do {                                                                                                             \
