@@ -326,6 +326,28 @@ def test_system_shared_memory():
                      "/hearth-no-such-key")
         expect_error(lambda: c.register_system_shared_memory("big", key_out, out_bytes + 1), 400, "fewer than")
         expect_error(lambda: c.get_system_shared_memory_status("ghost"), 400, "'ghost'")
+        # malformed bodies and parameters, each a 400 naming what
+        reg = "/v2/systemsharedmemory/region/r2/register"
+        raw_error(reg, b"{\"key\":", 400, "register 'r2'", "JSON")
+        raw_error(reg, {"byte_size": 16}, 400, "\"key\"")
+        raw_error(reg, {"key": key_out, "byte_size": -4}, 400, "byte_size")
+        raw_error(reg, {"key": key_out, "byte_size": 16, "offset": 1.5}, 400, "offset")
+        raw_error("/v2/systemsharedmemory/region/a/b/register", {"key": key_out, "byte_size": 16}, 400, "without '/'")
+        raw_error("/v2/systemsharedmemory/nothing", {}, 404, "/v2/systemsharedmemory/nothing")
+        url = "/v2/models/%s/infer" % MODEL
+
+        def shm_input(**params):
+            return {"name": IN_NAME, "datatype": "FP32", "shape": IN_SHAPE, "parameters": params}
+        raw_error(url, {"inputs": [shm_input(shared_memory_region=7, shared_memory_byte_size=in_bytes)]}, 400,
+                  "shared_memory_region must be")
+        raw_error(url, {"inputs": [shm_input(shared_memory_region="frame-in", shared_memory_byte_size="all")]}, 400,
+                  "shared_memory_byte_size must be")
+        raw_error(url, {"inputs": [shm_input(shared_memory_region="frame-in", shared_memory_byte_size=in_bytes,
+                                             shared_memory_offset=-8)]}, 400, "shared_memory_offset must be")
+        both = shm_input(shared_memory_region="frame-in", shared_memory_byte_size=in_bytes)
+        both["data"] = [0.0] * (in_bytes // 4)
+        raw_error(url, {"inputs": [both]}, 400, "also carries its data")
+        assert np.array_equal(shm_infer().get_output(OUT_NAME)["shape"], OUT_SHAPE)  # still served after all that
 
         c.unregister_system_shared_memory("frame-in")
         assert [r["name"] for r in c.get_system_shared_memory_status()] == ["frame-out"]
@@ -333,6 +355,9 @@ def test_system_shared_memory():
         c.unregister_system_shared_memory()
         assert c.get_system_shared_memory_status() == []
         assert np.array_equal(infer(x).as_numpy(OUT_NAME), in_body)  # the server goes on as before
+        # regions belong to one process: under --workers they are refused with the reason
+        with Server("--model", MODEL_PATH, "--log-level", "warn", "--workers", "2", timeout=60) as w:
+            expect_error(lambda: client(w).register_system_shared_memory("w", key_out, out_bytes), 400, "--workers 2")
     finally:
         c.unregister_system_shared_memory()
         shm.destroy_shared_memory_region(h_in)

@@ -52,7 +52,9 @@ class OipServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, delay=lambda i: 0.0, vision=True, answer_json=False, bad_answer=False, serial=False):
+    def __init__(self, delay=lambda i: 0.0, vision=True, answer_json=False, bad_answer=False, serial=False,
+                 refuse_shm=False):
+        self.refuse_shm = refuse_shm
         self.delay, self.vision, self.answer_json, self.bad_answer = delay, vision, answer_json, bad_answer
         self.seen, self.took, self.lock = [], [], threading.Lock()
         self.regions, self.unregistered = {}, []
@@ -80,6 +82,8 @@ class OipServer(socketserver.ThreadingTCPServer):
             return 200, js, json.dumps(META).encode()
         if method == "POST" and path.startswith("/v2/systemsharedmemory/region/"):
             name, action = path.split("/")[4:6]
+            if action == "register" and self.refuse_shm:
+                return 400, js, b'{"error":"Unable to open shared memory region: no"}'
             if action == "register":  # map the client's object, as Triton does, before the client unlinks it
                 import mmap
                 doc = json.loads(body)
@@ -312,9 +316,14 @@ def test_refusals():
                  ["--sequence-id", "1", "--duration", "1"], ["--send-deadline", "--n", "5"], ["--binary", "2"]):
         p = subprocess.run([BIN, "bench", url, "--api", "infer", *args], capture_output=True, text=True, timeout=10)
         assert p.returncode == 2 and "hearth bench" in p.stderr, (args, p.returncode, p.stderr)
-    p = subprocess.run([BIN, "bench", url, "--api", "health", "--sequence-id", "1"], capture_output=True, text=True,
-                       timeout=10)
-    assert p.returncode == 2 and "--api infer" in p.stderr, p.stderr
+    for flag in (["--sequence-id", "1"], ["--shm"]):
+        p = subprocess.run([BIN, "bench", url, "--api", "health", *flag], capture_output=True, text=True, timeout=10)
+        assert p.returncode == 2 and "--api infer" in p.stderr, (flag, p.stderr)
+    # a server that will not map the region: the bench stops before sending a frame, saying what it answered
+    with OipServer(refuse_shm=True) as srv:
+        rc, j, out = bench(srv.port, "--api", "infer", "--model", "face", "--n", "10", "--shm")
+    assert rc == 1 and j is None and not srv.seen, out
+    assert "register" in out and "Unable to open shared memory region" in out, out
 
 
 if __name__ == "__main__":
