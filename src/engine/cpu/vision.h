@@ -55,6 +55,24 @@ struct hearth_conv {
                  const float *bias, int64_t t0, int64_t t1);
 };
 
+/* GEMM tile t of one group (t = pb n_cb + cb, pixel block first): its
+ * channel block cb, first pixel px0 and channel co0, and how many pixels
+ * (nc <= VIS_NR) and channels (mr <= VIS_MR) it holds; what every tile
+ * kernel (ref, AVX2, AVX-512) decodes its range into. */
+typedef struct vis_tile {
+    int64_t cb, px0, co0, nc, mr;
+} vis_tile;
+
+static inline vis_tile vis_tile_of(const hearth_conv *c, int64_t t, int64_t hwo)
+{
+    int64_t n_cb = (c->cout_g + VIS_MR - 1) / VIS_MR;
+    vis_tile T = {.cb = t % n_cb, .px0 = t / n_cb * VIS_NR};
+    T.co0 = T.cb * VIS_MR;
+    T.nc = hwo - T.px0 < VIS_NR ? hwo - T.px0 : VIS_NR;
+    T.mr = c->cout_g - T.co0 < VIS_MR ? c->cout_g - T.co0 : VIS_MR;
+    return T;
+}
+
 /* The activation fused into a conv's output, as dev_vision.h defines it. */
 static inline float vis_act(float v, const hearth_conv_desc *d)
 {

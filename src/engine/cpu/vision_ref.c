@@ -91,11 +91,11 @@ void hearth_vis_im2col(const hearth_conv *c, const float *X, int64_t g, float *B
 void hearth_vis_gemm_ref(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
                          const float *bias, int64_t t0, int64_t t1)
 {
-    int64_t n_cb = (c->cout_g + VIS_MR - 1) / VIS_MR, K = c->K;
+    const int64_t K = c->K;
     for (int64_t t = t0; t < t1; t++) {
-        int64_t pb = t / n_cb, cb = t % n_cb, px0 = pb * VIS_NR, co0 = cb * VIS_MR;
-        int64_t nc = hwo - px0 < VIS_NR ? hwo - px0 : VIS_NR, mr = c->cout_g - co0 < VIS_MR ? c->cout_g - co0 : VIS_MR;
-        const float *wp = panels + cb * K * VIS_MR; /* (K, MR) */
+        vis_tile T = vis_tile_of(c, t, hwo);
+        const int64_t px0 = T.px0, co0 = T.co0, nc = T.nc, mr = T.mr;
+        const float *wp = panels + T.cb * K * VIS_MR; /* (K, MR) */
         for (int64_t r = 0; r < mr; r++)
             for (int64_t j = 0; j < nc; j++) {
                 float acc = bias[co0 + r];
