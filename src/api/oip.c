@@ -119,6 +119,11 @@ static void respond_err(hearth_request *req, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    hearth_oip_respond_error(req, status, msg);
+}
+
+void hearth_oip_respond_error(hearth_request *req, int status, const char *msg)
+{
     hearth_buf b;
     hearth_buf_init(&b, OIP_ERROR_MAX);
     if (hearth_oip_format_error(&b, msg) == 0)

@@ -16,5 +16,8 @@
  * hearth_frame_latency_seconds histogram (submit to end of run). Nothing
  * when no frame model is served. 0, or out's HEARTH_ELIMIT/ENOMEM. */
 int hearth_api_oip_metrics(hearth_api *api, hearth_buf *out);
+/* Answers req with status and Triton's error body {"error": msg} (oip.c;
+ * oip_shm.c's routes answer through it too). */
+void hearth_oip_respond_error(hearth_request *req, int status, const char *msg);
 
 #endif

@@ -22,6 +22,7 @@
  * costs tens of microseconds). */
 #include "oip_shm.h"
 #include "json_body.h"
+#include "oip.h"
 #include "oip_json.h"
 
 #include <cjson/cJSON.h>
@@ -125,13 +126,7 @@ static void respond_err(hearth_request *req, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    hearth_buf b;
-    hearth_buf_init(&b, (size_t)8 << 10);
-    if (hearth_oip_format_error(&b, msg) == 0)
-        respond_json(req, status, &b);
-    else
-        hearth_respond_error(req, status, "error", "%s", msg);
-    hearth_buf_deinit(&b);
+    hearth_oip_respond_error(req, status, msg);
 }
 
 static void respond_ok(hearth_request *req)
