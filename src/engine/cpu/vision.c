@@ -11,7 +11,12 @@
  *       stride-1 unpadded conv and otherwise X's im2col in the work buffer
  *       the plan gives (conv_work_bytes = K HWo floats); W packed into
  *       (K, 8) panels here; the tile is vision_conv_avx512.c's or _avx2.c's,
- *       or vision_ref.c's scalar twin on a CPU with neither;
+ *       or vision_ref.c's scalar twin on a CPU with neither. An im2col of
+ *       four or more VIS_BAND_BYTES bands of output rows is built and used
+ *       a band at a time, each band's task writing its own slot and running
+ *       its tiles while the slot is in L2 (RFB-320's first conv, a 2 MB
+ *       im2col, was written whole and read back from L3: 0.69-0.88 ms,
+ *       0.51-0.55 in bands, AVX2 EPYC, 2026-12-06);
  *   the direct loops of vision_ref.c where neither fits (a depthwise conv
  *       without SIMD, or an im2col over VIS_IM2COL_MAX).
  * The AVX2 kernels exist because the scalar twins made a face detector's
@@ -44,6 +49,10 @@
 
 /* The largest im2col buffer a conv may ask for (bytes); above it, direct. */
 #define VIS_IM2COL_MAX ((size_t)1 << 30)
+/* An im2col band's bytes at most (one output row at least), and how many
+ * bands a conv must have to be banded (else one whole-map im2col). */
+#define VIS_BAND_BYTES ((size_t)96 << 10)
+#define VIS_BAND_MIN 4
 /* Below this many output elements x taps an op runs on the calling thread. */
 #define VIS_PAR_MIN_WORK 32768
 /* Elements per task of the elementwise ops. */
@@ -157,6 +166,13 @@ static hearth_conv *conv_new(hearth_dev *dev, const hearth_conv_desc *d, const f
         c->gemm = c->isa == HEARTH_ISA_AVX512 ? hearth_vis_gemm_avx512
                   : c->isa == HEARTH_ISA_AVX2 ? hearth_vis_gemm_avx2
                                               : hearth_vis_gemm_ref;
+        if (c->im2col) {
+            int64_t row_bytes = K * dd.w_out * (int64_t)sizeof(float);
+            int64_t rows = (int64_t)VIS_BAND_BYTES / row_bytes;
+            rows = rows < 1 ? 1 : rows;
+            if ((dd.h_out + rows - 1) / rows >= VIS_BAND_MIN)
+                c->band = rows;
+        }
         int64_t n_cb = (cout_g + VIS_MR - 1) / VIS_MR;
         size_t per_group = (size_t)n_cb * (size_t)K * VIS_MR;
         c->panels = calloc(per_group * (size_t)dd.groups, sizeof *c->panels);
@@ -182,7 +198,9 @@ static size_t conv_work_bytes(const hearth_conv *c)
 {
     if (!c || c->kind != VIS_CONV_GEMM || !c->im2col)
         return 0;
-    size_t b = (size_t)c->K * (size_t)(c->d.h_out * c->d.w_out) * sizeof(float);
+    /* banded: a slot of band rows for every band, so no two tasks share one */
+    int64_t rows = c->band ? (c->d.h_out + c->band - 1) / c->band * c->band : c->d.h_out;
+    size_t b = (size_t)c->K * (size_t)(rows * c->d.w_out) * sizeof(float);
     return (b + 63) & ~(size_t)63;
 }
 
@@ -208,21 +226,46 @@ static void conv_dw_rows(void *job, int64_t r0, int64_t r1)
         hearth_vis_dw_avx2(J->c, J->X, J->Y, r0, r1);
 }
 
+/* The im2col of c's ISA: rows [k0, k1), output rows [oy0, oy1). */
+static void im2col(const conv_job *J, float *B, int64_t ldb, int64_t oy0, int64_t oy1, int64_t k0, int64_t k1)
+{
+    if (J->c->isa == HEARTH_ISA_AVX512)
+        hearth_vis_im2col_avx512(J->c, J->X, J->g, B, ldb, oy0, oy1, k0, k1);
+    else if (J->c->isa == HEARTH_ISA_AVX2)
+        hearth_vis_im2col_avx2(J->c, J->X, J->g, B, ldb, oy0, oy1, k0, k1);
+    else
+        hearth_vis_im2col(J->c, J->X, J->g, B, ldb, oy0, oy1, k0, k1);
+}
+
 static void im2col_rows(void *job, int64_t r0, int64_t r1)
 {
     const conv_job *J = job;
-    if (J->c->isa == HEARTH_ISA_AVX512)
-        hearth_vis_im2col_avx512(J->c, J->X, J->g, J->work, r0, r1);
-    else if (J->c->isa == HEARTH_ISA_AVX2)
-        hearth_vis_im2col_avx2(J->c, J->X, J->g, J->work, r0, r1);
-    else
-        hearth_vis_im2col(J->c, J->X, J->g, J->work, r0, r1);
+    int64_t hwo = J->c->d.h_out * J->c->d.w_out;
+    im2col(J, J->work, hwo, 0, J->c->d.h_out, r0, r1);
 }
 
 static void gemm_rows(void *job, int64_t r0, int64_t r1)
 {
     const conv_job *J = job;
-    J->c->gemm(J->c, J->panels, J->B, J->c->d.h_out * J->c->d.w_out, J->Y, J->bias, r0, r1);
+    int64_t hwo = J->c->d.h_out * J->c->d.w_out;
+    J->c->gemm(J->c, J->panels, J->B, hwo, J->Y, hwo, hwo, J->bias, r0, r1);
+}
+
+/* Bands [b0, b1): each band's im2col into its own slot of the work buffer,
+ * then every tile of its pixels while the slot is still in L2. */
+static void band_rows(void *job, int64_t b0, int64_t b1)
+{
+    const conv_job *J = job;
+    const hearth_conv *c = J->c;
+    const int64_t wo = c->d.w_out, n_cb = (c->cout_g + VIS_MR - 1) / VIS_MR;
+    for (int64_t b = b0; b < b1; b++) {
+        int64_t oy0 = b * c->band, oy1 = oy0 + c->band < c->d.h_out ? oy0 + c->band : c->d.h_out;
+        int64_t npx = (oy1 - oy0) * wo;
+        float *slot = J->work + b * c->K * c->band * wo;
+        im2col(J, slot, npx, oy0, oy1, 0, c->K);
+        c->gemm(c, J->panels, slot, npx, J->Y + oy0 * wo, c->d.h_out * wo, npx, J->bias, 0,
+                (npx + VIS_NR - 1) / VIS_NR * n_cb);
+    }
 }
 
 static int conv_run(hearth_stream *st, const hearth_conv *c, const float *X, float *Y, void *work)
@@ -248,15 +291,19 @@ static int conv_run(hearth_stream *st, const hearth_conv *c, const float *X, flo
             conv_job G = J;
             G.X = X + b * d->c_in * hw; /* (c_in, h, w) */
             G.g = g;
+            G.panels = c->panels + (size_t)g * per_group;
+            G.bias = c->bias + g * c->cout_g;
+            G.Y = Y + (b * d->c_out + g * c->cout_g) * hwo; /* (cout_g, h_out, w_out) */
+            if (c->band) {
+                vis_split(st, (d->h_out + c->band - 1) / c->band, macs / (double)(d->n * d->groups), band_rows, &G);
+                continue;
+            }
             if (c->im2col) {
                 vis_split(st, c->K, (double)c->K * (double)hwo, im2col_rows, &G);
                 G.B = work;
             } else {
                 G.B = G.X + g * c->cin_g * hw;
             }
-            G.panels = c->panels + (size_t)g * per_group;
-            G.bias = c->bias + g * c->cout_g;
-            G.Y = Y + (b * d->c_out + g * c->cout_g) * hwo; /* (cout_g, h_out, w_out) */
             vis_split(st, n_pb * n_cb, macs / (double)(d->n * d->groups), gemm_rows, &G);
         }
     return 0;

@@ -47,28 +47,30 @@ struct hearth_conv {
     int64_t cin_g, cout_g;  /* channels per group */
     int64_t K;              /* cin_g * kh * kw: a GEMM's inner dim */
     bool im2col;            /* GEMM: B is the im2col of X in the work buffer (else X itself: 1x1, stride 1, no pad) */
+    int64_t band;           /* im2col GEMM: output rows per band (each band's im2col built and used at once), 0: whole map */
     float *w;               /* (c_out, cin_g, kh, kw) as given (REF and DW read it) */
     float *bias;            /* (c_out), zeros when the model has none */
     float *panels;          /* GEMM: (groups, ceil(cout_g / MR), K, MR), zero rows past cout_g */
     /* GEMM: the tile kernel for isa (hearth_vis_gemm_avx512, _avx2 or _ref) */
-    void (*gemm)(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
-                 const float *bias, int64_t t0, int64_t t1);
+    void (*gemm)(const hearth_conv *c, const float *panels, const float *B, int64_t ldb, float *Y, int64_t ldy,
+                 int64_t npx, const float *bias, int64_t t0, int64_t t1);
 };
 
-/* GEMM tile t of one group (t = pb n_cb + cb, pixel block first): its
- * channel block cb, first pixel px0 and channel co0, and how many pixels
- * (nc <= VIS_NR) and channels (mr <= VIS_MR) it holds; what every tile
- * kernel (ref, AVX2, AVX-512) decodes its range into. */
+/* GEMM tile t of a span of npx pixels of one group (t = pb n_cb + cb,
+ * pixel block first): its channel block cb, first pixel px0 (in the span)
+ * and channel co0, and how many pixels (nc <= VIS_NR) and channels (mr <=
+ * VIS_MR) it holds; what every tile kernel (ref, AVX2, AVX-512) decodes its
+ * range into. */
 typedef struct vis_tile {
     int64_t cb, px0, co0, nc, mr;
 } vis_tile;
 
-static inline vis_tile vis_tile_of(const hearth_conv *c, int64_t t, int64_t hwo)
+static inline vis_tile vis_tile_of(const hearth_conv *c, int64_t t, int64_t npx)
 {
     int64_t n_cb = (c->cout_g + VIS_MR - 1) / VIS_MR;
     vis_tile T = {.cb = t % n_cb, .px0 = t / n_cb * VIS_NR};
     T.co0 = T.cb * VIS_MR;
-    T.nc = hwo - T.px0 < VIS_NR ? hwo - T.px0 : VIS_NR;
+    T.nc = npx - T.px0 < VIS_NR ? npx - T.px0 : VIS_NR;
     T.mr = c->cout_g - T.co0 < VIS_MR ? c->cout_g - T.co0 : VIS_MR;
     return T;
 }
@@ -89,14 +91,17 @@ static inline float vis_act(float v, const hearth_conv_desc *d)
 
 /* Output planes [p0, p1) of the (n * c_out) planes of Y, direct loops. */
 void hearth_vis_conv_ref(const hearth_conv *c, const float *X, float *Y, int64_t p0, int64_t p1);
-/* Rows [k0, k1) of the im2col B (K, h_out * w_out) of group g of image X
- * (c_in, h, w): B[(ci, ki, kj), (oy, ox)] = X[g * cin_g + ci, iy, ix], 0 in
- * the padding. */
-void hearth_vis_im2col(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t k0, int64_t k1);
-/* GEMM tiles of one group, in order t = pb * n_cb + cb, for t in [t0, t1):
- * Y (cout_g, HWo) rows co0.. = act(panels B + bias). Scalar. */
-void hearth_vis_gemm_ref(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
-                         const float *bias, int64_t t0, int64_t t1);
+/* Rows [k0, k1) of the im2col of output rows [oy0, oy1) of group g of
+ * image X (c_in, h, w): B[(ci, ki, kj) ldb + (oy - oy0) w_out + ox] =
+ * X[g * cin_g + ci, iy, ix], 0 in the padding. The whole map: oy0 = 0, oy1
+ * = h_out, ldb = h_out w_out. */
+void hearth_vis_im2col(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t ldb, int64_t oy0,
+                       int64_t oy1, int64_t k0, int64_t k1);
+/* GEMM tiles of a span of npx output pixels of one group, in order t = pb
+ * n_cb + cb, for t in [t0, t1): Y[co, p] (row stride ldy) = act(panels
+ * B[., p] (row stride ldb) + bias) for p in the span. Scalar. */
+void hearth_vis_gemm_ref(const hearth_conv *c, const float *panels, const float *B, int64_t ldb, float *Y,
+                         int64_t ldy, int64_t npx, const float *bias, int64_t t0, int64_t t1);
 /* Planes [p0, p1) of a pool (n * c planes). */
 void hearth_vis_pool2d_ref(const hearth_pool2d_desc *d, const float *X, float *Y, int64_t p0, int64_t p1);
 /* Elements [i0, i1) of Y (rows of the last dim start anywhere). */
@@ -120,21 +125,23 @@ bool hearth_vis_dw_simd_takes(const hearth_conv_desc *d);
 /* ---- AVX-512 (vision_conv_avx512.c, vision_dw_avx512.c, vision_elem_avx512.c) ---- */
 
 /* As hearth_vis_gemm_ref. */
-void hearth_vis_gemm_avx512(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
-                            const float *bias, int64_t t0, int64_t t1);
+void hearth_vis_gemm_avx512(const hearth_conv *c, const float *panels, const float *B, int64_t ldb, float *Y,
+                            int64_t ldy, int64_t npx, const float *bias, int64_t t0, int64_t t1);
 /* Planes [p0, p1) of the (n * c) planes, as hearth_vis_conv_ref. */
 void hearth_vis_dw_avx512(const hearth_conv *c, const float *X, float *Y, int64_t p0, int64_t p1);
 /* As hearth_vis_im2col (B row by row, the strided copies in vectors). */
-void hearth_vis_im2col_avx512(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t k0, int64_t k1);
+void hearth_vis_im2col_avx512(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t ldb, int64_t oy0,
+                              int64_t oy1, int64_t k0, int64_t k1);
 /* As hearth_vis_unary_ref. */
 void hearth_vis_unary_avx512(hearth_unary_op op, const float *X, float *Y, int64_t n, float a, float b);
 
 /* ---- AVX2 (vision_conv_avx2.c, vision_dw_avx2.c, vision_elem_avx2.c): the same contracts ---- */
 
-void hearth_vis_gemm_avx2(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
-                          const float *bias, int64_t t0, int64_t t1);
+void hearth_vis_gemm_avx2(const hearth_conv *c, const float *panels, const float *B, int64_t ldb, float *Y,
+                          int64_t ldy, int64_t npx, const float *bias, int64_t t0, int64_t t1);
 void hearth_vis_dw_avx2(const hearth_conv *c, const float *X, float *Y, int64_t p0, int64_t p1);
-void hearth_vis_im2col_avx2(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t k0, int64_t k1);
+void hearth_vis_im2col_avx2(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t ldb, int64_t oy0,
+                            int64_t oy1, int64_t k0, int64_t k1);
 void hearth_vis_unary_avx2(hearth_unary_op op, const float *X, float *Y, int64_t n, float a, float b);
 
 #endif

@@ -60,19 +60,19 @@ static inline __attribute__((always_inline)) void tile(int nv, const float *wp, 
     }
 }
 
-void hearth_vis_gemm_avx512(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
-                            const float *bias, int64_t t0, int64_t t1)
+void hearth_vis_gemm_avx512(const hearth_conv *c, const float *panels, const float *B, int64_t ldb, float *Y,
+                            int64_t ldy, int64_t npx, const float *bias, int64_t t0, int64_t t1)
 {
     const int64_t K = c->K;
     for (int64_t t = t0; t < t1; t++) {
-        vis_tile T = vis_tile_of(c, t, hwo);
+        vis_tile T = vis_tile_of(c, t, npx);
         const int64_t px0 = T.px0, co0 = T.co0, nc = T.nc, mr = T.mr;
         const float *wp = panels + T.cb * K * VIS_MR; /* (K, MR) */
-        float *y = Y + co0 * hwo + px0;
+        float *y = Y + co0 * ldy + px0;
         if (nc > 16)
-            tile(2, wp, K, B + px0, hwo, 0xffff, vis_tail(nc - 16), y, hwo, mr, bias + co0, &c->d);
+            tile(2, wp, K, B + px0, ldb, 0xffff, vis_tail(nc - 16), y, ldy, mr, bias + co0, &c->d);
         else
-            tile(1, wp, K, B + px0, hwo, vis_tail(nc), 0, y, hwo, mr, bias + co0, &c->d);
+            tile(1, wp, K, B + px0, ldb, vis_tail(nc), 0, y, ldy, mr, bias + co0, &c->d);
     }
 }
 
@@ -80,27 +80,28 @@ void hearth_vis_gemm_avx512(const hearth_conv *c, const float *panels, const flo
  * inside columns in vectors: stride 1 a copy, stride 2 two loads and the
  * even lanes (the scalar twin's strided loop was half of RFB-320's first
  * conv, K = 27 rows of 19,200 pixels); other strides go to the twin. */
-void hearth_vis_im2col_avx512(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t k0, int64_t k1)
+void hearth_vis_im2col_avx512(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t ldb, int64_t oy0,
+                              int64_t oy1, int64_t k0, int64_t k1)
 {
     const hearth_conv_desc *d = &c->d;
     if (d->stride_w > 2) {
-        hearth_vis_im2col(c, X, g, B, k0, k1);
+        hearth_vis_im2col(c, X, g, B, ldb, oy0, oy1, k0, k1);
         return;
     }
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const int64_t khw = d->kh * d->kw, hwo = d->h_out * d->w_out, wo = d->w_out, sw = d->stride_w;
+    const int64_t khw = d->kh * d->kw, wo = d->w_out, sw = d->stride_w;
     for (int64_t k = k0; k < k1; k++) {
         int64_t ci = k / khw, ki = k % khw / d->kw, kj = k % d->kw;
         const float *x = X + (g * c->cin_g + ci) * d->h * d->w;
-        float *b = B + k * hwo;
+        float *b = B + k * ldb; /* output rows [oy0, oy1) */
         /* the output columns whose input column is inside: [lo, hi) */
         int64_t off = kj * d->dil_w - d->pad_l;
         int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
         int64_t hi = d->w - off <= 0 ? 0 : (d->w - off - 1) / sw + 1;
         hi = hi > wo ? wo : hi;
         lo = lo > hi ? hi : lo;
-        for (int64_t oy = 0; oy < d->h_out; oy++) {
-            float *row = b + oy * wo;
+        for (int64_t oy = oy0; oy < oy1; oy++) {
+            float *row = b + (oy - oy0) * wo;
             int64_t iy = oy * d->stride_h + ki * d->dil_h - d->pad_t;
             if (iy < 0 || iy >= d->h) {
                 for (int64_t ox = 0; ox < wo; ox += 16)

@@ -51,14 +51,15 @@ void hearth_vis_conv_ref(const hearth_conv *c, const float *X, float *Y, int64_t
     }
 }
 
-void hearth_vis_im2col(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t k0, int64_t k1)
+void hearth_vis_im2col(const hearth_conv *c, const float *X, int64_t g, float *B, int64_t ldb, int64_t oy0,
+                       int64_t oy1, int64_t k0, int64_t k1)
 {
     const hearth_conv_desc *d = &c->d;
-    int64_t khw = d->kh * d->kw, hwo = d->h_out * d->w_out;
+    int64_t khw = d->kh * d->kw;
     for (int64_t k = k0; k < k1; k++) {
         int64_t ci = k / khw, ki = k % khw / d->kw, kj = k % d->kw;
         const float *x = X + (g * c->cin_g + ci) * d->h * d->w; /* (h, w) */
-        float *b = B + k * hwo;                                  /* (h_out, w_out) */
+        float *b = B + k * ldb;                                  /* (oy1 - oy0, w_out) */
         /* the output columns whose input column is inside: [lo, hi) */
         int64_t off = kj * d->dil_w - d->pad_l, sw = d->stride_w;
         int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
@@ -67,8 +68,8 @@ void hearth_vis_im2col(const hearth_conv *c, const float *X, int64_t g, float *B
             hi = d->w_out;
         if (lo > hi)
             lo = hi;
-        for (int64_t oy = 0; oy < d->h_out; oy++) {
-            float *row = b + oy * d->w_out;
+        for (int64_t oy = oy0; oy < oy1; oy++) {
+            float *row = b + (oy - oy0) * d->w_out;
             int64_t iy = oy * d->stride_h + ki * d->dil_h - d->pad_t;
             if (iy < 0 || iy >= d->h) {
                 memset(row, 0, (size_t)d->w_out * sizeof *row);
@@ -88,20 +89,20 @@ void hearth_vis_im2col(const hearth_conv *c, const float *X, int64_t g, float *B
     }
 }
 
-void hearth_vis_gemm_ref(const hearth_conv *c, const float *panels, const float *B, int64_t hwo, float *Y,
-                         const float *bias, int64_t t0, int64_t t1)
+void hearth_vis_gemm_ref(const hearth_conv *c, const float *panels, const float *B, int64_t ldb, float *Y,
+                         int64_t ldy, int64_t npx, const float *bias, int64_t t0, int64_t t1)
 {
     const int64_t K = c->K;
     for (int64_t t = t0; t < t1; t++) {
-        vis_tile T = vis_tile_of(c, t, hwo);
+        vis_tile T = vis_tile_of(c, t, npx);
         const int64_t px0 = T.px0, co0 = T.co0, nc = T.nc, mr = T.mr;
         const float *wp = panels + T.cb * K * VIS_MR; /* (K, MR) */
         for (int64_t r = 0; r < mr; r++)
             for (int64_t j = 0; j < nc; j++) {
                 float acc = bias[co0 + r];
                 for (int64_t k = 0; k < K; k++)
-                    acc += wp[k * VIS_MR + r] * B[k * hwo + px0 + j];
-                Y[(co0 + r) * hwo + px0 + j] = vis_act(acc, &c->d);
+                    acc += wp[k * VIS_MR + r] * B[k * ldb + px0 + j];
+                Y[(co0 + r) * ldy + px0 + j] = vis_act(acc, &c->d);
             }
     }
 }

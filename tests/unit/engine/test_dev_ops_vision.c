@@ -90,6 +90,12 @@ static const conv_case CONVS[] = {
     {1, 4, 7, 80, 20, 5, 5, 1, 2, 1, 1, 2, 2, 2, 1, 1},     /* 5x5, strides 1x2 */
     {1, 5, 4, 70, 9, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1},      /* 1x1 stride 2 */
     {2, 3, 40, 96, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    /* over the threshold, batch 2, 4 channel blocks */
+    /* im2col convs the CPU runs in bands of output rows (vision.c: an
+     * im2col of 4 or more 96 KiB bands): bands of 12 rows and a last of 3,
+     * tiles ending inside a band; one row a band; groups and a batch */
+    {1, 3, 101, 150, 10, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},  /* first conv shape, 51x75 out */
+    {1, 16, 9, 100, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   /* K = 144: a band of one row */
+    {2, 8, 40, 60, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},    /* grouped, batch 2: bands of 11 rows and 7 */
 };
 
 static const hearth_act ACTS[] = {HEARTH_ACT_NONE, HEARTH_ACT_RELU, HEARTH_ACT_CLIP, HEARTH_ACT_SIGMOID,
