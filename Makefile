@@ -7,7 +7,8 @@
 #   make test         build, then run the whole suite (tests/run.sh)
 #   make fuzz         libFuzzer targets (clang) in build-fuzz/
 #   make check        everything CI runs: the suite on the plain and the
-#                     sanitizer builds, then each fuzzer for FUZZ_SECONDS (20)
+#                     sanitizer builds (the two side by side), then each
+#                     fuzzer for FUZZ_SECONDS (20)
 #   make CUDA=1       the CUDA build in build-cuda/: src/**/*.cu through nvcc
 #                     for CUDA_ARCH (90, Hopper), linked so that the binary runs
 #                     on a GPU machine that lacks hearth's Debian libraries
@@ -191,7 +192,7 @@ check:
 	$(MAKE) -j2 all
 	$(MAKE) -j2 all SAN=1
 	$(MAKE) -j2 fuzz
-	BUILDS="build build-san" FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh
+	BUILDS="build build-san" BUILDS_AT_ONCE=1 FUZZ_SECONDS=$(FUZZ_SECONDS) tests/run.sh
 
 # libFuzzer targets: tests/fuzz/fuzz_*.c, built with clang against the
 # sources, compiled once into one archive with coverage instrumentation
