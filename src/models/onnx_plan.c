@@ -414,6 +414,8 @@ int hearth_plan_build(hearth_plan *p, const hearth_onnx *m, const char *shapes, 
     if (!st)
         st = mark_states(p, states, err);
     if (!st)
+        plan_compose_copies(p);
+    if (!st)
         st = plan_memory(p, err);
     return st;
 }

@@ -17,6 +17,9 @@ int plan_new_step(hearth_plan *p, enum plan_step_kind kind, int node);
 int plan_fuse_next(const hearth_plan *p, int node, const char *out, const char *op);
 /* Lowers node to steps (absorbed: nodes it fused, marked). */
 int plan_lower(hearth_plan *p, int node, const int *in, bool *absorbed, hearth_err *err);
+/* Composes copy pairs into one copy (onnx_compose.c), after the outputs and
+ * states are marked, before plan_memory. */
+void plan_compose_copies(hearth_plan *p);
 
 /* Shape helpers shared by folding and lowering (onnx_fold.c). */
 int plan_squeeze_dims(const hearth_plan *p, const hearth_onnx_node *nd, const int *in, int n_in, int64_t *dims,

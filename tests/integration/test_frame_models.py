@@ -9,7 +9,8 @@ Triton sequence with tritonclient: every frame's output within 1e-5 of
 PyTorch's step, and two sequences interleaved frame by frame give
 bit-identical outputs (each keeps its own state). Also: an idle sequence
 expires and says so, an unknown one is refused, a start on a live id starts
-it over, and the planner's errors name the node, op type and opset.
+it over, and the planner's errors name the node, op type and opset; copy
+pairs the planner composes give the outputs of the copies apart.
 """
 import json
 import os
@@ -71,6 +72,30 @@ def test_ops_match_torch():
             bad = err > 1e-4 + 1e-4 * np.abs(want)
             assert not bad.any(), "%s %s: %d of %d values off, max |diff| %.3g at %s" % (
                 name, o["name"], bad.sum(), want.size, err.max(), np.unravel_index(err.argmax(), want.shape))
+
+
+def test_copies_composed():
+    # "heads": four Transpose -> Reshape -> Concat chains. Two are written
+    # straight into the Concat (onnx_compose.c); one Transpose is also a
+    # graph output and one is read twice, so they keep their copies. Every
+    # output is the same bit for bit as with every copy kept
+    # (HEARTH_ONNX_COMPOSE=0), and test_ops_match_torch checks it against torch.
+    e = models()["heads"]
+    steps, outs = {}, {}
+    for compose in ("0", "1"):
+        out = os.path.join(TMP, "heads-compose-" + compose)
+        os.makedirs(out, exist_ok=True)
+        p = subprocess.run([ht.BIN, "run", "-m", os.path.join(TMP, e["model"]), "-o", out, "--input",
+                            "x=" + os.path.join(TMP, e["inputs"][0]["file"])], capture_output=True, text=True,
+                           timeout=60, env=dict(os.environ, HEARTH_ONNX_COMPOSE=compose))
+        assert p.returncode == 0, p.stderr[-2000:]
+        m = [ln for ln in p.stderr.splitlines() if "nodes planned as" in ln]
+        assert m, p.stderr[-2000:]
+        steps[compose] = int(m[0].split("planned as ")[1].split()[0])
+        outs[compose] = {o["name"]: open(os.path.join(out, o["name"] + ".f32"), "rb").read() for o in e["outputs"]}
+    assert steps["1"] == steps["0"] - 2, steps
+    for name, data in outs["0"].items():
+        assert len(data) > 0 and outs["1"][name] == data, "%s differs with the copies composed" % name
 
 
 def test_planner_errors_name_the_node():
@@ -161,6 +186,6 @@ def test_recurrent_sequences():
 
 if __name__ == "__main__":
     try:
-        ht.run([test_ops_match_torch, test_planner_errors_name_the_node, test_recurrent_sequences])
+        ht.run([test_ops_match_torch, test_copies_composed, test_planner_errors_name_the_node, test_recurrent_sequences])
     finally:
         shutil.rmtree(TMP, ignore_errors=True)

@@ -99,6 +99,29 @@ class Head(nn.Module):
         return z, torch.matmul(z, self.w)          # MatMul with a constant right side
 
 
+class Heads(nn.Module):
+    """A detector's heads: per scale a conv permuted to NHWC and reshaped,
+    the scales concatenated (the planner writes each Transpose straight into
+    the Concat: onnx_compose.c); one permuted map is also a graph output and
+    one is read twice (both keep their own copy); a Slice then a Transpose
+    into the Concat."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 3, padding=1)
+        self.b = nn.Conv2d(3, 6, 3, stride=2, padding=1)
+        self.c = nn.Conv2d(3, 2, 1)
+
+    def forward(self, x):
+        ta = self.a(x).permute(0, 2, 3, 1)
+        tb = self.b(x).permute(0, 2, 3, 1)
+        tc = self.c(x).permute(0, 2, 3, 1)
+        s = x[:, :, 1:3, :].permute(0, 1, 3, 2)
+        cat = torch.cat([ta.reshape(1, -1, 2), tb.reshape(1, -1, 2), tc.reshape(1, -1, 2), s.reshape(1, -1, 2)],
+                        dim=1)
+        return cat, ta, tb.reshape(1, -1) * 2.0
+
+
 class Recurrent(nn.Module):
     """A frame model with state: h_next = tanh(conv(x) + conv(h)) * 0.9."""
 
@@ -158,6 +181,7 @@ def main():
     export(out_dir, "resizes", Resizes(), [torch.randn(1, 2, 5, 6)], ["x"], ["up", "bilinear", "corners"], index)
     export(out_dir, "shapes", Shapes(), [torch.randn(1, 4, 6, 8)], ["x"], ["t", "s", "c", "sm", "hs"], index)
     export(out_dir, "head", Head(), [torch.randn(2, 3, 16, 16)], ["x"], ["z", "m"], index)
+    export(out_dir, "heads", Heads(), [torch.randn(1, 3, 10, 14)], ["x"], ["cat", "ta", "tb2"], index)
 
     rec = Recurrent().eval()
     xs = torch.rand(FRAMES, 1, 3, 16, 16) * 2 - 1
