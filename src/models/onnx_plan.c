@@ -5,7 +5,8 @@
  * known), becomes a view (Reshape and friends: a new name over the same
  * bytes), is absorbed into the Conv before it (BatchNormalization, then an
  * activation, when the Conv's output has no other reader), or lowers to
- * steps (onnx_lower.c). Then plan_memory (onnx_plan_mem.c) lays the arena.
+ * steps (onnx_lower.c). Then copy pairs are composed into one copy
+ * (onnx_compose.c) and plan_memory (onnx_plan_mem.c) lays the arena.
  *
  * Rejected: a general graph optimizer (pattern rewrites to a fixed point):
  * the fusions conv nets need are two, named here; shape inference as a

@@ -9,6 +9,8 @@
  *     named fusions: Conv + BatchNormalization (folded into the weights) +
  *     an activation; Reshape, Flatten, Squeeze, Unsqueeze, Identity and
  *     Dropout become views of their input's storage, never a copy;
+ *   - a copy whose output only another copy moves whole (a Transpose into
+ *     a Concat) is composed with it into one copy (onnx_compose.c);
  *   - one static memory plan: every runtime value's storage gets an offset
  *     in one arena, reusing bytes of values no longer live.
  * A node the planner cannot run is an error naming it, its op type and the
