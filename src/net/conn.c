@@ -484,6 +484,7 @@ static void dispatch(hearth_conn *c, size_t *loop_body)
     atomic_fetch_add(&s->shared->slot[io->gslot].inflight, 1);
 
     bool path_known;
+    size_t parsed = 0;
     int ri = find_route(s, req.path, req.path_len, http->method, http->method_len, &path_known);
     c->route = ri >= 0 ? ri : HEARTH_MAX_ROUTES;
     if (ri >= 0 && s->routes[ri].prefix_len) {
@@ -503,7 +504,7 @@ static void dispatch(hearth_conn *c, size_t *loop_body)
             hearth_respond_error(&req, 404, "not_found_error", "no route for %.*s", (int)(req.path_len > 128 ? 128 : req.path_len),
                                  req.path);
         }
-    } else if (hearth_offload_wanted(c, &req, *loop_body)) {
+    } else if (hearth_offload_wanted(c, parsed = hearth_offload_parsed(c, &req, ri), *loop_body)) {
         int orc = hearth_offload_submit(c, &req, ri);
         if (orc == HEARTH_ELIMIT) {
             atomic_fetch_add_explicit(&s->shared->slot[io->gslot].offload_refused, 1, memory_order_relaxed);
@@ -514,7 +515,7 @@ static void dispatch(hearth_conn *c, size_t *loop_body)
             hearth_respond_error(&req, 503, "unavailable_error", "out of memory");
         }
     } else {
-        *loop_body += req.body_len;
+        *loop_body += parsed;
         s->routes[ri].handler(&req, s->routes[ri].ctx);
         if (!req.done) {
             HLOG_ERROR("handler for %s returned without responding", c->log_line);

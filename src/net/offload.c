@@ -241,7 +241,16 @@ void hearth_offload_stop(hearth_server *s)
     s->offload = NULL;
 }
 
-bool hearth_offload_wanted(const hearth_conn *c, const hearth_request *req, size_t loop_body)
+size_t hearth_offload_parsed(const hearth_conn *c, const hearth_request *req, int route)
+{
+    const hearth_route *r = &c->io->s->routes[route];
+    if (!r->parse_bytes || req->body_len > HEARTH_LOOP_COPY_MAX)
+        return req->body_len;
+    size_t n = r->parse_bytes(req, r->ctx);
+    return n < req->body_len ? n : req->body_len;
+}
+
+bool hearth_offload_wanted(const hearth_conn *c, size_t parsed, size_t loop_body)
 {
     const hearth_server *s = c->io->s;
     if (!s->offload)
@@ -250,7 +259,7 @@ bool hearth_offload_wanted(const hearth_conn *c, const hearth_request *req, size
      * 0.84 s of tokenizing in one pass) is held to one limit's worth of loop
      * work per pass: the rest go to the pool, one at a time, since an
      * offloaded request parks its connection. */
-    return req->body_len >= s->cfg.offload_body || (req->body_len > 0 && loop_body + req->body_len >= s->cfg.offload_body);
+    return parsed >= s->cfg.offload_body || (parsed > 0 && loop_body + parsed >= s->cfg.offload_body);
 }
 
 int hearth_offload_submit(hearth_conn *c, hearth_request *req, int route)

@@ -169,6 +169,16 @@ int hearth_server_route_flags(hearth_server *s, const char *method, const char *
     return HEARTH_OK;
 }
 
+int hearth_server_route_parse_bytes(hearth_server *s, const char *method, const char *path, hearth_parse_bytes_fn fn)
+{
+    for (int i = 0; i < s->n_routes; i++)
+        if (strcmp(s->routes[i].method, method) == 0 && strcmp(s->routes[i].path, path) == 0) {
+            s->routes[i].parse_bytes = fn;
+            return HEARTH_OK;
+        }
+    return HEARTH_ENOTFOUND;
+}
+
 void hearth_server_on_process_init(hearth_server *s, hearth_process_init_cb cb, void *ctx)
 {
     s->init_cb = cb;

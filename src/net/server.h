@@ -157,6 +157,18 @@ enum { HEARTH_ROUTE_PUBLIC = 1 };
 int hearth_server_route_flags(hearth_server *s, const char *method, const char *path, hearth_handler h, void *ctx,
                               unsigned flags);
 
+/* The bytes of req's body its handler parses, where the rest it only copies
+ * (Triton's binary tensor data after its JSON header): a request whose
+ * parsed bytes are under offload_body runs on the loop, with no hop to the
+ * handler pool, when its whole body is at most HEARTH_LOOP_COPY_MAX (a copy
+ * of 4 MiB holds the loop ~0.5 ms). Called on the loop thread before the
+ * handler, with the request as the handler will see it. Set on a route
+ * registered before (method and path as given there); without one every
+ * body byte counts. */
+#define HEARTH_LOOP_COPY_MAX ((size_t)4 << 20)
+typedef size_t (*hearth_parse_bytes_fn)(const hearth_request *req, void *ctx);
+int hearth_server_route_parse_bytes(hearth_server *s, const char *method, const char *path, hearth_parse_bytes_fn fn);
+
 /* Called in each serving process (in workers: after fork), on a thread of its
  * own while the server already answers, to load models there rather than in
  * the supervisor; the api answers 503 until it is done. A non-zero return

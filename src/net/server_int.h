@@ -50,6 +50,7 @@ typedef struct hearth_route {
     hearth_handler handler;
     void *ctx;
     unsigned flags;
+    hearth_parse_bytes_fn parse_bytes; /* NULL: every body byte is parsed (hearth_server_route_parse_bytes) */
 } hearth_route;
 
 /* ---- cross-thread reply messages ---- */
@@ -255,10 +256,15 @@ int hearth_offload_start(hearth_server *s, hearth_err *err);
 /* After the loops have stopped: drops queued jobs, waits for running
  * handlers to return, frees the pool. A no-op when none was started. */
 void hearth_offload_stop(hearth_server *s);
-/* Whether the request being dispatched on c should run on the pool: its
- * body is offload_body bytes or more, or would bring the body bytes handled
- * on the loop in this pass over c's pipelined input (loop_body) there. */
-bool hearth_offload_wanted(const hearth_conn *c, const hearth_request *req, size_t loop_body);
+/* The body bytes route's handler parses for req (what it only copies not
+ * counted; hearth_server_route_parse_bytes): the loop work the offload
+ * choice weighs. */
+size_t hearth_offload_parsed(const hearth_conn *c, const hearth_request *req, int route);
+/* Whether the request being dispatched on c should run on the pool: the
+ * bytes its handler parses (parsed) are offload_body or more, or would bring
+ * those handled on the loop in this pass over c's pipelined input
+ * (loop_body) there. */
+bool hearth_offload_wanted(const hearth_conn *c, size_t parsed, size_t loop_body);
 /* Takes the request being dispatched on c (loop thread) off the loop: its
  * bytes move into a job (c keeps any pipelined bytes after it), c waits
  * deferred, and a pool thread runs the route's handler. Returns HEARTH_OK;

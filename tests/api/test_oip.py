@@ -273,6 +273,66 @@ def test_concurrent_clients_get_their_own_answers():
     assert not errors, errors[:5]
 
 
+def offloaded(s):
+    st, _, body = request(s.port, "GET", "/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith("hearth_offloaded_requests_total "):
+            return int(line.split()[1])
+    raise AssertionError("hearth_offloaded_requests_total not in /metrics")
+
+
+def test_binary_frames_stay_on_the_loop():
+    """A frame in the binary tensor extension is parsed where it was received
+    (its JSON header is all the handler parses; the 0.9 MB of floats are
+    copied), so /metrics counts no hop to the handler pool for it; the same
+    frame as JSON text (2+ MB parsed), a binary one whose JSON header is 16
+    KiB or more, and one whose header length is not a number take the hop.
+    Every answer is still right (scores against onnxruntime's golden)."""
+    face = os.path.join(SHARED, "vision", "ultraface-rfb-320", "version-RFB-320.onnx")
+    x = np.fromfile(os.path.join(GOLDEN, "ultraface-rfb-320.in.input.f32"), dtype="<f4")
+    want = np.fromfile(os.path.join(GOLDEN, "ultraface-rfb-320.out.scores.f32"), dtype="<f4")
+    shape = [1, 3, 240, 320]
+    s = Server("--model", "face=" + face, "--log-level", "warn", timeout=60)
+    try:
+        path = "/v2/models/face/infer"
+
+        def binary(pad=0, hl=None):
+            head = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": shape,
+                                           "parameters": {"binary_data_size": x.nbytes}}],
+                               "outputs": [{"name": "scores", "parameters": {"binary_data": True}}]})
+            head = (head + " " * pad).encode()
+            hdr = {"Content-Type": "application/octet-stream",
+                   "Inference-Header-Content-Length": hl if hl is not None else str(len(head))}
+            return request(s.port, "POST", path, body=head + x.tobytes(), headers=hdr, timeout=30)
+
+        def scores_ok(st, h, body):
+            assert st == 200, (st, body[:300])
+            n = int(h["inference-header-content-length"])
+            got = np.frombuffer(body[n:], dtype="<f4")
+            assert got.size == want.size and float(np.max(np.abs(got - want))) <= 1e-4
+
+        before = offloaded(s)
+        for _ in range(3):
+            scores_ok(*binary())
+        assert offloaded(s) == before, (before, offloaded(s))
+        doc = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": shape,
+                                      "data": [float(v) for v in x]}],
+                          "outputs": [{"name": "scores"}]}).encode()
+        st, _, body = request(s.port, "POST", path, body=doc, headers={"Content-Type": "application/json"},
+                              timeout=60)
+        assert st == 200, body[:300]
+        got = np.array(json.loads(body)["outputs"][0]["data"], dtype=np.float32)
+        assert float(np.max(np.abs(got - want))) <= 1e-4
+        assert offloaded(s) == before + 1, (before, offloaded(s))
+        scores_ok(*binary(pad=20000))  # a 20 KB JSON header is parsed: the pool
+        assert offloaded(s) == before + 2, (before, offloaded(s))
+        st, _, body = binary(hl="12ab")
+        assert st == 400 and b"Inference-Header-Content-Length" in body, (st, body[:300])
+        assert offloaded(s) == before + 3, (before, offloaded(s))
+    finally:
+        s.stop()
+
+
 def test_system_shared_memory():
     """Triton's system shared memory extension, as tritonclient drives it:
     regions registered and listed, a frame whose input and output live in
@@ -447,7 +507,8 @@ def test_state_expiry():
 if __name__ == "__main__":
     tests = [test_health_and_metadata, test_infer_json_and_binary_match_the_golden, test_wire_format,
              test_bad_requests_name_the_tensor, test_deadlines, test_concurrent_clients_get_their_own_answers,
-             test_sequence_parameters_on_a_stateless_model, test_system_shared_memory]
+             test_sequence_parameters_on_a_stateless_model, test_system_shared_memory,
+             test_binary_frames_stay_on_the_loop]
     tests += [test_state_sequences, test_state_expiry]
     try:
         run(tests)
