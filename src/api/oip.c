@@ -4,10 +4,12 @@
  * deadlines; and the frame models' /metrics.
  *
  * Infer follows embed.c's path: the handler (on the loop thread, or on a
- * handler thread for a body of 16 KiB or more: every frame of a real image
- * model) parses and checks the request against the model (oip_parse.c),
- * copying the input tensors (into one of a GPU model's pinned input sets
- * when one is free: the run then uploads them without the staging copy;
+ * handler thread when more than 16 KiB of the body is parsed: a frame as
+ * JSON text; a frame in the binary extension stays on the loop,
+ * infer_parse_bytes) parses and checks the request against the model
+ * (oip_parse.c), copying the input tensors (into one of the input sets the
+ * model keeps when one is free: a GPU's are pinned and the run uploads
+ * them without the staging copy;
  * tensors in shared memory regions stay there, oip_shm.c), defers the
  * request, then submits one job to the model's frame queue. The queue's
  * thread answers through the job's done callback: it copies outputs asked
@@ -282,7 +284,7 @@ typedef struct oip_req {
     uint64_t t_handler, t_parsed; /* hearth_now_ns at the handler's start and once the body was parsed */
     hearth_oip_request parsed;   /* inputs */
     hearth_frame_model *model;
-    int in_set;                  /* the model's pinned input set the inputs were parsed into, or -1 */
+    int in_set;                  /* the model's input set the inputs were parsed into, or -1 */
     void *out[HEARTH_FRAME_MAX_IO];
 } oip_req;
 
@@ -401,7 +403,7 @@ static void infer(hearth_request *req, hearth_api *api, hearth_frame_entry *e, c
         return;
     }
     char msg[1024];
-    /* a GPU model's inputs go straight into pinned memory it copies from */
+    /* the inputs go straight into buffers the model keeps (a GPU's pinned) */
     void *dst[HEARTH_FRAME_MAX_IO];
     r->in_set = hearth_frame_model_inputs_take(e->model, dst);
     int st = hearth_oip_parse_into(r->info, name, body, len, hl, r->in_set >= 0 ? dst : NULL, &r->parsed, msg,

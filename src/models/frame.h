@@ -65,12 +65,12 @@ const hearth_frame_info *hearth_frame_model_info(const hearth_frame_model *m);
  * zeros. One thread at a time. 0 or a negative status with err set. */
 int hearth_frame_model_run(hearth_frame_model *m, int slot, bool reset, const void *const *in, void *const *out,
                            hearth_err *err);
-/* A set of input buffers the device copies from directly (a GPU's pinned
- * memory: hearth_frame_model_run then uploads from them with no staging
- * copy), for a caller to fill before it runs the frame: in[i] gets
+/* A set of input buffers the model keeps, for a caller to fill before it
+ * runs the frame (a GPU's are pinned: hearth_frame_model_run uploads from
+ * them with no staging copy; the CPU's it reads in place): in[i] gets
  * info->inputs[i].bytes for each input. Returns the set's number, or -1
- * when the device reads host memory in place (the CPU) or every set is
- * taken (the caller uses its own buffers). Thread-safe. */
+ * when every set is taken or none could be allocated (the caller uses its
+ * own buffers). Thread-safe. */
 int hearth_frame_model_inputs_take(hearth_frame_model *m, void **in);
 /* Returns set (from take; -1: no-op) once the frame that read it has run. */
 void hearth_frame_model_inputs_give(hearth_frame_model *m, int set);

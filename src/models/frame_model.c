@@ -31,10 +31,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Pinned input sets a GPU model keeps (hearth_frame_model_inputs_take):
- * enough for the frame running, the next one parsed, and a few handlers
- * parsing meanwhile; a request that finds none taken uses its own buffer
- * and the staging copy, as before sets existed. */
+/* Input sets a model keeps (hearth_frame_model_inputs_take): enough for
+ * the frame running, the next one parsed, and a few handlers parsing
+ * meanwhile; a request that finds none taken uses its own buffer (and, on a
+ * GPU, the staging copy), as before sets existed. On a GPU they are pinned
+ * (the upload copies from them); on the CPU plain memory the walk reads in
+ * place, kept so that a frame's input is not a fresh malloc each time
+ * (RFB-320's 0.9 MB, malloc'd and freed per frame, took its handler 635 us
+ * on the loop thread, page faults included; 2-core EPYC, 2026-12-06). */
 #define IN_SETS 8
 
 struct hearth_frame_model {
@@ -61,7 +65,7 @@ struct hearth_frame_model {
     uint64_t prof_ns[3], prof_frames; /* upload, walk, download */
     uint64_t *prof_step_ns;       /* HEARTH_FRAME_PROFILE=steps: also each step (a sync after each, no graphs), per step */
     const void *const *in_place;  /* during a run on host memory: the caller's inputs, read where they are */
-    char *in_sets;                /* GPU: IN_SETS sets of pinned inputs (each input 64-byte aligned), or NULL */
+    char *in_sets;                /* IN_SETS sets of inputs (each input 64-byte aligned; pinned on a GPU), or NULL */
     size_t in_set_bytes;
     _Atomic unsigned in_free;     /* bit s: set s is not taken */
 };
@@ -160,7 +164,9 @@ void hearth_frame_model_close(hearth_frame_model *m)
         m->ops->free(m->dev, m->arena);
         m->ops->free(m->dev, m->consts);
         m->ops->free(m->dev, m->work);
-        if (m->in_sets)
+        if (m->in_sets && m->dev->caps.host_memory)
+            free(m->in_sets);
+        else if (m->in_sets)
             m->ops->host_free(m->dev, m->in_sets);
     }
     free(m->convs);
@@ -294,17 +300,23 @@ hearth_frame_model *hearth_frame_model_open(const char *path, const hearth_frame
         io_of(&p->v[p->outputs[i]], &m->outs[i]);
         m->io_bytes += (m->outs[i].bytes + 63) / 64 * 64;
     }
-    if (!m->dev->caps.host_memory && m->ops->host_alloc) {
+    if (m->dev->caps.host_memory || m->ops->host_alloc) {
         size_t set = 0;
         for (int i = 0; i < p->n_inputs; i++)
             set += (m->ins[i].bytes + 63) / 64 * 64;
         hearth_err e = {0};
-        /* none: every frame stages its inputs (slower, not wrong) */
-        if (set && (m->in_sets = m->ops->host_alloc(m->dev, set * IN_SETS, &e))) {
+        if (set && m->dev->caps.host_memory) {
+            m->in_sets = aligned_alloc(64, set * IN_SETS);
+            hearth_err_set(&e, HEARTH_ENOMEM, "out of memory");
+        } else if (set) {
+            m->in_sets = m->ops->host_alloc(m->dev, set * IN_SETS, &e);
+        }
+        /* none: every frame gets its own buffer (and stages it: slower, not wrong) */
+        if (m->in_sets) {
             m->in_set_bytes = set;
             atomic_store(&m->in_free, (1u << IN_SETS) - 1);
         } else if (set) {
-            HLOG_WARN("frame: %s: no pinned input buffers (%s): frames stage their inputs", path, e.msg);
+            HLOG_WARN("frame: %s: no input buffers kept (%s): each frame gets its own", path, e.msg);
         }
     }
     const char *prof = getenv("HEARTH_FRAME_PROFILE");
