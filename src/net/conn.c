@@ -47,6 +47,14 @@
 #define BODY_RESERVE_MAX ((size_t)4 << 20)
 #define OUT_MAX ((size_t)256 << 20)  /* a client that does not read gets cut off past this */
 #define PIPELINE_MAX ((size_t)1 << 20) /* buffered bytes while a deferred request waits */
+/* A keep-alive connection whose input buffer grew past two read chunks
+ * keeps it for its next request (up to IN_KEEP_MAX a connection,
+ * IO_IN_KEEP_BUDGET over an I/O thread's connections); the rest are freed
+ * once their request is done, as every buffer was. Freed, the next 921 KB
+ * frame of a client streaming them got a fresh buffer, and the kernel's
+ * copy into it paid a page fault every 4 KiB. */
+#define IN_KEEP_MAX BODY_RESERVE_MAX
+#define IO_IN_KEEP_BUDGET ((size_t)64 << 20)
 
 static void conn_io_cb(hearth_loop *loop, int fd, unsigned events, void *arg);
 static void conn_timer_cb(hearth_loop *loop, void *arg);
@@ -168,6 +176,22 @@ bool hearth_io_stopping(const hearth_io *io)
     return io->draining || atomic_load(&io->s->stopping);
 }
 
+/* How much of c->in's capacity to keep once it is empty (see
+ * IO_IN_KEEP_BUDGET), the I/O thread's count updated to match. */
+static size_t conn_keep_in(hearth_conn *c, bool open)
+{
+    hearth_io *io = c->io;
+    io->in_kept -= c->in_kept;
+    c->in_kept = 0;
+    size_t cap = c->in.cap;
+    if (!open || !c->keep_alive || cap <= 2 * READ_CHUNK || cap > IN_KEEP_MAX || io->in_kept + cap > IO_IN_KEEP_BUDGET)
+        return 0;
+    c->in_kept = cap;
+    io->in_kept += cap;
+    return cap;
+}
+
+
 void hearth_conn_close(hearth_conn *c)
 {
     hearth_io *io = c->io;
@@ -192,6 +216,7 @@ void hearth_conn_close(hearth_conn *c)
     io->open--;
     atomic_fetch_sub(&io->s->n_conns, 1);
     atomic_fetch_sub(&io->s->shared->slot[io->gslot].conns, 1);
+    conn_keep_in(c, false);
     hearth_buf_deinit(&c->in);
     hearth_buf_deinit(&c->out);
     hearth_buf_deinit(&c->body);
@@ -316,7 +341,7 @@ void hearth_conn_request_complete(hearth_conn *c)
     size_t used = c->head_len + (c->chunked ? 0 : c->body_len);
     hearth_buf_consume(&c->in, used);
     if (c->in.len == 0)
-        hearth_buf_reset(&c->in, 0);
+        hearth_buf_reset(&c->in, conn_keep_in(c, true));
     hearth_buf_reset(&c->body, 0);
     c->head_len = c->body_len = 0;
     c->chunked = false;

@@ -103,6 +103,7 @@ typedef struct hearth_conn {
     bool cors;               /* the response carries CORS headers */
     bool sent_continue;
     hearth_buf in;           /* raw bytes: [head][body or undecoded chunks][pipelined...] */
+    size_t in_kept;          /* in's capacity counted in io->in_kept (conn.c's conn_keep_in) */
     hearth_buf out;          /* bytes waiting to be written */
     hearth_buf body;         /* decoded chunked body */
     hearth_http_chunked chunk;
@@ -139,6 +140,7 @@ typedef struct hearth_io {
     uint64_t refused_warned_ns;
     hearth_http_date date;
     hearth_http_request scratch; /* parsed head of the request being handled (one at a time per thread) */
+    size_t in_kept;            /* input buffers its idle keep-alive connections hold (conn.c's conn_keep_in) */
     pthread_mutex_t q_lock;
     reply_msg *q_head, *q_tail;
 } hearth_io;
