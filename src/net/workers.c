@@ -142,9 +142,17 @@ static int start_worker(hearth_server *s, worker *w, int index)
          * signal will never come, and the parent is already someone else */
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != supervisor)
             _exit(1);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
+        /* SIGTERM and SIGINT stay blocked: one that comes while the worker
+         * starts (a drain asked at once; an ASan worker's exec takes tens of
+         * ms) waits for hearth_serve_process's sigwait, which drains, where
+         * the default action killed the worker and the supervisor's own
+         * drain ended with status 1 (seen in CI, 2026-12-06). SIGCHLD, which
+         * the supervisor blocks too, is the worker's again. */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigprocmask(SIG_SETMASK, &stop, NULL);
         if (s->cfg.spawn)
             exec_worker(s, index);
         _exit(worker_main(s, index));

@@ -3,6 +3,7 @@ of connections, a crashed worker respawned while the others serve, --spawn,
 SIGTERM draining in-flight requests, and a clear error for a port in use."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -121,6 +122,37 @@ def test_worker_crash_is_respawned_while_others_serve():
         assert len(new) == 2 and pids[0] not in new, (pids, new)
         for _ in range(20):
             assert request(srv.port, "GET", "/health")[0] == 200
+
+
+def test_sigterm_while_workers_start():
+    # A SIGTERM that reaches a worker while it starts (a drain asked at once;
+    # an exec'd ASan worker takes tens of ms to reach its signal handling)
+    # waits for the worker's own sigwait, which drains: the worker exits 0.
+    # Before, it was killed by the signal, and a supervisor draining then
+    # exited 1 (seen in CI). The worker is caught the moment it exists (the
+    # supervisor's children in /proc), forked and exec'd; then a drain of
+    # the whole server asked at the "started" line ends with status 0.
+    for mode in ([], ["--spawn"]):
+        srv = Server("--workers", "1", *mode, wait_ready=False)
+        kids = "/proc/%d/task/%d/children" % (srv.proc.pid, srv.proc.pid)
+        pid, deadline = None, time.time() + 10
+        while pid is None and time.time() < deadline:
+            try:
+                found = open(kids).read().split()
+            except OSError:
+                found = []
+            pid = int(found[0]) if found else None
+        assert pid, srv.log
+        os.kill(pid, signal.SIGTERM)
+        line = srv.wait_log(r"worker 0 \(pid %d\) (exited|was killed)" % pid)
+        assert "exited with status 0" in line, (mode, line)
+        srv.wait_health()
+        assert srv.stop() == 0, srv.log[-3000:]
+        for _ in range(3):
+            srv = Server("--workers", "2", *mode, wait_ready=False)
+            srv.wait_log(r"worker 1 started")
+            rc = srv.stop()
+            assert rc == 0 and not re.search(r"killed by signal", srv.log), (mode, rc, srv.log[-3000:])
 
 
 def test_spawn_workers():
@@ -251,6 +283,6 @@ def test_idle_connections_are_cheap():
 if __name__ == "__main__":
     run([test_two_workers_balance_a_burst, test_threads_balance_a_burst, test_io_threads_pinned_one_per_cpu,
          test_worker_crash_is_respawned_while_others_serve,
-         test_spawn_workers, test_sigterm_drains_in_flight_requests, test_drain_timeout_bounds_shutdown,
+         test_spawn_workers, test_sigterm_while_workers_start, test_sigterm_drains_in_flight_requests, test_drain_timeout_bounds_shutdown,
          test_drain_closes_a_connection_once_its_answer_is_written,
          test_second_server_on_same_port_fails_clearly, test_idle_connections_are_cheap])
