@@ -3,9 +3,12 @@
  * body or tokenizes its text (seconds of work) while its other connections
  * wait. The design says loop threads never block and never compute; a
  * handler on a small body computes for microseconds, and stays on the loop
- * (no thread hop on the common path); a body of offload_body bytes or more
- * goes here, and so does any body once the bodies handled on the loop in one
- * pass over a connection's pipelined input add up to offload_body.
+ * (no thread hop on the common path); a body whose handler parses
+ * offload_body bytes or more goes here (every byte of a body counts, unless
+ * its route says how many it parses: a binary tensor frame's handler parses
+ * its JSON header and copies the rest, up to HEARTH_LOOP_COPY_MAX), and so
+ * does any body once the bytes parsed on the loop in one pass over a
+ * connection's pipelined input add up to offload_body.
  *
  * How a request moves. On the loop thread (hearth_offload_submit) the
  * request's bytes move into a job: the connection's input buffer (head, then

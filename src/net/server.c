@@ -5,8 +5,10 @@
  * Threads of a serving process: cfg.threads I/O threads, each with its own
  * loop, where connections are read, parsed, routed, and where a handler runs
  * when its request's body is small; and cfg.handler_threads handler threads
- * (offload.c), where a handler runs when the body is offload_body bytes or
- * more, so that parsing and tokenizing a big body (seconds for 10 MB) never
+ * (offload.c), where a handler runs when the body bytes it parses are
+ * offload_body or more (every byte, unless the route says fewer:
+ * hearth_server_route_parse_bytes; a binary tensor frame parses only its
+ * JSON header), so that parsing and tokenizing a big body (seconds for 10 MB) never
  * stalls the loop's other connections (before it did: /health waited 2.7-8 s
  * behind one 10 MB prompt). offload_body is 16 KiB: on stories260K's
  * tokenizer 16 KiB of prompt costs the loop 2-3 ms, 64 KiB 9-21 ms, 1 MiB
