@@ -306,8 +306,8 @@ hearth_frame_model *hearth_frame_model_open(const char *path, const hearth_frame
             set += (m->ins[i].bytes + 63) / 64 * 64;
         hearth_err e = {0};
         if (set && m->dev->caps.host_memory) {
-            m->in_sets = aligned_alloc(64, set * IN_SETS);
-            hearth_err_set(&e, HEARTH_ENOMEM, "out of memory");
+            if (!(m->in_sets = aligned_alloc(64, set * IN_SETS)))
+                hearth_err_set(&e, HEARTH_ENOMEM, "out of memory for %zu bytes", set * IN_SETS);
         } else if (set) {
             m->in_sets = m->ops->host_alloc(m->dev, set * IN_SETS, &e);
         }
