@@ -222,10 +222,10 @@ struct hearth_dev_ops {
      * memory; both keep their addresses across calls while the sizes do not
      * grow. Contents are undefined. 0 or HEARTH_ENOMEM. */
     int (*scratch)(hearth_stream *st, size_t bytes, size_t staging_bytes);
-    /* Optional (NULL where the device reads host memory): bytes of host
-     * memory the device copies from and to at full speed (pinned), for
-     * buffers filled before a stream takes them (a frame's inputs); NULL
-     * with err set. host_free(NULL) is a no-op. */
+    /* Optional: bytes of host memory the device copies from and to at full
+     * speed (a GPU's pinned; the CPU's own memory, which it reads in place),
+     * for buffers filled before a stream takes them (a frame's inputs, kept
+     * across frames); NULL with err set. host_free(NULL) is a no-op. */
     void *(*host_alloc)(hearth_dev *dev, size_t bytes, hearth_err *err);
     void (*host_free)(hearth_dev *dev, void *p);
     void (*stream_deinit)(hearth_stream *st);

@@ -164,9 +164,7 @@ void hearth_frame_model_close(hearth_frame_model *m)
         m->ops->free(m->dev, m->arena);
         m->ops->free(m->dev, m->consts);
         m->ops->free(m->dev, m->work);
-        if (m->in_sets && m->dev->caps.host_memory)
-            free(m->in_sets);
-        else if (m->in_sets)
+        if (m->in_sets)
             m->ops->host_free(m->dev, m->in_sets);
     }
     free(m->convs);
@@ -300,19 +298,13 @@ hearth_frame_model *hearth_frame_model_open(const char *path, const hearth_frame
         io_of(&p->v[p->outputs[i]], &m->outs[i]);
         m->io_bytes += (m->outs[i].bytes + 63) / 64 * 64;
     }
-    if (m->dev->caps.host_memory || m->ops->host_alloc) {
+    if (m->ops->host_alloc) {
         size_t set = 0;
         for (int i = 0; i < p->n_inputs; i++)
             set += (m->ins[i].bytes + 63) / 64 * 64;
         hearth_err e = {0};
-        if (set && m->dev->caps.host_memory) {
-            if (!(m->in_sets = aligned_alloc(64, set * IN_SETS)))
-                hearth_err_set(&e, HEARTH_ENOMEM, "out of memory for %zu bytes", set * IN_SETS);
-        } else if (set) {
-            m->in_sets = m->ops->host_alloc(m->dev, set * IN_SETS, &e);
-        }
         /* none: every frame gets its own buffer (and stages it: slower, not wrong) */
-        if (m->in_sets) {
+        if (set && (m->in_sets = m->ops->host_alloc(m->dev, set * IN_SETS, &e))) {
             m->in_set_bytes = set;
             atomic_store(&m->in_free, (1u << IN_SETS) - 1);
         } else if (set) {

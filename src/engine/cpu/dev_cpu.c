@@ -247,6 +247,8 @@ static int cpu_matmul(hearth_stream *st, const hearth_weight *const *ws, int n, 
 static const hearth_dev_ops cpu_ops = {
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .host_alloc = cpu_alloc, /* the CPU's memory is the host's */
+    .host_free = cpu_free,
     .upload = cpu_memcpy,
     .download = cpu_memcpy,
     .copy = cpu_memcpy,
