@@ -54,7 +54,6 @@
 #include "base/log.h"
 #include "net/http_parse.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -470,22 +469,21 @@ static void model_post(hearth_request *req, void *ctx)
 
 /* What the loop weighs of an infer body (net/server.h's
  * hearth_server_route_parse_bytes): with the binary tensor extension only
- * the JSON header is parsed, the tensors after it are copied (into a GPU
- * model's pinned inputs), so a frame's body is handled on the loop thread
- * that received it: on the handler pool, a 0.9 MB frame's parse took
- * 133-178 us reading bytes another core had received, for a copy of ~35 us
- * (stop 33's per-frame trace, H100 host). */
+ * the JSON header is parsed, the tensors after it are copied (into an
+ * input set the model keeps), so a frame's body is handled on the loop
+ * thread that received it: on the handler pool, a 0.9 MB frame's parse
+ * took 133-178 us reading bytes another core had received, for a copy of
+ * ~35 us (stop 33's per-frame trace, H100 host). A header the parse will
+ * refuse counts the whole body: the refusal comes from the pool. */
 static size_t infer_parse_bytes(const hearth_request *req, void *ctx)
 {
-    size_t len;
+    size_t len, json;
     hearth_request_body(req, &len);
-    char hlen[32], *end;
+    char hlen[64];
     const char *hl = hearth_request_header(req, "Inference-Header-Content-Length", hlen, sizeof hlen);
-    if (!hl || !*hl || strlen(hl) >= sizeof hlen - 1)
+    if (!hl || strlen(hl) >= sizeof hlen - 1 || hearth_oip_header_len(hl, len, &json, NULL, 0) != 0)
         return len;
-    errno = 0;
-    unsigned long long n = strtoull(hl, &end, 10);
-    return *end || errno || hl[0] == '-' || n > len ? len : (size_t)n;
+    return json;
 }
 
 int hearth_api_register_oip(hearth_api *api, hearth_server *s)

@@ -304,7 +304,7 @@ static int param_bool(const cJSON *params, const char *key)
 
 /* ---- the request ---- */
 
-static int parse_header_len(const char *text, size_t len, size_t *out, char *msg, size_t n)
+int hearth_oip_header_len(const char *text, size_t len, size_t *out, char *msg, size_t n)
 {
     const char *p = text;
     while (*p == ' ' || *p == '\t')
@@ -545,7 +545,7 @@ int hearth_oip_parse_into(const hearth_frame_info *m, const char *name, const ch
         r->dst[i] = dst[i];
     size_t json_len = len;
     int st;
-    if (header_len && (st = parse_header_len(header_len, len, &json_len, msg, msg_size)) != 0)
+    if (header_len && (st = hearth_oip_header_len(header_len, len, &json_len, msg, msg_size)) != 0)
         return st;
     char jmsg[384];
     cJSON *doc = hearth_json_body_parse(body, json_len, jmsg, sizeof jmsg);

@@ -48,10 +48,15 @@ typedef struct hearth_oip_request {
 int hearth_oip_parse(const hearth_frame_info *m, const char *name, const char *body, size_t len, const char *header_len,
                      hearth_oip_request *r, char *msg, size_t msg_size);
 /* As hearth_oip_parse, with the inputs written into dst[i] (the caller's,
- * model->inputs[i].bytes each: a GPU model's pinned buffers, which it then
- * copies from without staging) instead of new buffers; dst NULL: new. */
+ * model->inputs[i].bytes each: an input set the model keeps, a GPU's pinned
+ * so that it copies from them without staging) instead of new buffers;
+ * dst NULL: new. */
 int hearth_oip_parse_into(const hearth_frame_info *m, const char *name, const char *body, size_t len,
                           const char *header_len, void *const *dst, hearth_oip_request *r, char *msg, size_t msg_size);
+/* The JSON header's bytes an Inference-Header-Content-Length value says
+ * (text as sent, blanks around it allowed) for a body of len bytes: 0 with
+ * *out set, or 400 with msg (n bytes; NULL with n 0: none) saying why. */
+int hearth_oip_header_len(const char *text, size_t len, size_t *out, char *msg, size_t n);
 /* Frees the input buffers (not dst's). NULL or a zeroed request: no-op. */
 void hearth_oip_request_free(hearth_oip_request *r);
 
