@@ -33,6 +33,7 @@
  * recording on first sight (the first run of a shape may still size a
  * workspace, and allocation is illegal during capture). */
 extern "C" {
+#include "base/clock.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "engine/cuda/dev_cuda.h"
@@ -169,7 +170,51 @@ typedef struct thread_ctx {
     int n_graphs;
     uint64_t tick;
     graph_rec *capturing;     /* the record being captured, or NULL */
+    struct replay_times *rt;  /* HEARTH_CUDA_REPLAY_TIMES's sums, or NULL */
 } thread_ctx;
+
+/* HEARTH_CUDA_REPLAY_TIMES=1: how much of a replayed pass is the GPU's.
+ * Each replay is bracketed by two events; at the next replay (the walk has
+ * synced since) its GPU time is added up with the host time from one
+ * replay's launch to the next, and every 256 replays both means are logged:
+ * their difference is what the host spends per step between
+ * passes (the download, the sampler, the next upload). A diagnostic asked
+ * for by name, so it logs as a warning (`hearth run` shows no info lines);
+ * the events cost a little themselves. */
+typedef struct replay_times {
+    cudaEvent_t e0, e1;
+    bool pending;
+    uint64_t last_ns;
+    double gpu_us, wall_us;
+    int n;
+} replay_times;
+static bool replay_times_on = false;
+
+static void replay_times_launch(thread_ctx *t)
+{
+    if (!t->rt) {
+        t->rt = (replay_times *)calloc(1, sizeof *t->rt);
+        if (!t->rt || cudaEventCreate(&t->rt->e0) != cudaSuccess || cudaEventCreate(&t->rt->e1) != cudaSuccess) {
+            replay_times_on = false;
+            return;
+        }
+    }
+    replay_times *r = t->rt;
+    const uint64_t now = hearth_now_ns();
+    float ms = 0;
+    if (r->pending && cudaEventSynchronize(r->e1) == cudaSuccess && cudaEventElapsedTime(&ms, r->e0, r->e1) == cudaSuccess) {
+        r->gpu_us += ms * 1e3;
+        r->wall_us += (double)(now - r->last_ns) / 1e3;
+        if (++r->n == 256) {
+            hearth_log(HEARTH_LOG_WARN, "cuda: %d replays: %.1f us on the GPU each, %.1f us from one launch to the next",
+                       r->n, r->gpu_us / r->n, r->wall_us / r->n);
+            r->n = 0;
+            r->gpu_us = r->wall_us = 0;
+        }
+    }
+    r->last_ns = now;
+    r->pending = true;
+}
 
 static pthread_key_t ctx_key;
 static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
@@ -192,6 +237,11 @@ static void ctx_free(thread_ctx *t)
     if (t->c.s)
         cudaStreamSynchronize(t->c.s);
     graphs_drop(t);
+    if (t->rt) {
+        cudaEventDestroy(t->rt->e0);
+        cudaEventDestroy(t->rt->e1);
+        free(t->rt);
+    }
     cu_mm_ctx_free(&t->c);
     cudaFree(t->arena);
     cudaFreeHost(t->staging);
@@ -214,6 +264,8 @@ static void ctx_key_make(void)
     pthread_key_create(&ctx_key, ctxs_free);
     const char *g = getenv("HEARTH_CUDA_GRAPHS");
     graphs_on = !(g && strcmp(g, "0") == 0);
+    const char *rt = getenv("HEARTH_CUDA_REPLAY_TIMES");
+    replay_times_on = rt && strcmp(rt, "1") == 0;
 }
 
 /* This thread's context on st's device, made on first use. */
@@ -447,8 +499,16 @@ static int cuda_graph_begin(hearth_stream *st, const hearth_graph_key *key)
     r->used = ++t->tick;
     if (first || r->state == -1)
         return 0; /* plain: a first run sizes the workspaces */
-    if (r->state == 2)
-        return cu_fail("cudaGraphLaunch", cudaGraphLaunch(r->exec, c->s)) ? HEARTH_EDEVICE : 1;
+    if (r->state == 2) {
+        if (replay_times_on)
+            replay_times_launch(t);
+        if (replay_times_on)
+            cudaEventRecord(t->rt->e0, c->s);
+        cudaError_t e = cudaGraphLaunch(r->exec, c->s);
+        if (replay_times_on)
+            cudaEventRecord(t->rt->e1, c->s);
+        return cu_fail("cudaGraphLaunch", e) ? HEARTH_EDEVICE : 1;
+    }
     /* seen before: record this run */
     cudaError_t e = cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) {

@@ -145,6 +145,20 @@
  * weights that fill fewer than an SM's worth of 16-warp blocks (-2..-9%),
  * 24 warps an SM at <= 85 registers (Q4_K -23%: fewer loads in flight).
  *
+ * Tried and dropped (stop 35, H100, one lease, tg128 two rounds of -r 2):
+ * prefetching the weights into L2 ahead of their launches (the walk's
+ * matmul order declared with weight_chain; each mvp_kernel and mma_kernel
+ * block issuing sm_90 bulk L2 prefetches of its share of the chain's
+ * bytes budget - own to budget past its own weights, so that HBM would
+ * stream through attention, RoPE and every launch's ramp). Slower at
+ * every budget, more so the more it fetched: budget 0 / 8 / 16 / 24 MiB,
+ * Q4_K 1,637 and 1,584 / 1,560 and 1,575 / 1,516 and 1,507 / 1,568 and
+ * 1,559; Q8_0 1,375 and 1,389 / 1,370 and 1,361 / 1,325 and 1,318 /
+ * 1,267 and 1,267; F16 983 and 991 / 943 and 946 / 892 and 892 / 862 and
+ * 859; 4 sequences Q4_K 3,550 against 3,533, 16: 8,099 against 7,966 (16
+ * MiB). The prefetches' traffic lengthens the demand loads of the launch
+ * that issues them, which are what a decode step waits on.
+ *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED (mma_kernel's
  * split-K buffer: it does not split).
