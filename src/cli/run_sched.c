@@ -33,6 +33,14 @@ static int adapt_forward(void *ctx, int32_t n, const int32_t *tokens, const int3
     return hearth_llama_forward(rm->m, rm->kv, rm->pool, &b, logits, err);
 }
 
+static int adapt_forward_argmax(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want,
+                                int32_t *ids, hearth_err *err)
+{
+    run_model *rm = ctx;
+    hearth_llama_batch b = {.n = n, .tokens = tokens, .slot = slots, .want_logits = want, .argmax = ids};
+    return hearth_llama_forward(rm->m, rm->kv, rm->pool, &b, NULL, err);
+}
+
 static int64_t adapt_truncate(void *ctx, int slot, int64_t n)
 {
     run_model *rm = ctx;
@@ -71,6 +79,8 @@ void run_model_table(run_model *rm, int n_slots, int64_t n_ctx, hearth_gen_batch
     if (voc->eot >= 0 && voc->eot != voc->eos)
         out->end_ids[out->n_end_ids++] = voc->eot;
     out->forward = adapt_forward;
+    if (hearth_llama_argmax_on_device(rm->m))
+        out->forward_argmax = adapt_forward_argmax;
     out->truncate = adapt_truncate;
     out->detok_size = sizeof(hearth_detok);
     out->detok_init = adapt_detok_init;

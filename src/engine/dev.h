@@ -70,6 +70,7 @@ typedef enum hearth_op {
     HEARTH_OP_BIAS_GELU,
     HEARTH_OP_ATTN_PACKED,
     HEARTH_OP_POOL,
+    HEARTH_OP_ARGMAX,
     HEARTH_OP_COUNT_
 } hearth_op;
 
@@ -303,6 +304,12 @@ struct hearth_dev_ops {
     int (*add_rmsnorm)(hearth_stream *st, float *X, float *H, int64_t rows, int64_t n, const float *w, float eps);
     /* G = silu(G) * U, (rows, n) each. */
     int (*swiglu)(hearth_stream *st, float *G, const float *U, int64_t rows, int64_t n);
+    /* Optional (NULL: the caller draws from downloaded logits): ids[r] =
+     * the greedy draw over row r of X (rows, n wide; sampler.h's
+     * hearth_logits_argmax: NaN as -inf, +inf as the largest float, the
+     * lowest index of equals), made where the logits are, so a greedy
+     * step downloads 4 bytes a row instead of 4 n. ids: device memory. */
+    int (*argmax_rows)(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n);
     /* For each row r < b->n of Q (n, n_head*hd), K, V (n, n_head_kv*hd), in
      * place: + biases, QK-norm per head, RoPE at b->rope_cs[r] over the first
      * n_rot dims of each head; then K[r], V[r] stored in kv at (b->slot[r],

@@ -4,7 +4,10 @@
  * slot by longest cached prefix, else least recently used), build one batch
  * (a decode row for every live sequence past its prompt, then prompt chunks
  * from the others in admission order, within n_batch tokens), run it, and
- * sample, detokenize and stop-check every row that produced logits.
+ * sample, detokenize and stop-check every row that produced logits. A step
+ * whose every row draws greedily with nothing else to keep asks the model
+ * for the draws instead (forward_argmax, where the device makes them: a GPU
+ * then hands back 4 bytes a row, not a vocabulary of logits).
  *
  * The lock guards the waiting queue, the slot jobs, the metrics and each
  * slot's "shown" fields (what GET /slots copies); everything else of a slot
@@ -362,8 +365,17 @@ static void draw_rows(hearth_gen_sched *s, int rows)
         hearth_pool_run(s->cfg.pool, draw_task, s, rows);
 }
 
-/* Samples the row of logits for q (drawn: its token when draw_rows drew it,
- * else -1); finishes q when it is done. */
+/* Whether q's next token is the argmax of its logits with nothing else to
+ * keep: no grammar (it masks), no probabilities to report (they read the
+ * logits), a greedy sampler without penalties. */
+static bool draws_argmax(const seq *q)
+{
+    return q->req && !q->gm && q->req->n_probs <= 0 && hearth_sampler_is_plain_argmax(q->sampler);
+}
+
+/* Samples the row of logits for q (drawn: its token when draw_rows or the
+ * device drew it, else -1; logits may then be NULL, draws_argmax having
+ * held); finishes q when it is done. */
 static void sample_row(hearth_gen_sched *s, seq *q, const float *logits, int32_t drawn)
 {
     hearth_gen_req *req = q->req;
@@ -486,9 +498,15 @@ static bool step(hearth_gen_sched *s)
     }
     if (n == 0)
         return false;
+    /* every row a plain greedy draw: the device makes the draws where the
+     * logits are (forward_argmax), else they come to the host */
+    bool on_device = s->m.forward_argmax != NULL;
+    for (int r = 0; r < rows && on_device; r++)
+        on_device = draws_argmax(s->b_seq[r]);
     hearth_err err = {0};
     const uint64_t t0 = hearth_now_ns();
-    int rc = s->m.forward(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_logits, &err);
+    int rc = on_device ? s->m.forward_argmax(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_draw, &err)
+                       : s->m.forward(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_logits, &err);
     const uint64_t t1 = hearth_now_ns();
     pthread_mutex_lock(&s->lock);
     s->metrics.steps++;
@@ -524,11 +542,12 @@ static bool step(hearth_gen_sched *s)
     for (int i = 0; i < s->m.n_slots; i++)
         s->seqs[i].shown_n_tokens = s->seqs[i].n_tokens;
     pthread_mutex_unlock(&s->lock);
-    draw_rows(s, rows);
+    if (!on_device)
+        draw_rows(s, rows);
     for (int r = 0; r < rows; r++) {
         seq *q = s->b_seq[r];
         if (q->req)
-            sample_row(s, q, s->b_logits + (size_t)r * (size_t)s->m.n_vocab, s->b_draw[r]);
+            sample_row(s, q, on_device ? NULL : s->b_logits + (size_t)r * (size_t)s->m.n_vocab, s->b_draw[r]);
     }
     /* where a served step's time goes (--log-level debug): the pass, then
      * the draws and the answers' tokens handed on */

@@ -69,6 +69,13 @@ typedef struct hearth_gen_batch_model {
      * in batch order. */
     int (*forward)(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want, float *logits,
                    hearth_err *err);
+    /* Optional (NULL: never): forward, but writing for each token with
+     * want[i] its greedy draw (sampler.h's hearth_logits_argmax of its
+     * logits) into ids, in batch order, instead of the row: a step whose
+     * every row draws greedily with nothing else to keep takes it, so a
+     * GPU hands back 4 bytes a row instead of the logits. */
+    int (*forward_argmax)(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want,
+                          int32_t *ids, hearth_err *err);
     /* The device records a pass on its second sight and replays it after
      * (CUDA graphs): the first steps of each shape cost more, which the
      * config's warm_up pays before serving. */

@@ -560,6 +560,25 @@ int32_t hearth_sampler_sample(hearth_sampler *s, const float *logits)
     return sample_work(s);
 }
 
+bool hearth_sampler_is_plain_argmax(const hearth_sampler *s)
+{
+    return s->p.temperature <= 0 && !s->counts;
+}
+
+int32_t hearth_logits_argmax(const float *x, int32_t n)
+{
+    int32_t best = 0;
+    float bv = n > 0 ? sanitize(x[0]) : 0;
+    for (int32_t i = 1; i < n; i++) {
+        float v = sanitize(x[i]);
+        if (v > bv) {
+            bv = v;
+            best = i;
+        }
+    }
+    return best;
+}
+
 int32_t hearth_sampler_sample_masked(hearth_sampler *s, const float *logits, const uint8_t *allowed)
 {
     const int32_t n = s->n_vocab;

@@ -22,6 +22,7 @@
 
 #include "base/err.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Largest repeat_last_n accepted (tokens of history kept for penalties). */
@@ -71,6 +72,17 @@ void hearth_sampler_reset_history(hearth_sampler *s);
  * hearth_sampler_accept with it when it is kept. Ties in greedy mode and in
  * the candidate order go to the lowest id. */
 int32_t hearth_sampler_sample(hearth_sampler *s, const float *logits);
+
+/* Whether hearth_sampler_sample would return hearth_logits_argmax of the
+ * logits, with nothing else to keep (greedy, no penalties): such a draw may
+ * be made where the logits are (a GPU's argmax_rows) and the token given
+ * to hearth_sampler_accept as usual. */
+bool hearth_sampler_is_plain_argmax(const hearth_sampler *s);
+
+/* The greedy draw over x[0..n): the index of the largest value, NaN
+ * counting as -inf and +inf as the largest float, the lowest index of
+ * equals (0 when n <= 0). */
+int32_t hearth_logits_argmax(const float *x, int32_t n);
 
 /* The same with every token whose allowed[id] is 0 taken out first (its
  * logit -inf before the penalties, as llama.cpp's grammar sampler sets it):

@@ -91,14 +91,22 @@ typedef struct hearth_llama_batch {
     const int32_t *tokens;      /* [n] */
     const int32_t *slot;        /* [n] KV slot of each token */
     const bool *want_logits;    /* [n] or NULL: logits for the last token only */
+    int32_t *argmax;            /* or NULL; else (hearth_llama_argmax_on_device) each wanted row's
+                                   greedy draw (sampler.h's hearth_logits_argmax) in place of its logits,
+                                   in batch order: 4 bytes a row leave the device, not 4 n_vocab */
 } hearth_llama_batch;
+
+/* Whether the forward can hand back greedy draws (hearth_llama_batch's
+ * argmax): the model's device has its own memory and argmax_rows. */
+bool hearth_llama_argmax_on_device(const hearth_llama *m);
 
 /* Runs the tokens through the model. Each token's position is its slot's
  * current length; tokens of one slot must appear in order; the slot's length
  * grows by its token count. Writes, for each token with want_logits, a row of
  * n_vocab logits to logits (rows in batch order). Fails without touching the
  * cache when a slot would pass n_ctx (HEARTH_ELIMIT, message with both
- * numbers) or a token id is out of range. Runs on the model's device
+ * numbers) or a token id is out of range. With b->argmax, logits may be
+ * NULL and the draws are written there instead. Runs on the model's device
  * (engine/dev.h), on a stream over pool (NULL: the caller alone) whose
  * activations are the calling thread's arena, so one model may run forwards
  * on several threads at once; one cache may not. */

@@ -33,7 +33,11 @@
  * stream's staging memory and uploaded as one block per chunk; the walk
  * reads nothing an op computed, and logits reach the caller's buffer by one
  * download at the end of a chunk (on the CPU, whose memory is the host's, the
- * matmul writes them in place). So the device work between the upload and
+ * matmul writes them in place), or, where the caller asks for greedy draws
+ * (hearth_llama_batch's argmax) and the device has its own memory, the
+ * device's argmax_rows draws them after the pass and 4 bytes a row come
+ * back (a 32k vocabulary's row is 128 KiB, and the host's draw over it some
+ * tens of microseconds, in every decode step). So the device work between the upload and
  * the download (pass_ops) is the same launches at the same addresses for
  * every step of the same shape: a device that records work (the CUDA
  * backend's graphs, dev.h's graph_begin/graph_end) replays a decode step
@@ -75,6 +79,7 @@ typedef struct llama_pass {
     float *att;              /* (cap, n_head*hd) attention output */
     float *g, *u;            /* (cap, n_ff) FFN gate and up */
     float *logits;           /* (cap, n_vocab) where device memory is not the host's, else NULL */
+    int32_t *ids;            /* (cap) greedy draws, beside logits (NULL with it) */
     hearth_batch hb, db;     /* the step block: host staging, device copy */
     size_t block_bytes;
     hearth_dev_kv kv;
@@ -98,7 +103,7 @@ static int pass_open(llama_pass *p, hearth_llama *m, hearth_kv *kv, hearth_pool 
     p->kv = hearth_kv_view(kv);
     size_t c = (size_t)cap * sizeof(float), qd = (size_t)(hp->n_head * hp->head_dim),
            kvd = (size_t)(hp->n_head_kv * hp->head_dim), E = (size_t)hp->n_embd, F = (size_t)hp->n_ff;
-    size_t at = 0, o[10];
+    size_t at = 0, o[11];
     o[0] = carve(&at, c * E);
     o[1] = carve(&at, c * E);
     o[2] = carve(&at, c * qd);
@@ -110,14 +115,16 @@ static int pass_open(llama_pass *p, hearth_llama *m, hearth_kv *kv, hearth_pool 
     o[8] = carve(&at, m->dev->caps.host_memory ? 0 : c * (size_t)hp->n_vocab);
     p->block_bytes = hearth_batch_layout(&p->hb, NULL, cap, rope_stride(hp), 0);
     o[9] = carve(&at, p->block_bytes);
+    o[10] = carve(&at, m->dev->caps.host_memory ? 0 : c);
     if ((rc = p->D->scratch(&p->st, at, p->block_bytes)))
         return hearth_err_set(err, rc, "llama: out of memory for activations of %lld tokens", (long long)cap);
     char *b = p->st.scratch;
     float **bufs[] = {&p->x, &p->h, &p->q, &p->k, &p->v, &p->att, &p->g, &p->u, &p->logits};
     for (int i = 0; i < 9; i++)
         *bufs[i] = (float *)(b + o[i]);
+    p->ids = (int32_t *)(b + o[10]);
     if (m->dev->caps.host_memory)
-        p->logits = NULL;
+        p->logits = NULL, p->ids = NULL;
     hearth_batch_layout(&p->hb, p->st.staging, cap, rope_stride(hp), 0);
     hearth_batch_layout(&p->db, b + o[9], cap, rope_stride(hp), 0);
     return 0;
@@ -290,9 +297,10 @@ static int pass_ops(hearth_llama *m, llama_pass *p, int64_t nc, float *y, hearth
 }
 
 /* Runs tokens [0, nc) (a chunk of the batch) and writes the logits rows they
- * want, from row out_base of logits on. want: (nc) whether each wants them. */
+ * want, from row out_base of logits on, or with ids their greedy draws from
+ * ids[out_base] on. want: (nc) whether each wants them. */
 static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const int32_t *tokens, const int32_t *slot,
-                         const bool *want, int64_t nc, float *logits, int64_t out_base, hearth_err *err)
+                         const bool *want, int64_t nc, float *logits, int32_t *ids, int64_t out_base, hearth_err *err)
 {
     const hearth_llama_hparams *hp = &m->hp;
     const hearth_dev_ops *D = p->D;
@@ -336,8 +344,14 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const in
             return err && err->code ? rc : hearth_err_set(err, rc, "llama: a pass of %lld tokens failed (%s)",
                                                            (long long)nc, hearth_status_name(rc));
     }
-    if (p->logits && n_out && (rc = D->download(st, dst, y, (size_t)n_out * (size_t)V * sizeof(float))))
+    if (ids && n_out) { /* the draws, made where the logits are */
+        if ((rc = D->argmax_rows(st, p->ids, y, n_out, V)) ||
+            (rc = D->download(st, ids + out_base, p->ids, (size_t)n_out * sizeof(int32_t))))
+            return hearth_err_set(err, rc, "llama: the greedy draws of %lld rows failed (%s)", (long long)n_out,
+                                  hearth_status_name(rc));
+    } else if (p->logits && n_out && (rc = D->download(st, dst, y, (size_t)n_out * (size_t)V * sizeof(float)))) {
         return hearth_err_set(err, rc, "llama: logits of %lld rows cannot be downloaded", (long long)n_out);
+    }
     if ((rc = D->sync(st)))
         return hearth_err_set(err, rc, "llama: the device failed running a pass of %lld tokens (%s)", (long long)nc,
                               hearth_status_name(rc));
@@ -367,9 +381,18 @@ static int check_batch(const hearth_llama *m, const hearth_kv *kv, const hearth_
                                   b->slot[i], kv->n_slots);
         any = any || !b->want_logits || b->want_logits[i];
     }
-    if (any && !logits)
+    if (b->argmax && !hearth_llama_argmax_on_device(m))
+        return hearth_err_set(err, HEARTH_EINVAL, "llama: greedy draws asked of device %s, which cannot make them",
+                              m->dev->caps.name);
+    if (any && !logits && !b->argmax)
         return hearth_err_set(err, HEARTH_EINVAL, "llama: logits wanted but no output buffer given");
     return 0;
+}
+
+bool hearth_llama_argmax_on_device(const hearth_llama *m)
+{
+    const hearth_dev *dev = m->dev;
+    return !dev->caps.host_memory && dev->ops->argmax_rows && dev->ops->supports(dev, HEARTH_OP_ARGMAX, HEARTH_F32);
 }
 
 int hearth_llama_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const hearth_llama_batch *b, float *logits,
@@ -404,7 +427,8 @@ int hearth_llama_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, cons
             want[i] = b->want_logits ? b->want_logits[c0 + i] : c0 + i == b->n - 1;
             out_row += want[i];
         }
-        rc = chunk_forward(m, kv, &p, b->tokens + c0, b->slot + c0, want, nc, logits, base, err);
+        rc = chunk_forward(m, kv, &p, b->tokens + c0, b->slot + c0, want, nc, b->argmax ? NULL : logits, b->argmax,
+                           base, err);
         if (rc) {
             for (int32_t i = 0; i < b->n; i++)
                 kv->pend[b->slot[i]] = 0;

@@ -55,6 +55,7 @@ int cpu_rmsnorm(hearth_stream *st, float *Y, const float *X, const int32_t *rows
 int cpu_add(hearth_stream *st, float *X, const float *A, int64_t rows, int64_t n);
 int cpu_add_rmsnorm(hearth_stream *st, float *X, float *H, int64_t rows, int64_t n, const float *w, float eps);
 int cpu_swiglu(hearth_stream *st, float *G, const float *U, int64_t rows, int64_t n);
+int cpu_argmax_rows(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n);
 int cpu_qk_rope_store(hearth_stream *st, float *Q, float *K, float *V, const hearth_qk *qk, const hearth_dev_kv *kv,
                       int64_t layer, const hearth_batch *b);
 int cpu_add_layernorm(hearth_stream *st, float *X, float *Y, const float *bias, int64_t rows, int64_t n,

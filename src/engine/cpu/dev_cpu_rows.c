@@ -1,7 +1,7 @@
 /* dev_cpu_rows.c: the CPU device's row ops (engine/dev.h): embedding,
- * RMSNorm, the residual add, add + RMSNorm, SwiGLU, the QK step (biases,
- * QK-norm, RoPE, KV store), residual + bias + LayerNorm, bias + GELU, and
- * pooling.
+ * RMSNorm, the residual add, add + RMSNorm, SwiGLU, the greedy argmax, the
+ * QK step (biases, QK-norm, RoPE, KV store), residual + bias + LayerNorm,
+ * bias + GELU, and pooling.
  *
  * How: each op is a loop over its rows of engine/cpu/ops.h's row functions,
  * the bodies the walks ran inside their pool tasks before the seam, moved
@@ -21,7 +21,9 @@
 #include "engine/cpu/dev_cpu.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/quant.h"
+#include "engine/sampler.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* ---- embedding ---- */
@@ -139,6 +141,18 @@ int cpu_swiglu(hearth_stream *st, float *G, const float *U, int64_t rows, int64_
 {
     row_job J = {.X = G, .C = U, .n = n};
     cpu_rows(st, rows, CPU_ROWS_PARALLEL_MIN, swiglu_rows, &J);
+    return 0;
+}
+
+/* The greedy draw of each row (dev.h's argmax_rows), on this thread: one
+ * pass over 4 n bytes a row, as the sampler's own draw would make. */
+int cpu_argmax_rows(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n)
+{
+    (void)st;
+    if (rows < 0 || n < 1 || n > INT32_MAX)
+        return rows == 0 ? 0 : HEARTH_EINVAL;
+    for (int64_t r = 0; r < rows; r++)
+        ids[r] = hearth_logits_argmax(X + r * n, (int32_t)n);
     return 0;
 }
 

@@ -651,6 +651,15 @@ static bool cuda_lost(const hearth_dev *dev)
     return o >= 0 && o < HEARTH_GPU_MAX && ctx_lost[o];
 }
 
+/* HEARTH_CUDA_ARGMAX=0: the device says it has no argmax, so greedy steps
+ * download their logits rows and draw on the host, as before stop 35
+ * (read once). */
+static bool argmax_on(void)
+{
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_ARGMAX", "0");
+}
+
 static bool cuda_supports(const hearth_dev *dev, hearth_op op, hearth_dtype t)
 {
     switch (op) {
@@ -658,6 +667,7 @@ static bool cuda_supports(const hearth_dev *dev, hearth_op op, hearth_dtype t)
     case HEARTH_OP_EMBED: return cu_mm_type_ok(t);
     case HEARTH_OP_QK_ROPE_STORE:
     case HEARTH_OP_ATTN_CACHED: return t == HEARTH_F32 || t == HEARTH_F16;
+    case HEARTH_OP_ARGMAX: return t == HEARTH_F32 && argmax_on();
     default: return (int)op >= 0 && op < HEARTH_OP_COUNT_ && t == HEARTH_F32;
     }
 }
@@ -785,6 +795,12 @@ static int cuda_add_rmsnorm(hearth_stream *st, float *X, float *H, int64_t rows,
     return cu_add_rmsnorm(c, X, H, rows, n, w, eps);
 }
 
+static int cuda_argmax_rows(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n)
+{
+    CTX(st);
+    return cu_argmax_rows(c, ids, X, rows, n);
+}
+
 static int cuda_swiglu(hearth_stream *st, float *G, const float *U, int64_t rows, int64_t n)
 {
     if (rows < 0 || n < 0)
@@ -896,6 +912,7 @@ extern const hearth_dev_ops hearth_cuda_ops = {
     .add = cuda_add,
     .add_rmsnorm = cuda_add_rmsnorm,
     .swiglu = cuda_swiglu,
+    .argmax_rows = cuda_argmax_rows,
     .qk_rope_store = cuda_qk_rope_store,
     .attn_cached = cuda_attn_cached,
     .add_layernorm = cuda_add_layernorm,

@@ -1,6 +1,7 @@
 /* ops.cu: the CUDA backend's row ops (cuda_int.h, engine/dev.h): RMSNorm
- * (plain and gathering), the residual add, add + RMSNorm, SwiGLU, the QK
- * step (biases, QK-norm, RoPE, KV store), and bert's residual + bias +
+ * (plain and gathering), the residual add, add + RMSNorm, SwiGLU, the
+ * greedy argmax of logits rows, the QK step (biases, QK-norm, RoPE, KV
+ * store), and bert's residual + bias +
  * LayerNorm, bias + GELU, embedding tail and pooling. The two attentions are
  * ops_attn.cu's.
  *
@@ -33,6 +34,8 @@
 #include "engine/cuda/cuda_int.h"
 
 #include <cuda_fp16.h>
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 
 static constexpr int ROW_THREADS_MAX = 256, FLAT_THREADS = 256;
@@ -265,6 +268,72 @@ int cu_swiglu(cu_ctx *c, float *G, const float *U, int64_t rows, int64_t n)
     else
         e = cu_launch(pdl, swiglu_kernel<1>, dim3(flat_blocks(total)), dim3(FLAT_THREADS), 0, c->s, G, U, total);
     return cu_fail("swiglu", e);
+}
+
+/* ---- the greedy draw ---- */
+
+/* sampler.c's sanitize: NaN -> -inf, +inf -> the largest float. */
+__device__ static inline float argmax_clean(float x)
+{
+    return isnan(x) ? -INFINITY : x == INFINITY ? FLT_MAX : x;
+}
+
+/* (v, i) beats (bv, bi): larger, or equal and earlier (the lowest index of
+ * equals, as the sampler's argmax). */
+__device__ static inline bool argmax_beats(float v, int i, float bv, int bi)
+{
+    return v > bv || (v == bv && i < bi);
+}
+
+/* ids[r] = the greedy draw over row r of X (n wide); block r. Each thread
+ * keeps the best of its units, then the warps and the block reduce pairs. */
+template <int V>
+__global__ static void argmax_kernel(int32_t *ids, const float *X, int64_t n)
+{
+    const float *x = X + (int64_t)blockIdx.x * n;
+    const int64_t nu = n / V;
+    float bv = -INFINITY;
+    int bi = INT_MAX;
+    for (int64_t u = threadIdx.x; u < nu; u += blockDim.x) {
+        fv<V> a = ld<V>(x, u);
+        for (int k = 0; k < V; k++) {
+            const float v = argmax_clean(a.x[k]);
+            const int i = (int)(u * V + k);
+            if (argmax_beats(v, i, bv, bi))
+                bv = v, bi = i;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int i = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (argmax_beats(v, i, bv, bi))
+            bv = v, bi = i;
+    }
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    if ((threadIdx.x & 31) == 0)
+        sv[threadIdx.x >> 5] = bv, si[threadIdx.x >> 5] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (unsigned w = 1; w < blockDim.x >> 5; w++)
+            if (argmax_beats(sv[w], si[w], bv, bi))
+                bv = sv[w], bi = si[w];
+        ids[blockIdx.x] = bi == INT_MAX ? 0 : bi; /* every value -inf still has an index: its first */
+    }
+}
+
+int cu_argmax_rows(cu_ctx *c, int32_t *ids, const float *X, int64_t rows, int64_t n)
+{
+    if (rows < 0 || n < 1 || n > INT32_MAX || rows > INT32_MAX)
+        return rows == 0 ? 0 : HEARTH_EINVAL;
+    if (rows == 0)
+        return 0;
+    cudaError_t e;
+    if (vec4_ok(n, X))
+        e = cu_launch(false, argmax_kernel<4>, dim3((unsigned)rows), dim3(row_threads(n / 4)), 0, c->s, ids, X, n);
+    else
+        e = cu_launch(false, argmax_kernel<1>, dim3((unsigned)rows), dim3(row_threads(n)), 0, c->s, ids, X, n);
+    return cu_fail("argmax", e);
 }
 
 /* ---- the QK step ---- */

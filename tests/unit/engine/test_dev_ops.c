@@ -14,7 +14,9 @@
 #include "engine/dev.h"
 #include "engine/cpu/matmul.h"
 #include "engine/cpu/quant.h"
+#include "engine/sampler.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -537,6 +539,75 @@ static void op_rows(void)
         }
 }
 
+/* ---- the greedy draw ---- */
+
+/* The oracle: NaN as -inf, +inf as FLT_MAX, the first of equals. */
+static int32_t argmax_ref(const float *x, int64_t n)
+{
+    int32_t best = 0;
+    double bv = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        double v = isnan(x[i]) ? -INFINITY : x[i] == INFINITY ? FLT_MAX : x[i];
+        if (i == 0 || v > bv)
+            bv = v, best = (int32_t)i;
+    }
+    return best;
+}
+
+/* argmax_rows against the oracle and against the sampler's own greedy draw
+ * (what the scheduler would have drawn from the downloaded row), at odd
+ * widths and a vocabulary's, rows with NaN, +inf, -inf, ties (the maximum
+ * twice, the later copy in another thread's share), all -inf and all NaN. */
+static void op_argmax(void)
+{
+    if (!D->argmax_rows)
+        return; /* optional (dev.h): the caller downloads the logits */
+    static const int64_t NS[] = {1, 7, 33, 384, 32000 + 3};
+    hearth_sampler_params sp;
+    hearth_sampler_params_default(&sp);
+    sp.temperature = 0;
+    for (size_t ni = 0; ni < sizeof NS / sizeof NS[0]; ni++) {
+        const int64_t n = NS[ni], r = 9;
+        float *X = frands(r * n);
+        for (int64_t i = 0; i < r; i++) {
+            float *x = X + i * n;
+            int64_t a = (i * 7919) % n, b = (i * 104729 + n / 2) % n;
+            switch (i) {
+            case 1: x[a] = NAN; break;
+            case 2: x[a] = INFINITY, x[b] = FLT_MAX; break; /* +inf counts as FLT_MAX: the first of the two */
+            case 3: x[a] = 5.0f, x[b] = 5.0f; break;          /* a tie: the lower index */
+            case 4:
+                for (int64_t j = 0; j < n; j++)
+                    x[j] = -INFINITY;
+                break;
+            case 5:
+                for (int64_t j = 0; j < n; j++)
+                    x[j] = NAN;
+                break;
+            case 6: x[n - 1] = 3.0f; break; /* the last element */
+            case 7: x[0] = 3.0f, x[n - 1] = 3.0f; break;
+            case 8: x[a] = -INFINITY, x[b] = NAN; break;
+            default: break;
+            }
+        }
+        float *dX = dputf(X, r * n);
+        int32_t *dids = D->alloc(g_dev, (size_t)r * sizeof(int32_t), NULL), got[9];
+        CHECK_EQ_INT(D->argmax_rows(&g_st, dids, dX, r, n), 0);
+        dget(got, dids, (size_t)r * sizeof(int32_t));
+        hearth_sampler *sm = hearth_sampler_new(&sp, (int32_t)n, NULL);
+        for (int64_t i = 0; i < r; i++) {
+            int32_t want = argmax_ref(X + i * n, n), drawn = hearth_sampler_sample(sm, X + i * n);
+            CHECK_MSG(got[i] == want && want == drawn, "%s argmax n=%lld row %lld: %d, oracle %d, sampler %d",
+                      g_where, (long long)n, (long long)i, got[i], want, drawn);
+        }
+        CHECK_EQ_INT(D->argmax_rows(&g_st, dids, dX, 0, n), 0);
+        CHECK(D->argmax_rows(&g_st, dids, dX, r, 0) != 0);
+        hearth_sampler_free(sm);
+        free(X);
+        dfree(dX), dfree(dids);
+    }
+}
+
 /* ---- the QK step and attention over the cache ---- */
 
 static double kv_at(const hearth_dev_kv *kv, const void *host, int slot, int64_t layer, int64_t pos, int64_t c)
@@ -834,10 +905,10 @@ static void op_scratch(void)
 
 /* ---- every case on every device, on streams of 1, 2, 3 threads ---- */
 
-static void (*const CASES[])(void) = {op_matmul,   op_matmul_fused, op_embed, op_rows,
-                                      op_qk_attn, op_packed_pool,  op_scratch};
-static const char *const CASE_NAMES[] = {"matmul", "matmul_fused", "embed", "rows", "qk_attn", "packed_pool",
-                                         "scratch"};
+static void (*const CASES[])(void) = {op_matmul,  op_matmul_fused, op_embed,   op_rows,
+                                      op_argmax,  op_qk_attn,      op_packed_pool, op_scratch};
+static const char *const CASE_NAMES[] = {"matmul",  "matmul_fused", "embed",      "rows",
+                                         "argmax",  "qk_attn",      "packed_pool", "scratch"};
 
 static void every_op_on_every_device(void)
 {

@@ -6,7 +6,8 @@
  * slot snapshot (GET /slots), slot jobs (save/restore/erase) and the
  * context shift (the text after a shift is what the fake gives for the
  * shifted history, so a kept, dropped or re-fed position out of place
- * shows) and the warm-up of a model that records passes. */
+ * shows), the warm-up of a model that records passes, and greedy steps
+ * drawn by the model (forward_argmax). */
 #include "harness.h"
 
 #include "engine/gen_sched.h"
@@ -26,6 +27,7 @@ typedef struct fake {
     _Atomic int forwards;
     _Atomic int max_rows;
     _Atomic int slow_us;
+    _Atomic int argmax_forwards; /* forward_argmax calls (fake_argmax's) */
     int checkpoint;          /* > 0: truncate rolls back only to multiples of it (a recurrent cache) */
 } fake;
 
@@ -63,6 +65,25 @@ static int fake_forward(void *ctx, int32_t n, const int32_t *tokens, const int32
     int us = atomic_load(&f->slow_us);
     if (us)
         usleep((useconds_t)us);
+    return 0;
+}
+
+/* forward_argmax: the same cache, each wanted row's token as an id (what
+ * the one-hot logits' argmax is); -1 rows would end the texts early. */
+static int fake_forward_argmax(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want,
+                               int32_t *ids, hearth_err *err)
+{
+    fake *f = ctx;
+    int row = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int s = slots[i];
+        if (f->len[s] >= CTX)
+            return hearth_err_set(err, HEARTH_ELIMIT, "slot %d full", s);
+        f->cache[s][f->len[s]++] = tokens[i];
+        if (want[i])
+            ids[row++] = next_of(f->cache[s], f->len[s]);
+    }
+    atomic_fetch_add(&f->argmax_forwards, 1);
     return 0;
 }
 
@@ -761,6 +782,85 @@ static void context_shift_goes_on(void)
  * .. n_parallel rows twice each, with every cache it used empty again (a
  * request after it gives the text of an empty cache); on one that does
  * not, or without warm_up, it runs nothing. */
+/* With forward_argmax, a step whose rows all draw greedily (no penalties,
+ * grammar or probabilities) takes it and its ids become the tokens; a step
+ * with one row that samples or reports probabilities takes the logits.
+ * The texts are the fake's either way (a draw misplaced between rows, or
+ * read from logits never written, changes them). */
+static void greedy_steps_draw_on_the_device(void)
+{
+    fake f = {0};
+    hearth_gen_batch_model m = model_of(&f);
+    m.forward_argmax = fake_forward_argmax;
+    hearth_gen_sched_config cfg = {.n_parallel = 4, .max_queue = 16, .n_batch = 8};
+    hearth_gen_sched *s = hearth_gen_sched_new(&m, &cfg, NULL);
+    treq t[4];
+    int32_t prompts[4][12];
+    for (int i = 0; i < 4; i++) {
+        for (int k = 0; k < 12; k++)
+            prompts[i][k] = 2 + (i * 5 + k * 7) % 29;
+        make(&t[i], prompts[i], 6 + i, 9 + i);
+    }
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[i].req, NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        wait_done(&t[i]);
+        char want[64];
+        expected_text(prompts[i], 6 + i, 9 + i, want);
+        CHECK_EQ_INT(t[i].status, 0);
+        CHECK_EQ_STR(t[i].text, want);
+    }
+    CHECK(atomic_load(&f.argmax_forwards) > 0);
+    CHECK_EQ_INT(atomic_load(&f.forwards), 0);
+    hearth_gen_sched_free(s);
+
+    /* one request reports probabilities, one samples (the fake's logits are
+     * one-hot at 10 against 0: min_p keeps the one token), one repeats with
+     * a penalty: their steps take the logits, and every text is the same */
+    fake g = {0};
+    m = model_of(&g);
+    m.forward_argmax = fake_forward_argmax;
+    s = hearth_gen_sched_new(&m, &cfg, NULL);
+    for (int i = 0; i < 4; i++)
+        make(&t[i], prompts[i], 6 + i, 9 + i);
+    t[1].req.n_probs = 2;
+    t[2].req.sampling.temperature = 0.8f;
+    t[3].req.sampling.repeat_penalty = 1.1f;
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[i].req, NULL), 0);
+    for (int i = 0; i < 4; i++) {
+        wait_done(&t[i]);
+        char want[64];
+        expected_text(prompts[i], 6 + i, 9 + i, want);
+        CHECK_EQ_INT(t[i].status, 0);
+        CHECK_EQ_STR(t[i].text, want);
+    }
+    CHECK(atomic_load(&g.forwards) > 0);
+    hearth_gen_sched_free(s);
+
+    /* alone, each of those three never takes the device's draws */
+    for (int k = 1; k < 4; k++) {
+        fake h = {0};
+        m = model_of(&h);
+        m.forward_argmax = fake_forward_argmax;
+        s = hearth_gen_sched_new(&m, &cfg, NULL);
+        make(&t[k], prompts[k], 6 + k, 9 + k);
+        if (k == 1)
+            t[k].req.n_probs = 2;
+        else if (k == 2)
+            t[k].req.sampling.temperature = 0.8f;
+        else
+            t[k].req.sampling.repeat_penalty = 1.1f;
+        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[k].req, NULL), 0);
+        wait_done(&t[k]);
+        char want[64];
+        expected_text(prompts[k], 6 + k, 9 + k, want);
+        CHECK_EQ_STR(t[k].text, want);
+        CHECK_EQ_INT(atomic_load(&h.argmax_forwards) > 0 && atomic_load(&h.forwards) == 0, 0);
+        hearth_gen_sched_free(s);
+    }
+}
+
 static void warm_up_runs_the_step_shapes(void)
 {
     for (int k = 0; k < 3; k++) {
@@ -801,5 +901,6 @@ int main(void)
     RUN(slot_snapshot_and_jobs);
     RUN(context_shift_goes_on);
     RUN(warm_up_runs_the_step_shapes);
+    RUN(greedy_steps_draw_on_the_device);
     TEST_EXIT();
 }

@@ -259,6 +259,29 @@ static void golden_stories260k_on_gpu(void)
         }
         hearth_kv_free(kv);
     }
+    /* the same 60 ids drawn on the GPU (b.argmax: 4 bytes a step come back,
+     * hearth_gen_sched's greedy steps), f16 cache */
+    CHECK(hearth_llama_argmax_on_device(m));
+    hearth_err e = {0};
+    hearth_kv *kv = hearth_kv_new_typed(m, 1, 128, HEARTH_F16, &e);
+    CHECK_MSG(kv != NULL, "f16 cache on the GPU: %s", e.msg);
+    int32_t tok = 1, slot = 0, id = -1;
+    hearth_llama_batch b = {.n = 1, .tokens = &tok, .slot = &slot, .argmax = &id};
+    int n_ok = 0;
+    for (int t = 0; kv && t < 60; t++) {
+        if (hearth_llama_forward(m, kv, NULL, &b, NULL, &e)) {
+            CHECK_MSG(0, "device draws: step %d: %s", t, e.msg);
+            break;
+        }
+        if (id != want[t]) {
+            CHECK_MSG(id == want[t], "device draws: token %d: got %d, want %d", t, id, want[t]);
+            break;
+        }
+        n_ok++;
+        tok = id;
+    }
+    CHECK_EQ_INT(n_ok, 60);
+    hearth_kv_free(kv);
     free(logits);
     hearth_llama_close(m);
 }

@@ -317,6 +317,13 @@ static void overflow_refused_cache_unchanged(void)
         hearth_llama_batch bs = {1, good, badslot, NULL};
         CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &bs, l, &e), HEARTH_EINVAL);
         CHECK_EQ_INT(hearth_kv_len(kv, 0), 6);
+        /* greedy draws asked of the CPU (its logits are already the host's) */
+        int32_t slot0[1] = {0}, drawn = -1;
+        hearth_llama_batch ba = {.n = 1, .tokens = good, .slot = slot0, .argmax = &drawn};
+        CHECK(!hearth_llama_argmax_on_device(m));
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &ba, NULL, &e), HEARTH_EINVAL);
+        CHECK_MSG(strstr(e.msg, "greedy draws") && strstr(e.msg, "cpu"), "%s", e.msg);
+        CHECK_EQ_INT(hearth_kv_len(kv, 0), 6);
         /* exactly filling the context is allowed; the logits match a clean run */
         CHECK(batch_all(m, kv, NULL, ids + 6, 2, 0, l) == 0);
         CHECK(batch_all(m, ref, NULL, ids, 8, 0, lr) == 0);
