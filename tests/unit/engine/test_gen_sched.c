@@ -27,7 +27,8 @@ typedef struct fake {
     _Atomic int forwards;
     _Atomic int max_rows;
     _Atomic int slow_us;
-    _Atomic int argmax_forwards; /* forward_argmax calls (fake_argmax's) */
+    _Atomic int argmax_forwards; /* forward_argmax calls */
+    _Atomic int argmax_draws;    /* rows drawn by them */
     int checkpoint;          /* > 0: truncate rolls back only to multiples of it (a recurrent cache) */
 } fake;
 
@@ -80,8 +81,10 @@ static int fake_forward_argmax(void *ctx, int32_t n, const int32_t *tokens, cons
         if (f->len[s] >= CTX)
             return hearth_err_set(err, HEARTH_ELIMIT, "slot %d full", s);
         f->cache[s][f->len[s]++] = tokens[i];
-        if (want[i])
+        if (want[i]) {
             ids[row++] = next_of(f->cache[s], f->len[s]);
+            atomic_fetch_add(&f->argmax_draws, 1);
+        }
     }
     atomic_fetch_add(&f->argmax_forwards, 1);
     return 0;
@@ -782,6 +785,44 @@ static void context_shift_goes_on(void)
  * .. n_parallel rows twice each, with every cache it used empty again (a
  * request after it gives the text of an empty cache); on one that does
  * not, or without warm_up, it runs nothing. */
+/* A scheduler over the fake with forward_argmax (f counts its calls). */
+static hearth_gen_sched *argmax_sched(fake *f)
+{
+    hearth_gen_batch_model m = model_of(f);
+    m.forward_argmax = fake_forward_argmax;
+    hearth_gen_sched_config cfg = {.n_parallel = 4, .max_queue = 16, .n_batch = 8};
+    return hearth_gen_sched_new(&m, &cfg, NULL);
+}
+
+/* Submits t[k] for k in [k0, k1) (request k: prompts[k]'s first 6 + k
+ * tokens, 9 + k asked for), waits, and checks each text against the fake's. */
+static void run_checked(hearth_gen_sched *s, treq *t, int32_t prompts[][12], int k0, int k1)
+{
+    for (int k = k0; k < k1; k++)
+        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[k].req, NULL), 0);
+    for (int k = k0; k < k1; k++) {
+        wait_done(&t[k]);
+        char want[64];
+        expected_text(prompts[k], 6 + k, 9 + k, want);
+        CHECK_EQ_INT(t[k].status, 0);
+        CHECK_EQ_STR(t[k].text, want);
+    }
+}
+
+/* Request k >= 1 made to need the logits: 1 reports probabilities, 2
+ * samples (the fake's logits are one-hot at 10 against 0: min_p keeps the
+ * one token, so the text is the greedy one), 3 has a repeat penalty. */
+static void make_logits_user(treq *t, int32_t prompts[][12], int k)
+{
+    make(&t[k], prompts[k], 6 + k, 9 + k);
+    if (k == 1)
+        t[k].req.n_probs = 2;
+    else if (k == 2)
+        t[k].req.sampling.temperature = 0.8f;
+    else
+        t[k].req.sampling.repeat_penalty = 1.1f;
+}
+
 /* With forward_argmax, a step whose rows all draw greedily (no penalties,
  * grammar or probabilities) takes it and its ids become the tokens; a step
  * with one row that samples or reports probabilities takes the logits.
@@ -789,74 +830,39 @@ static void context_shift_goes_on(void)
  * read from logits never written, changes them). */
 static void greedy_steps_draw_on_the_device(void)
 {
-    fake f = {0};
-    hearth_gen_batch_model m = model_of(&f);
-    m.forward_argmax = fake_forward_argmax;
-    hearth_gen_sched_config cfg = {.n_parallel = 4, .max_queue = 16, .n_batch = 8};
-    hearth_gen_sched *s = hearth_gen_sched_new(&m, &cfg, NULL);
     treq t[4];
     int32_t prompts[4][12];
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4; i++)
         for (int k = 0; k < 12; k++)
             prompts[i][k] = 2 + (i * 5 + k * 7) % 29;
-        make(&t[i], prompts[i], 6 + i, 9 + i);
-    }
+    /* all greedy: the device's draws alone */
+    fake f = {0};
+    hearth_gen_sched *s = argmax_sched(&f);
     for (int i = 0; i < 4; i++)
-        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[i].req, NULL), 0);
-    for (int i = 0; i < 4; i++) {
-        wait_done(&t[i]);
-        char want[64];
-        expected_text(prompts[i], 6 + i, 9 + i, want);
-        CHECK_EQ_INT(t[i].status, 0);
-        CHECK_EQ_STR(t[i].text, want);
-    }
-    CHECK(atomic_load(&f.argmax_forwards) > 0);
+        make(&t[i], prompts[i], 6 + i, 9 + i);
+    run_checked(s, t, prompts, 0, 4);
+    CHECK(atomic_load(&f.argmax_draws) >= 4 * 9);
     CHECK_EQ_INT(atomic_load(&f.forwards), 0);
     hearth_gen_sched_free(s);
-
-    /* one request reports probabilities, one samples (the fake's logits are
-     * one-hot at 10 against 0: min_p keeps the one token), one repeats with
-     * a penalty: their steps take the logits, and every text is the same */
+    /* one greedy request beside three that need the logits: the same texts */
     fake g = {0};
-    m = model_of(&g);
-    m.forward_argmax = fake_forward_argmax;
-    s = hearth_gen_sched_new(&m, &cfg, NULL);
-    for (int i = 0; i < 4; i++)
-        make(&t[i], prompts[i], 6 + i, 9 + i);
-    t[1].req.n_probs = 2;
-    t[2].req.sampling.temperature = 0.8f;
-    t[3].req.sampling.repeat_penalty = 1.1f;
-    for (int i = 0; i < 4; i++)
-        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[i].req, NULL), 0);
-    for (int i = 0; i < 4; i++) {
-        wait_done(&t[i]);
-        char want[64];
-        expected_text(prompts[i], 6 + i, 9 + i, want);
-        CHECK_EQ_INT(t[i].status, 0);
-        CHECK_EQ_STR(t[i].text, want);
-    }
+    s = argmax_sched(&g);
+    make(&t[0], prompts[0], 6, 9);
+    for (int k = 1; k < 4; k++)
+        make_logits_user(t, prompts, k);
+    run_checked(s, t, prompts, 0, 4);
     CHECK(atomic_load(&g.forwards) > 0);
     hearth_gen_sched_free(s);
-
-    /* alone, each of those three never takes the device's draws */
+    /* alone, none of those three has a row drawn by the device (a step of
+     * prompt tokens that wants no row may take either forward) */
     for (int k = 1; k < 4; k++) {
         fake h = {0};
-        m = model_of(&h);
-        m.forward_argmax = fake_forward_argmax;
-        s = hearth_gen_sched_new(&m, &cfg, NULL);
-        make(&t[k], prompts[k], 6 + k, 9 + k);
-        if (k == 1)
-            t[k].req.n_probs = 2;
-        else if (k == 2)
-            t[k].req.sampling.temperature = 0.8f;
-        else
-            t[k].req.sampling.repeat_penalty = 1.1f;
-        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[k].req, NULL), 0);
-        wait_done(&t[k]);
-        char want[64];
-        expected_text(prompts[k], 6 + k, 9 + k, want);
-        CHECK_EQ_STR(t[k].text, want);
-        CHECK_EQ_INT(atomic_load(&h.argmax_forwards) > 0 && atomic_load(&h.forwards) == 0, 0);
+        s = argmax_sched(&h);
+        make_logits_user(t, prompts, k);
+        run_checked(s, t, prompts, k, k + 1);
+        CHECK_MSG(atomic_load(&h.argmax_draws) == 0 && atomic_load(&h.forwards) > 0,
+                  "request %d: %d forwards with logits, %d rows drawn by the device", k, atomic_load(&h.forwards),
+                  atomic_load(&h.argmax_draws));
         hearth_gen_sched_free(s);
     }
 }
