@@ -43,23 +43,40 @@ static int32_t next_of(const int32_t *hist, int64_t n)
     return (int32_t)(2 + h % (VOCAB - 2));
 }
 
-static int fake_forward(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want, float *logits,
-                        hearth_err *err)
+/* Appends the batch to the slots' caches; each wanted row's token (a hash
+ * of its slot's history) goes out as one-hot logits (10 against 0) or, with
+ * ids, as the id itself: what the logits' argmax is. */
+static int fake_run(fake *f, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want, float *logits,
+                    int32_t *ids, hearth_err *err)
 {
-    fake *f = ctx;
     int row = 0;
     for (int32_t i = 0; i < n; i++) {
         int s = slots[i];
         if (f->len[s] >= CTX)
             return hearth_err_set(err, HEARTH_ELIMIT, "slot %d full", s);
         f->cache[s][f->len[s]++] = tokens[i];
-        if (want[i]) {
-            int32_t t = next_of(f->cache[s], f->len[s]);
+        if (!want[i])
+            continue;
+        int32_t t = next_of(f->cache[s], f->len[s]);
+        if (ids) {
+            ids[row] = t;
+            atomic_fetch_add(&f->argmax_draws, 1);
+        } else {
             for (int v = 0; v < VOCAB; v++)
                 logits[row * VOCAB + v] = v == t ? 10.0f : 0.0f;
-            row++;
         }
+        row++;
     }
+    return 0;
+}
+
+static int fake_forward(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want, float *logits,
+                        hearth_err *err)
+{
+    fake *f = ctx;
+    int rc = fake_run(f, n, tokens, slots, want, logits, NULL, err);
+    if (rc)
+        return rc;
     atomic_fetch_add(&f->forwards, 1);
     if (n > atomic_load(&f->max_rows))
         atomic_store(&f->max_rows, n);
@@ -69,25 +86,15 @@ static int fake_forward(void *ctx, int32_t n, const int32_t *tokens, const int32
     return 0;
 }
 
-/* forward_argmax: the same cache, each wanted row's token as an id (what
- * the one-hot logits' argmax is); -1 rows would end the texts early. */
+/* forward_argmax: the draws instead of the logits. */
 static int fake_forward_argmax(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, const bool *want,
                                int32_t *ids, hearth_err *err)
 {
     fake *f = ctx;
-    int row = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int s = slots[i];
-        if (f->len[s] >= CTX)
-            return hearth_err_set(err, HEARTH_ELIMIT, "slot %d full", s);
-        f->cache[s][f->len[s]++] = tokens[i];
-        if (want[i]) {
-            ids[row++] = next_of(f->cache[s], f->len[s]);
-            atomic_fetch_add(&f->argmax_draws, 1);
-        }
-    }
-    atomic_fetch_add(&f->argmax_forwards, 1);
-    return 0;
+    int rc = fake_run(f, n, tokens, slots, want, NULL, ids, err);
+    if (rc == 0)
+        atomic_fetch_add(&f->argmax_forwards, 1);
+    return rc;
 }
 
 static int64_t fake_truncate(void *ctx, int slot, int64_t n)
