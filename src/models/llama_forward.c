@@ -39,8 +39,8 @@
  * back (a 32k vocabulary's row is 128 KiB, and the host's draw over it some
  * tens of microseconds, in every decode step: on an H100, 1.04B Q4_K, the
  * host's time between two passes went from 91 to 32 us and tg128 from
- * 1,608 to 1,740 tok/s; 64 sequences a step +43%; bench/RESULTS.md, stop
- * 35). So the device work between the upload and
+ * 1,608 to 1,734-1,745 tok/s; 64 sequences a step +43%; bench/RESULTS.md,
+ * stop 35). So the device work between the upload and
  * the download (pass_ops) is the same launches at the same addresses for
  * every step of the same shape: a device that records work (the CUDA
  * backend's graphs, dev.h's graph_begin/graph_end) replays a decode step

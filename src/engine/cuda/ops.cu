@@ -1,9 +1,8 @@
 /* ops.cu: the CUDA backend's row ops (cuda_int.h, engine/dev.h): RMSNorm
  * (plain and gathering), the residual add, add + RMSNorm, SwiGLU, the
  * greedy argmax of logits rows, the QK step (biases, QK-norm, RoPE, KV
- * store), and bert's residual + bias +
- * LayerNorm, bias + GELU, embedding tail and pooling. The two attentions are
- * ops_attn.cu's.
+ * store), and bert's residual + bias + LayerNorm, bias + GELU, embedding
+ * tail and pooling. The two attentions are ops_attn.cu's.
  *
  * How: a norm is one block per row (32 to 256 threads, by width), fp32,
  * reduced by warp shuffles and one shared slot per warp; the row is read
