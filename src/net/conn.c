@@ -191,7 +191,6 @@ static size_t conn_keep_in(hearth_conn *c, bool open)
     return cap;
 }
 
-
 void hearth_conn_close(hearth_conn *c)
 {
     hearth_io *io = c->io;
