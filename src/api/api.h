@@ -55,6 +55,8 @@ typedef struct hearth_api_config {
     const char *slot_save_path;  /* --slot-save-path DIR: POST /slots/{id}?action=save|restore|erase files (NULL: 501) */
     int max_queue;               /* --max-queue waiting generation requests (64) */
     int batch_size;              /* --batch-size tokens per forward pass (512) */
+    int decode_steps;            /* --decode-steps: greedy decode steps one call may run on a GPU
+                                    (HEARTH_GEN_DECODE_STEPS; 1: a call a step) */
     const char *chat_template;   /* --chat-template override (a family's name) */
     bool jinja;                  /* --jinja: chat templates run by the Jinja interpreter (text/jinja.h) */
     const char *chat_template_jinja; /* with --jinja: the template source --chat-template or

@@ -149,6 +149,7 @@ int hearth_api_add_gen(hearth_api *api, const char *name, const char *path, bool
     hearth_gen_sched_config sc = {.n_parallel = st->gen.n_parallel,
                                   .max_queue = st->gen.max_queue,
                                   .n_batch = st->gen.n_batch,
+                                  .decode_steps = st->gen.decode_steps,
                                   .pool = st->pool,
                                   .warm_up = true}; /* a served GPU model meets its step shapes before requests do */
     g->token_texts = hearth_gen_token_texts_new(hearth_decoder_tokenizer(g->dec), v->n_tokens);

@@ -39,6 +39,7 @@ void hearth_api_config_default(hearth_api_config *cfg)
     cfg->cache_slots = 4;
     cfg->max_queue = 64;
     cfg->batch_size = 512;
+    cfg->decode_steps = HEARTH_GEN_DECODE_STEPS;
     cfg->repack = true;
     cfg->n_predict = -1;
     cfg->seq_timeout_ms = 5000;
@@ -384,6 +385,7 @@ int hearth_api_load_models(hearth_api *api, hearth_err *err)
                   (long long)st->gen.n_ctx, st->gen.n_parallel);
     st->gen.max_queue = api->cfg.max_queue > 0 ? api->cfg.max_queue : 64;
     st->gen.n_batch = api->cfg.batch_size > 0 ? api->cfg.batch_size : 512;
+    st->gen.decode_steps = api->cfg.decode_steps;
     st->gen.chat_template = api->cfg.chat_template;
     st->gen.jinja = api->cfg.jinja;
     st->gen.chat_template_jinja = api->cfg.chat_template_jinja;

@@ -53,6 +53,7 @@ typedef struct hearth_gen_opts {
     int64_t n_ctx;               /* per sequence: --ctx-size / --parallel (0: the model's, capped at 4096) */
     int max_queue;               /* --max-queue: waiting requests; past it 503 */
     int32_t n_batch;             /* --batch-size: tokens per forward pass */
+    int decode_steps;            /* --decode-steps (engine/gen_sched.h's runs) */
     const char *chat_template;   /* --chat-template override, or NULL */
     bool jinja;                  /* --jinja */
     const char *chat_template_jinja; /* --jinja's template source from the command line, or NULL */

@@ -162,7 +162,7 @@ static int generate(const run_opts *o, const gen_params *gp, const hearth_sample
         hearth_gen_batch_model bm;
         if (rm.kv) {
             run_model_table(&rm, 1, n_ctx, &bm);
-            sched = run_sched_new(&bm, o->n_batch, rm.pool, &err);
+            sched = run_sched_new(&bm, o, rm.pool, &err);
         }
         if (!sched) {
             fprintf(stderr, "hearth run: %s\n", err.msg[0] ? err.msg : "out of memory");
@@ -219,7 +219,7 @@ int hearth_cmd_run(int argc, char **argv)
 {
     if (onnx_model(argc, argv))
         return hearth_cmd_run_frames(argc, argv);
-    run_opts o = {.n_predict = RUN_UNSET, .reps = 5, .n_batch = 512};
+    run_opts o = {.n_predict = RUN_UNSET, .reps = 5, .n_batch = 512, .decode_steps = HEARTH_GEN_DECODE_STEPS};
     const char *cache_type = "f16";
     bool repack = true;
     const char *device = "cpu";
@@ -241,6 +241,7 @@ int hearth_cmd_run(int argc, char **argv)
         {"ctx-size", 'c', OPT_INT, &o.ctx_size, "N", "context positions (0: the model's, at most 4096)"},
         {"cache-type", 0, OPT_STR, &cache_type, "f16|f32", "KV cache elements (f16: half the memory, as llama.cpp; f32: exact, for parity checks)"},
         {"batch-size", 'b', OPT_INT, &o.n_batch, "N", "prompt tokens per forward pass (512)"},
+        {"decode-steps", 0, OPT_INT, &o.decode_steps, "N", "on a GPU, greedy: up to N decode steps a call, the GPU feeding each sequence its own draw (8; 1: a call a step; at most 16)"},
         {"stop", 0, OPT_STR_LIST, &stops, "STR", "stop when STR is generated (repeatable; not printed)"},
         {"no-bos", 0, OPT_BOOL, &o.no_bos, NULL, "do not put BOS before the prompt"},
         {"repack", 0, OPT_BOOL, &repack, NULL, "F16 weights into the GEMM's layout at load, ~15% faster prompts (on; --no-repack: in place)"},
@@ -258,9 +259,10 @@ int hearth_cmd_run(int argc, char **argv)
         fprintf(stderr, "hearth run: -m FILE is required (see --help)\n");
         return 2;
     }
-    if (o.n_batch < 1 || o.reps < 1 || o.threads < 0 || o.ctx_size < 0 || o.parallel < 0 || o.parallel > 256) {
+    if (o.n_batch < 1 || o.reps < 1 || o.threads < 0 || o.ctx_size < 0 || o.parallel < 0 || o.parallel > 256 ||
+        o.decode_steps < 1 || o.decode_steps > HEARTH_LLAMA_STEPS_MAX) {
         fprintf(stderr, "hearth run: --batch-size and --repetitions must be >= 1, --threads and --ctx-size >= 0, "
-                        "--parallel 0..256\n");
+                        "--parallel 0..256, --decode-steps 1..%d\n", HEARTH_LLAMA_STEPS_MAX);
         return 2;
     }
     hearth_sampler_params sp;

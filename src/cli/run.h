@@ -18,6 +18,7 @@ typedef struct run_opts {
     int threads;
     int ctx_size;
     int n_batch;
+    int decode_steps;        /* greedy decode steps one call may run (engine/gen_sched.h's runs) */
     int reps;
     int parallel;            /* --bench: sequences decoded at once (0, 1: only tg) */
     bool bench;
@@ -45,7 +46,7 @@ void run_model_table(run_model *rm, int n_slots, int64_t n_ctx, hearth_gen_batch
 /* A scheduler with every slot live at once and room to queue one request
  * per slot, drawing a step's tokens on pool (may be NULL); quietens the
  * scheduler's per-request info lines. NULL with err. */
-hearth_gen_sched *run_sched_new(const hearth_gen_batch_model *m, int32_t n_batch, hearth_pool *pool, hearth_err *err);
+hearth_gen_sched *run_sched_new(const hearth_gen_batch_model *m, const run_opts *o, hearth_pool *pool, hearth_err *err);
 
 /* How one request ended (filled on the scheduler thread, read after the wait). */
 typedef struct run_end {

@@ -174,7 +174,7 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
     if (rm.kv) {
         hearth_gen_batch_model bm;
         run_model_table(&rm, P, n_ctx, &bm);
-        sched = run_sched_new(&bm, o->n_batch, pool, &err);
+        sched = run_sched_new(&bm, o, pool, &err);
     }
     if (!tps || !tokens || !reqs || !rp || !ends || !sched) {
         fprintf(stderr, "hearth run --bench: %s\n", err.msg[0] ? err.msg : "out of memory");

@@ -41,6 +41,14 @@ static int adapt_forward_argmax(void *ctx, int32_t n, const int32_t *tokens, con
     return hearth_llama_forward(rm->m, rm->kv, rm->pool, &b, NULL, err);
 }
 
+static int adapt_forward_steps(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, int steps,
+                               int32_t *ids, hearth_err *err)
+{
+    run_model *rm = ctx;
+    hearth_llama_batch b = {.n = n, .tokens = tokens, .slot = slots, .argmax = ids, .steps = steps};
+    return hearth_llama_forward(rm->m, rm->kv, rm->pool, &b, NULL, err);
+}
+
 static int64_t adapt_truncate(void *ctx, int slot, int64_t n)
 {
     run_model *rm = ctx;
@@ -79,8 +87,11 @@ void run_model_table(run_model *rm, int n_slots, int64_t n_ctx, hearth_gen_batch
     if (voc->eot >= 0 && voc->eot != voc->eos)
         out->end_ids[out->n_end_ids++] = voc->eot;
     out->forward = adapt_forward;
-    if (hearth_llama_argmax_on_device(rm->m))
+    if (hearth_llama_argmax_on_device(rm->m)) {
         out->forward_argmax = adapt_forward_argmax;
+        out->forward_steps = adapt_forward_steps;
+        out->steps_max = HEARTH_LLAMA_STEPS_MAX;
+    }
     out->truncate = adapt_truncate;
     out->detok_size = sizeof(hearth_detok);
     out->detok_init = adapt_detok_init;
@@ -134,12 +145,13 @@ int run_sched_wait(hearth_gen_sched *s, hearth_gen_req *const *reqs, run_end *en
     return rc;
 }
 
-hearth_gen_sched *run_sched_new(const hearth_gen_batch_model *m, int32_t n_batch, hearth_pool *pool, hearth_err *err)
+hearth_gen_sched *run_sched_new(const hearth_gen_batch_model *m, const run_opts *o, hearth_pool *pool, hearth_err *err)
 {
     /* The scheduler logs each admission ("slot 0: kept 0 of N positions") for
      * the server's operators; `hearth run` keeps stderr to its own lines. */
     if (hearth_log_get_level() < HEARTH_LOG_WARN)
         hearth_log_set_level(HEARTH_LOG_WARN);
-    hearth_gen_sched_config cfg = {.n_parallel = m->n_slots, .max_queue = m->n_slots, .n_batch = n_batch, .pool = pool};
+    hearth_gen_sched_config cfg = {
+        .n_parallel = m->n_slots, .max_queue = m->n_slots, .n_batch = o->n_batch, .pool = pool, .decode_steps = o->decode_steps};
     return hearth_gen_sched_new(m, &cfg, err);
 }

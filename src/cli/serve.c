@@ -28,6 +28,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "models/decoder.h" /* hearth_decoder_cache_type_from_name */
+#include "models/llama.h"   /* HEARTH_LLAMA_STEPS_MAX: --decode-steps' bound */
 #include "net/server.h"
 #include "text/chat_template.h"
 #include "text/jinja.h"
@@ -235,6 +236,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"cache-type", 0, OPT_STR, &api.cfg.cache_type, "f16|f32", "generation: KV cache elements (f16: half the memory, as llama.cpp; f32: exact)"},
         {"max-queue", 0, OPT_INT, &api.cfg.max_queue, "N", "generation: requests waiting for a sequence; past it 503 (64)"},
         {"batch-size", 'b', OPT_INT, &api.cfg.batch_size, "N", "generation: tokens per forward pass, decode rows and prompt chunks (512)"},
+        {"decode-steps", 0, OPT_INT, &api.cfg.decode_steps, "N", "generation on a GPU: while every sequence decodes greedily and no request waits, one call runs up to N steps, the GPU feeding each sequence its own draw (8; 1: a call a step; at most 16)"},
         {"ubatch-size", 0, OPT_INT, &ubatch, "N", "generation: llama-server's physical batch: a forward pass takes at most min(-b, -ub) tokens", .dash_name = "ub"},
         {"repack", 0, OPT_BOOL, &api.cfg.repack, NULL, "generation: F16 weights into the GEMM's layout at load, ~15% faster prompts (on; --no-repack keeps them in place, shared by --workers)"},
         {"chat-template", 0, OPT_STR, &api.cfg.chat_template, "NAME", "chatml, llama3, phi3, gemma, mistral, llama2 or command-r instead of the model's (without one in the GGUF: chatml); with --jinja also a Jinja template's source"},
@@ -327,6 +329,10 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     cfg.argv = full_argv;
     if (api.cfg.parallel < 1 || api.cfg.cache_slots < 0 || api.cfg.ctx_size < 0 || api.cfg.max_queue < 1 || api.cfg.batch_size < 1) {
         fprintf(stderr, "hearth serve: --parallel, --max-queue and --batch-size must be >= 1; --cache-slots and --ctx-size >= 0\n");
+        return 2;
+    }
+    if (api.cfg.decode_steps < 1 || api.cfg.decode_steps > HEARTH_LLAMA_STEPS_MAX) {
+        fprintf(stderr, "hearth serve: --decode-steps must be 1..%d\n", HEARTH_LLAMA_STEPS_MAX);
         return 2;
     }
     if (max_batch_tokens < 1 || api.cfg.max_concurrent < 1 || api.cfg.max_client_batch < 1 || api.cfg.compute_threads < 0 ||

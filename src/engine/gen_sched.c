@@ -81,6 +81,8 @@ struct hearth_gen_sched {
     bool *b_want;
     seq **b_seq;              /* the sequence of each logits row */
     int32_t *b_draw;          /* (n_slots) each row's token drawn in parallel, or -1 (draw_rows) */
+    int32_t *b_run;           /* (decode_steps, n_slots) a run's draws, pass by pass */
+    hearth_gen_req **b_req;   /* (n_slots) each row's request when its run began */
     float *b_logits;
     uint8_t *allowed;         /* (n_vocab) a grammar's mask, made at the first one */
     hearth_buf text, out;
@@ -447,6 +449,97 @@ static void sample_row(hearth_gen_sched *s, seq *q, const float *logits, int32_t
     q->decoding = true;
 }
 
+/* The passes this step runs as one call of forward_steps (1: a plain
+ * step): a run while every row of the batch is a greedy decode row
+ * (on_device) and nothing waits (a queued request or a slot job would wait
+ * out the whole run), at most cfg.decode_steps, short enough that every
+ * row's positions fit its context with the last step the only one that
+ * can meet the limit (as a single step meets it), and no longer than the
+ * most tokens any row still wants. */
+static int run_length(hearth_gen_sched *s, int n, int rows, bool on_device)
+{
+    if (!on_device || s->cfg.decode_steps < 2 || n != rows)
+        return 1;
+    pthread_mutex_lock(&s->lock);
+    bool waiting = s->q_head != NULL || s->j_head != NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (waiting)
+        return 1;
+    int64_t k = s->cfg.decode_steps, longest = 0;
+    for (int r = 0; r < rows; r++) {
+        const seq *q = s->b_seq[r];
+        if (!q->decoding)
+            return 1;
+        if (s->m.n_ctx - q->n_tokens < k)
+            k = s->m.n_ctx - q->n_tokens;
+        int64_t left = q->req->n_predict >= 0 ? q->req->n_predict - q->n_gen : k;
+        if (left > longest)
+            longest = left;
+    }
+    if (longest < k)
+        k = longest;
+    return k < 2 ? 1 : (int)k;
+}
+
+/* A sequence that left a run before its last pass: its cache holds the
+ * positions the run fed it after that; keep what q records. */
+static void drop_run_tail(hearth_gen_sched *s, seq *q)
+{
+    int64_t kept = s->m.truncate(s->m.ctx, q->slot, q->n_tokens);
+    if (kept < 0)
+        kept = s->m.truncate(s->m.ctx, q->slot, 0);
+    if (kept >= q->n_tokens)
+        return;
+    q->n_tokens = kept < 0 ? 0 : kept; /* a cache that rolls back to checkpoints only */
+    pthread_mutex_lock(&s->lock);
+    q->shown_n_tokens = q->n_tokens;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A run's k passes over the batch's n rows (b_run: k x n draws), taken as
+ * k single steps would have been: a pass's fed tokens recorded, then each
+ * row's draw sampled (end ids, stop strings, lengths as ever). A row whose
+ * request ends (or is cancelled, checked before each pass as the loop
+ * checks before each step) leaves the run, and its cache loses the
+ * positions fed after. */
+static void run_results(hearth_gen_sched *s, int n, int k)
+{
+    for (int r = 0; r < n; r++)
+        s->b_req[r] = s->b_seq[r]->req;
+    for (int j = 0; j < k; j++) {
+        for (int r = 0; r < n; r++) {
+            seq *q = s->b_seq[r];
+            if (!s->b_req[r])
+                continue;
+            if (j > 0 && atomic_load(&q->req->cancelled)) {
+                HLOG_INFO("slot %d: request cancelled after %lld tokens; slot freed", q->slot, (long long)q->n_gen);
+                finish(s, q, HEARTH_ENOTFOUND, HEARTH_GEN_CANCELLED, "cancelled");
+                s->b_req[r] = NULL;
+                drop_run_tail(s, q);
+                continue;
+            }
+            seq_push_token(q, j ? s->b_run[(size_t)(j - 1) * (size_t)n + (size_t)r] : s->b_tokens[r]);
+        }
+        pthread_mutex_lock(&s->lock);
+        s->metrics.steps++;
+        for (int r = 0; r < n; r++)
+            s->b_seq[r]->shown_n_tokens = s->b_seq[r]->n_tokens;
+        pthread_mutex_unlock(&s->lock);
+        for (int r = 0; r < n; r++) {
+            seq *q = s->b_seq[r];
+            if (!s->b_req[r])
+                continue;
+            int32_t id = s->b_run[(size_t)j * (size_t)n + (size_t)r];
+            sample_row(s, q, NULL, id);
+            if (q->req != s->b_req[r] || !q->decoding || q->next_token != id) {
+                s->b_req[r] = NULL;
+                if (j < k - 1)
+                    drop_run_tail(s, q);
+            }
+        }
+    }
+}
+
 /* One step: returns false when there was nothing to run. */
 static bool step(hearth_gen_sched *s)
 {
@@ -503,14 +596,18 @@ static bool step(hearth_gen_sched *s)
     bool on_device = s->m.forward_argmax != NULL;
     for (int r = 0; r < rows && on_device; r++)
         on_device = draws_argmax(s->b_seq[r]);
+    const int passes = run_length(s, n, rows, on_device);
     hearth_err err = {0};
     const uint64_t t0 = hearth_now_ns();
-    int rc = on_device ? s->m.forward_argmax(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_draw, &err)
-                       : s->m.forward(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_logits, &err);
+    int rc = passes > 1  ? s->m.forward_steps(s->m.ctx, n, s->b_tokens, s->b_slots, passes, s->b_run, &err)
+             : on_device ? s->m.forward_argmax(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_draw, &err)
+                         : s->m.forward(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_logits, &err);
     const uint64_t t1 = hearth_now_ns();
-    pthread_mutex_lock(&s->lock);
-    s->metrics.steps++;
-    pthread_mutex_unlock(&s->lock);
+    if (passes == 1 || rc) {
+        pthread_mutex_lock(&s->lock);
+        s->metrics.steps++;
+        pthread_mutex_unlock(&s->lock);
+    }
     if (rc) {
         HLOG_ERROR("forward pass of %d tokens failed: %s", n, err.msg);
         for (int i = 0; i < s->m.n_slots; i++) {
@@ -524,6 +621,12 @@ static bool step(hearth_gen_sched *s)
                 finish(s, q, rc, HEARTH_GEN_NONE, err.msg);
             }
         }
+        return true;
+    }
+    if (passes > 1) {
+        run_results(s, n, passes);
+        HLOG_DEBUG("run: %d rows, %d steps: forward %.3f ms, draws and emits %.3f ms", n, passes, (double)(t1 - t0) / 1e6,
+                   (double)(hearth_now_ns() - t1) / 1e6);
         return true;
     }
     /* record what entered each cache (seqs[i] is slot i) */
@@ -726,8 +829,15 @@ hearth_gen_sched *hearth_gen_sched_new(const hearth_gen_batch_model *m, const he
     s->b_want = malloc((size_t)rows_max * sizeof *s->b_want);
     s->b_seq = malloc((size_t)m->n_slots * sizeof *s->b_seq);
     s->b_draw = malloc((size_t)m->n_slots * sizeof *s->b_draw);
+    if (s->cfg.decode_steps > m->steps_max)
+        s->cfg.decode_steps = m->steps_max;
+    if (!m->forward_steps || !m->forward_argmax)
+        s->cfg.decode_steps = 1;
+    s->b_run = malloc((size_t)(s->cfg.decode_steps > 1 ? s->cfg.decode_steps : 1) * (size_t)m->n_slots * sizeof(int32_t));
+    s->b_req = malloc((size_t)m->n_slots * sizeof *s->b_req);
     s->b_logits = malloc((size_t)m->n_slots * (size_t)m->n_vocab * sizeof *s->b_logits);
-    if (!s->seqs || !s->taken || !s->b_tokens || !s->b_slots || !s->b_want || !s->b_seq || !s->b_draw || !s->b_logits)
+    if (!s->seqs || !s->taken || !s->b_tokens || !s->b_slots || !s->b_want || !s->b_seq || !s->b_draw || !s->b_logits ||
+        !s->b_run || !s->b_req)
         goto oom;
     for (int i = 0; i < m->n_slots; i++) {
         s->seqs[i].slot = i;
@@ -796,6 +906,8 @@ void hearth_gen_sched_free(hearth_gen_sched *s)
     free(s->b_want);
     free(s->b_seq);
     free(s->b_draw);
+    free(s->b_run);
+    free(s->b_req);
     free(s->b_logits);
     free(s->allowed);
     if (s->inited) {

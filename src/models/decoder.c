@@ -75,6 +75,14 @@ static int adapt_forward_argmax(void *ctx, int32_t n, const int32_t *tokens, con
     return hearth_llama_forward(d->llama, d->kv, d->pool, &b, NULL, err);
 }
 
+static int adapt_forward_steps(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, int steps,
+                               int32_t *ids, hearth_err *err)
+{
+    hearth_decoder *d = ctx;
+    hearth_llama_batch b = {.n = n, .tokens = tokens, .slot = slots, .argmax = ids, .steps = steps};
+    return hearth_llama_forward(d->llama, d->kv, d->pool, &b, NULL, err);
+}
+
 static int64_t adapt_truncate(void *ctx, int slot, int64_t n)
 {
     hearth_decoder *d = ctx;
@@ -106,6 +114,8 @@ static void fill_table(hearth_decoder *d, int n_slots)
         .n_ctx = d->n_ctx,
         .forward = adapt_forward,
         .forward_argmax = hearth_llama_argmax_on_device(d->llama) ? adapt_forward_argmax : NULL,
+        .forward_steps = hearth_llama_argmax_on_device(d->llama) ? adapt_forward_steps : NULL,
+        .steps_max = HEARTH_LLAMA_STEPS_MAX,
         .records = d->kv->dev && d->kv->dev->ops->graph_begin, /* a GPU's graphs */
         .truncate = adapt_truncate,
         .detok_size = sizeof(hearth_detok),

@@ -91,13 +91,25 @@ typedef struct hearth_llama_batch {
     const int32_t *tokens;      /* [n] */
     const int32_t *slot;        /* [n] KV slot of each token */
     const bool *want_logits;    /* [n] or NULL: logits for the last token only */
-    int32_t *argmax;            /* or NULL; else (hearth_llama_argmax_on_device) each wanted row's
-                                   greedy draw (sampler.h's hearth_logits_argmax) in place of its logits,
-                                   in batch order: 4 bytes a row leave the device, not 4 n_vocab */
+    int32_t *argmax;            /* or NULL; else each wanted row's greedy draw (sampler.h's
+                                   hearth_logits_argmax) in place of its logits, in batch order: on a
+                                   device with its own memory 4 bytes a row leave it, not 4 n_vocab */
+    int32_t steps;              /* 0 or 1: one pass. 2 .. HEARTH_LLAMA_STEPS_MAX: that many greedy passes
+                                   of a decode batch (argmax set, every row drawn: want_logits NULL or
+                                   all set, each slot once, at most 512 rows), pass j > 0 feeding each row the draw of pass
+                                   j - 1 on the device; argmax then gets steps x n ids, pass by pass,
+                                   and each slot grows by steps positions (the caller truncates what it
+                                   does not keep: a sequence that ended inside the run) */
 } hearth_llama_batch;
 
-/* Whether the forward can hand back greedy draws (hearth_llama_batch's
- * argmax): the model's device has its own memory and argmax_rows. */
+/* The most passes one hearth_llama_batch runs (its steps). */
+#define HEARTH_LLAMA_STEPS_MAX 16
+
+/* Whether greedy draws pay on the model's device (hearth_llama_batch's
+ * argmax): it has its own memory, so the draws save the logits' download,
+ * and argmax_rows. Every device that has argmax_rows makes them (the CPU
+ * too: a run of steps is tested there); this says where a caller should
+ * ask. */
 bool hearth_llama_argmax_on_device(const hearth_llama *m);
 
 /* Runs the tokens through the model. Each token's position is its slot's

@@ -40,7 +40,13 @@
  * tens of microseconds, in every decode step: on an H100, 1.04B Q4_K, the
  * host's time between two passes went from 91 to 32 us and tg128 from
  * 1,608 to 1,734-1,745 tok/s; 64 sequences a step +43%; bench/RESULTS.md,
- * stop 35). So the device work between the upload and
+ * stop 35). A run of steps (hearth_llama_batch's steps) builds every
+ * pass's block first, then enqueues pass after pass, each fed the last
+ * pass's draws by a device copy into its block's tokens, and downloads the
+ * run's draws once: the host waits once a run, not once a step (on the
+ * H100, 1.04B Q4_K, launch to launch 579.0 -> 566.7 us against 545.5 us
+ * on the GPU, tg128 +2%; bench/RESULTS.md, stop 36). So the device work
+ * between the upload and
  * the download (pass_ops) is the same launches at the same addresses for
  * every step of the same shape: a device that records work (the CUDA
  * backend's graphs, dev.h's graph_begin/graph_end) replays a decode step
@@ -82,9 +88,11 @@ typedef struct llama_pass {
     float *att;              /* (cap, n_head*hd) attention output */
     float *g, *u;            /* (cap, n_ff) FFN gate and up */
     float *logits;           /* (cap, n_vocab) where device memory is not the host's, else NULL */
-    int32_t *ids;            /* (cap) greedy draws, beside logits (NULL with it) */
-    hearth_batch hb, db;     /* the step block: host staging, device copy */
-    size_t block_bytes;
+    int32_t *ids;            /* (HEARTH_LLAMA_STEPS_MAX, cap) greedy draws, a run's passes one after another
+                                (NULL where nothing is drawn) */
+    hearth_batch hb, db;     /* the step block: host staging (pass j's at j block_stride), device copy */
+    size_t block_bytes, block_stride;
+    int64_t cap;
     hearth_dev_kv kv;
 } llama_pass;
 
@@ -95,7 +103,13 @@ static size_t carve(size_t *at, size_t bytes)
     return off;
 }
 
-static int pass_open(llama_pass *p, hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int64_t cap,
+/* draws: the forward makes greedy draws (hearth_llama_batch's argmax),
+ * which need the logits in the arena even where the device's memory is
+ * the host's. Staging holds a run's blocks (HEARTH_LLAMA_STEPS_MAX) on
+ * every device with its own memory, whether this forward runs steps or
+ * not, so the staging block never moves when runs start (a recording
+ * device drops its records when it does). */
+static int pass_open(llama_pass *p, hearth_llama *m, hearth_kv *kv, hearth_pool *pool, int64_t cap, bool draws,
                      hearth_err *err)
 {
     const hearth_llama_hparams *hp = &m->hp;
@@ -115,18 +129,21 @@ static int pass_open(llama_pass *p, hearth_llama *m, hearth_kv *kv, hearth_pool 
     o[5] = carve(&at, c * qd);
     o[6] = carve(&at, c * F);
     o[7] = carve(&at, c * F);
-    o[8] = carve(&at, m->dev->caps.host_memory ? 0 : c * (size_t)hp->n_vocab);
+    const bool host = m->dev->caps.host_memory, runs = !host || draws;
+    o[8] = carve(&at, host && !draws ? 0 : c * (size_t)hp->n_vocab);
+    p->cap = cap;
     p->block_bytes = hearth_batch_layout(&p->hb, NULL, cap, rope_stride(hp), 0);
+    p->block_stride = (p->block_bytes + 63) & ~(size_t)63;
     o[9] = carve(&at, p->block_bytes);
-    o[10] = carve(&at, m->dev->caps.host_memory ? 0 : c);
-    if ((rc = p->D->scratch(&p->st, at, p->block_bytes)))
+    o[10] = carve(&at, runs ? HEARTH_LLAMA_STEPS_MAX * c : 0);
+    if ((rc = p->D->scratch(&p->st, at, p->block_stride * (runs ? HEARTH_LLAMA_STEPS_MAX : 1))))
         return hearth_err_set(err, rc, "llama: out of memory for activations of %lld tokens", (long long)cap);
     char *b = p->st.scratch;
     float **bufs[] = {&p->x, &p->h, &p->q, &p->k, &p->v, &p->att, &p->g, &p->u, &p->logits};
     for (int i = 0; i < 9; i++)
         *bufs[i] = (float *)(b + o[i]);
     p->ids = (int32_t *)(b + o[10]);
-    if (m->dev->caps.host_memory)
+    if (host && !draws)
         p->logits = NULL, p->ids = NULL;
     hearth_batch_layout(&p->hb, p->st.staging, cap, rope_stride(hp), 0);
     hearth_batch_layout(&p->db, b + o[9], cap, rope_stride(hp), 0);
@@ -299,20 +316,14 @@ static int pass_ops(hearth_llama *m, llama_pass *p, int64_t nc, float *y, hearth
     return 0;
 }
 
-/* Runs tokens [0, nc) (a chunk of the batch) and writes the logits rows they
- * want, from row out_base of logits on, or with ids their greedy draws from
- * ids[out_base] on. want: (nc) whether each wants them. */
-static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const int32_t *tokens, const int32_t *slot,
-                         const bool *want, int64_t nc, float *logits, int32_t *ids, int64_t out_base, hearth_err *err)
+/* Fills the host block hb for tokens [0, nc): each token's position is its
+ * slot's length plus what the forward has placed there before it (pend). */
+static void block_fill(const hearth_llama *m, hearth_kv *kv, hearth_batch *hb, const int32_t *tokens,
+                       const int32_t *slot, const bool *want, int64_t nc)
 {
     const hearth_llama_hparams *hp = &m->hp;
-    const hearth_dev_ops *D = p->D;
-    hearth_stream *st = &p->st;
-    int64_t V = hp->n_vocab;
-    /* the step block, on the host */
-    hearth_batch *hb = &p->hb;
     int64_t half = hp->n_rot / 2, rs = rope_stride(hp);
-    hb->n = p->db.n = nc;
+    hb->n = nc;
     hb->n_out = 0;
     for (int64_t i = 0; i < nc; i++) {
         hb->token[i] = tokens[i];
@@ -327,29 +338,61 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const in
             hb->rope_cs[i * rs + 2 * j + 1] = (float)sin(a);
         }
     }
-    p->db.n_out = hb->n_out;
-    int rc = D->upload(st, p->db.token, hb->token, p->block_bytes);
-    if (rc)
-        return hearth_err_set(err, rc, "llama: the step's block of %lld tokens cannot be uploaded", (long long)nc);
-    int64_t n_out = hb->n_out;
-    float *dst = logits ? logits + (size_t)out_base * (size_t)V : NULL, *y = p->logits ? p->logits : dst;
-    /* the pass, recorded and replayed where the device does that (dev.h) */
-    hearth_graph_key key = {m->uid, kv->uid, nc, n_out};
-    int g = D->graph_begin ? D->graph_begin(st, &key) : 0;
-    if (g < 0)
-        return hearth_err_set(err, g, "llama: a recorded pass of %lld tokens cannot be launched (%s)", (long long)nc,
-                              hearth_status_name(g));
-    if (g == 0) {
-        rc = pass_ops(m, p, nc, y, err);
-        if (D->graph_end && (rc = D->graph_end(st, &key, rc)) == HEARTH_EAGAIN)
-            rc = pass_ops(m, p, nc, y, err);
-        if (rc)
-            return err && err->code ? rc : hearth_err_set(err, rc, "llama: a pass of %lld tokens failed (%s)",
-                                                           (long long)nc, hearth_status_name(rc));
+}
+
+/* Runs tokens [0, nc) (a chunk of the batch) and writes the logits rows they
+ * want, from row out_base of logits on, or with ids their greedy draws from
+ * ids[out_base] on. want: (nc) whether each wants them. With steps > 1
+ * (check_batch has seen every row wanted, each slot once, ids set), pass j
+ * runs with pass j - 1's draws as its tokens, copied on the device, so the
+ * passes follow each other on the device with nothing between them from
+ * the host: every block is built and the whole run enqueued before one
+ * download of its steps x nc draws and one wait. */
+static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const int32_t *tokens, const int32_t *slot,
+                         const bool *want, int64_t nc, int steps, float *logits, int32_t *ids, int64_t out_base,
+                         hearth_err *err)
+{
+    const hearth_dev_ops *D = p->D;
+    hearth_stream *st = &p->st;
+    int64_t V = m->hp.n_vocab;
+    /* the step blocks, on the host: pass j's in staging block j */
+    for (int j = 0; j < steps; j++) {
+        hearth_batch_layout(&p->hb, (char *)p->st.staging + (size_t)j * p->block_stride, p->cap, rope_stride(&m->hp),
+                            0);
+        block_fill(m, kv, &p->hb, tokens, slot, want, nc);
     }
-    if (ids && n_out) { /* the draws, made where the logits are */
-        if ((rc = D->argmax_rows(st, p->ids, y, n_out, V)) ||
-            (rc = D->download(st, ids + out_base, p->ids, (size_t)n_out * sizeof(int32_t))))
+    p->db.n = nc;
+    p->db.n_out = p->hb.n_out;
+    int64_t n_out = p->hb.n_out;
+    float *dst = logits ? logits + (size_t)out_base * (size_t)V : NULL, *y = p->logits ? p->logits : dst;
+    hearth_graph_key key = {m->uid, kv->uid, nc, n_out};
+    int rc = 0;
+    for (int j = 0; j < steps; j++) {
+        const void *block = (const char *)p->st.staging + (size_t)j * p->block_stride;
+        if ((rc = D->upload(st, p->db.token, block, p->block_bytes)) ||
+            (j > 0 && (rc = D->copy(st, p->db.token, p->ids + (size_t)(j - 1) * (size_t)n_out, (size_t)nc * 4))))
+            return hearth_err_set(err, rc, "llama: the step's block of %lld tokens cannot be uploaded", (long long)nc);
+        /* the pass, recorded and replayed where the device does that (dev.h) */
+        int g = D->graph_begin ? D->graph_begin(st, &key) : 0;
+        if (g < 0)
+            return hearth_err_set(err, g, "llama: a recorded pass of %lld tokens cannot be launched (%s)",
+                                  (long long)nc, hearth_status_name(g));
+        if (g == 0) {
+            rc = pass_ops(m, p, nc, y, err);
+            if (D->graph_end && (rc = D->graph_end(st, &key, rc)) == HEARTH_EAGAIN)
+                rc = pass_ops(m, p, nc, y, err);
+            if (rc)
+                return err && err->code ? rc
+                                        : hearth_err_set(err, rc, "llama: a pass of %lld tokens failed (%s)",
+                                                         (long long)nc, hearth_status_name(rc));
+        }
+        /* the draws, made where the logits are */
+        if (ids && n_out && (rc = D->argmax_rows(st, p->ids + (size_t)j * (size_t)n_out, y, n_out, V)))
+            return hearth_err_set(err, rc, "llama: the greedy draws of %lld rows failed (%s)", (long long)n_out,
+                                  hearth_status_name(rc));
+    }
+    if (ids && n_out) {
+        if ((rc = D->download(st, ids + out_base, p->ids, (size_t)steps * (size_t)n_out * sizeof(int32_t))))
             return hearth_err_set(err, rc, "llama: the greedy draws of %lld rows failed (%s)", (long long)n_out,
                                   hearth_status_name(rc));
     } else if (p->logits && n_out && (rc = D->download(st, dst, y, (size_t)n_out * (size_t)V * sizeof(float)))) {
@@ -363,6 +406,13 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const in
         kv->pend[slot[i]] = 0;
     }
     return 0;
+}
+
+/* Whether the model's device makes greedy draws (argmax_rows). */
+static bool draws_made(const hearth_llama *m)
+{
+    const hearth_dev *dev = m->dev;
+    return dev->ops->argmax_rows && dev->ops->supports(dev, HEARTH_OP_ARGMAX, HEARTH_F32);
 }
 
 static int check_batch(const hearth_llama *m, const hearth_kv *kv, const hearth_llama_batch *b, const float *logits,
@@ -384,18 +434,34 @@ static int check_batch(const hearth_llama *m, const hearth_kv *kv, const hearth_
                                   b->slot[i], kv->n_slots);
         any = any || !b->want_logits || b->want_logits[i];
     }
-    if (b->argmax && !hearth_llama_argmax_on_device(m))
+    if (b->argmax && !draws_made(m))
         return hearth_err_set(err, HEARTH_EINVAL, "llama: greedy draws asked of device %s, which cannot make them",
                               m->dev->caps.name);
     if (any && !logits && !b->argmax)
         return hearth_err_set(err, HEARTH_EINVAL, "llama: logits wanted but no output buffer given");
+    if (b->steps < 0 || b->steps > HEARTH_LLAMA_STEPS_MAX)
+        return hearth_err_set(err, HEARTH_EINVAL, "llama: a run of %d steps (1 to %d)", b->steps,
+                              HEARTH_LLAMA_STEPS_MAX);
+    if (b->steps > 1) {
+        if (!b->argmax || b->n > LLAMA_CHUNK)
+            return hearth_err_set(err, HEARTH_EINVAL, "llama: a run of %d steps needs greedy draws and at most %d rows "
+                                  "(%d given)", b->steps, LLAMA_CHUNK, b->n);
+        for (int32_t i = 0; i < b->n; i++) {
+            if (b->want_logits && !b->want_logits[i])
+                return hearth_err_set(err, HEARTH_EINVAL, "llama: a run of %d steps: row %d wants no draw (each "
+                                      "pass feeds a row its last draw)", b->steps, i);
+            for (int32_t k = 0; k < i; k++)
+                if (b->slot[k] == b->slot[i])
+                    return hearth_err_set(err, HEARTH_EINVAL, "llama: a run of %d steps: rows %d and %d are both "
+                                          "slot %d (one row a slot)", b->steps, k, i, b->slot[i]);
+        }
+    }
     return 0;
 }
 
 bool hearth_llama_argmax_on_device(const hearth_llama *m)
 {
-    const hearth_dev *dev = m->dev;
-    return !dev->caps.host_memory && dev->ops->argmax_rows && dev->ops->supports(dev, HEARTH_OP_ARGMAX, HEARTH_F32);
+    return !m->dev->caps.host_memory && draws_made(m);
 }
 
 int hearth_llama_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, const hearth_llama_batch *b, float *logits,
@@ -405,8 +471,9 @@ int hearth_llama_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, cons
     if (rc || b->n == 0)
         return rc;
     /* room in every slot, checked before anything is written */
+    const int steps = b->steps > 1 ? b->steps : 1;
     for (int32_t i = 0; i < b->n; i++)
-        kv->pend[b->slot[i]]++;
+        kv->pend[b->slot[i]] += steps;
     for (int32_t i = 0; i < b->n; i++) {
         int sl = b->slot[i];
         if (kv->pend[sl] && kv->len[sl] + kv->pend[sl] > kv->n_ctx)
@@ -420,18 +487,18 @@ int hearth_llama_forward(hearth_llama *m, hearth_kv *kv, hearth_pool *pool, cons
     int64_t chunk = b->n < LLAMA_CHUNK ? b->n : LLAMA_CHUNK;
     llama_pass p = {0};
     bool want[LLAMA_CHUNK];
-    if ((rc = pass_open(&p, m, kv, pool, chunk, err)))
+    if ((rc = pass_open(&p, m, kv, pool, chunk, b->argmax != NULL, err)))
         goto done;
     int32_t out_row = 0;
     for (int32_t c0 = 0; c0 < b->n; c0 += (int32_t)chunk) {
         int64_t nc = b->n - c0 < chunk ? b->n - c0 : chunk;
         int32_t base = out_row;
         for (int64_t i = 0; i < nc; i++) {
-            want[i] = b->want_logits ? b->want_logits[c0 + i] : c0 + i == b->n - 1;
+            want[i] = steps > 1 || (b->want_logits ? b->want_logits[c0 + i] : c0 + i == b->n - 1);
             out_row += want[i];
         }
-        rc = chunk_forward(m, kv, &p, b->tokens + c0, b->slot + c0, want, nc, b->argmax ? NULL : logits, b->argmax,
-                           base, err);
+        rc = chunk_forward(m, kv, &p, b->tokens + c0, b->slot + c0, want, nc, steps, b->argmax ? NULL : logits,
+                           b->argmax, base, err);
         if (rc) {
             for (int32_t i = 0; i < b->n; i++)
                 kv->pend[b->slot[i]] = 0;

@@ -29,6 +29,7 @@ typedef struct fake {
     _Atomic int slow_us;
     _Atomic int argmax_forwards; /* forward_argmax calls */
     _Atomic int argmax_draws;    /* rows drawn by them */
+    _Atomic int runs, run_passes, longest_run; /* forward_steps calls, their passes, the most in one */
     int checkpoint;          /* > 0: truncate rolls back only to multiples of it (a recurrent cache) */
 } fake;
 
@@ -95,6 +96,34 @@ static int fake_forward_argmax(void *ctx, int32_t n, const int32_t *tokens, cons
     if (rc == 0)
         atomic_fetch_add(&f->argmax_forwards, 1);
     return rc;
+}
+
+/* forward_steps: the run's passes one after another, each row fed its
+ * last draw; nothing runs when a slot would overflow (as llama's). */
+static int fake_forward_steps(void *ctx, int32_t n, const int32_t *tokens, const int32_t *slots, int steps,
+                              int32_t *ids, hearth_err *err)
+{
+    fake *f = ctx;
+    int32_t cur[SLOTS];
+    const bool want[SLOTS] = {true, true, true, true};
+    if (n < 1 || n > SLOTS || steps < 2)
+        return hearth_err_set(err, HEARTH_EINVAL, "a run of %d rows, %d steps", n, steps);
+    for (int32_t r = 0; r < n; r++) {
+        if (f->len[slots[r]] + steps > CTX)
+            return hearth_err_set(err, HEARTH_ELIMIT, "slot %d full", slots[r]);
+        cur[r] = tokens[r];
+    }
+    for (int j = 0; j < steps; j++) {
+        int rc = fake_run(f, n, cur, slots, want, NULL, ids + j * n, err);
+        if (rc)
+            return rc;
+        memcpy(cur, ids + j * n, (size_t)n * sizeof *cur);
+    }
+    atomic_fetch_add(&f->runs, 1);
+    atomic_fetch_add(&f->run_passes, steps);
+    if (steps > atomic_load(&f->longest_run))
+        atomic_store(&f->longest_run, steps);
+    return 0;
 }
 
 static int64_t fake_truncate(void *ctx, int slot, int64_t n)
@@ -874,6 +903,136 @@ static void greedy_steps_draw_on_the_device(void)
     }
 }
 
+/* A scheduler over the fake with forward_steps (runs of at most 6). */
+static hearth_gen_sched *steps_sched(fake *f, int parallel, int decode_steps)
+{
+    hearth_gen_batch_model m = model_of(f);
+    m.forward_argmax = fake_forward_argmax;
+    m.forward_steps = fake_forward_steps;
+    m.steps_max = 6;
+    hearth_gen_sched_config cfg = {.n_parallel = parallel, .max_queue = 16, .n_batch = 8, .decode_steps = decode_steps};
+    return hearth_gen_sched_new(&m, &cfg, NULL);
+}
+
+/* Whether each finished request's slot holds exactly what it fed: its
+ * prompt and every token it drew but the last (never fed back). Read
+ * after the scheduler is freed (its thread truncates after on_done). */
+static void check_cache_lengths(const fake *f, const treq *t, int n)
+{
+    for (int k = 0; k < n; k++) {
+        int64_t fed = t[k].req.n_prompt + t[k].stats.n_gen - 1;
+        int64_t held = f->len[t[k].stats.slot];
+        if (f->checkpoint > 0)
+            CHECK_MSG(held <= fed && held > fed - f->checkpoint, "request %d: slot %d holds %lld, fed %lld", k,
+                      t[k].stats.slot, (long long)held, (long long)fed);
+        else
+            CHECK_MSG(held == fed, "request %d: slot %d holds %lld, fed %lld", k, t[k].stats.slot, (long long)held,
+                      (long long)fed);
+    }
+}
+
+static void on_text_cancel_at_2(hearth_gen_req *r, const char *text, size_t n, int32_t token,
+                                const hearth_gen_probs *probs)
+{
+    on_text(r, text, n, token, probs);
+    if (((treq *)r->user)->n_text >= 2)
+        atomic_store(&r->cancelled, true);
+}
+
+/* Runs of steps (forward_steps): the texts are the steps' texts; requests
+ * that end inside a run (their lengths, an end id, a stop string, a
+ * cancellation from the text callback) leave it, and their slots keep
+ * only what they fed, also in a cache that truncates to checkpoints (the
+ * scheduler's record then shrinks with it, so a request that reuses the
+ * prefix gets the text of its whole prompt). No run while a request waits
+ * in the queue, none with decode_steps 1, none longer than steps_max. */
+static void runs_of_steps_take_their_draws_as_steps(void)
+{
+    treq t[4];
+    int32_t prompts[4][12];
+    for (int i = 0; i < 4; i++)
+        for (int k = 0; k < 12; k++)
+            prompts[i][k] = 2 + (i * 5 + k * 7) % 29;
+    prompts[3][0] = 31; /* ends with the end id after 6 positions: inside a run */
+    for (int cp = 0; cp < 2; cp++) {
+        fake f = {.checkpoint = cp ? 4 : 0};
+        hearth_gen_sched *s = steps_sched(&f, 4, 8);
+        for (int i = 0; i < 4; i++)
+            make(&t[i], prompts[i], 6 + i, 9 + i); /* run_checked's lengths: the shorter end inside runs */
+        run_checked(s, t, prompts, 0, 3);
+        CHECK(atomic_load(&f.runs) > 0 && atomic_load(&f.longest_run) == 6);
+        /* a stop string inside the answer, and the end id */
+        char want[64];
+        expected_text(prompts[1], 7, 20, want);
+        char stop[3] = {want[4], want[5], 0};
+        const char *stops[1] = {stop};
+        make(&t[1], prompts[1], 7, 20);
+        t[1].req.stop = stops;
+        t[1].req.n_stop = 1;
+        make(&t[3], prompts[3], 3, 20);
+        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[1].req, NULL), 0);
+        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[3].req, NULL), 0);
+        wait_done(&t[1]);
+        wait_done(&t[3]);
+        CHECK_EQ_INT(t[1].stats.finish, HEARTH_GEN_STOP);
+        CHECK_EQ_INT((int)t[1].n_text, (int)(strstr(want, stop) - want));
+        CHECK_EQ_INT(t[3].stats.finish, HEARTH_GEN_EOS);
+        CHECK_EQ_INT(t[3].stats.n_gen, 4);
+        /* the prompt of request 2 and its answer again, one token more:
+         * the cached prefix is what the slot really holds */
+        int32_t longer[40];
+        int n_long = 8 + (int)strlen(t[2].text) + 1;
+        CHECK_EQ_INT(t[2].stats.slot != t[1].stats.slot && t[2].stats.slot != t[3].stats.slot, 1);
+        /* the answer's ids (the text shows them mod 26 only) */
+        int32_t hist[CTX];
+        memcpy(hist, prompts[2], 8 * sizeof *hist);
+        for (int g = 8; g < n_long - 1; g++)
+            hist[g] = next_of(hist, g);
+        hist[n_long - 1] = 5;
+        memcpy(longer, hist, (size_t)n_long * sizeof *longer);
+        treq u;
+        make(&u, longer, n_long, 6);
+        CHECK_EQ_INT(hearth_gen_sched_submit(s, &u.req, NULL), 0);
+        wait_done(&u);
+        expected_text(longer, n_long, 6, want);
+        CHECK_EQ_STR(u.text, want);
+        CHECK(u.stats.n_cached > 0);
+        hearth_gen_sched_free(s);
+        check_cache_lengths(&f, t, 2); /* request 2's slot is u's now */
+        check_cache_lengths(&f, t + 3, 1);
+        check_cache_lengths(&f, &u, 1);
+    }
+    /* cancelled from its text callback after 2 tokens: noticed before the
+     * next pass, as before the next step */
+    for (int steps = 1; steps <= 8; steps += 7) {
+        fake f = {0};
+        hearth_gen_sched *s = steps_sched(&f, 4, steps);
+        make(&t[0], prompts[0], 6, 12);
+        t[0].req.on_text = on_text_cancel_at_2;
+        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t[0].req, NULL), 0);
+        wait_done(&t[0]);
+        CHECK_EQ_INT(t[0].status, HEARTH_ENOTFOUND);
+        CHECK_EQ_INT(t[0].stats.n_gen, 2);
+        hearth_gen_sched_free(s);
+        check_cache_lengths(&f, t, 1);
+        CHECK_EQ_INT(atomic_load(&f.runs) > 0, steps > 1);
+    }
+    /* one sequence at a time, two queued together: the first takes single
+     * steps while the second waits, the second runs */
+    fake f = {0};
+    hearth_gen_sched *s = steps_sched(&f, 1, 8);
+    make(&t[0], prompts[0], 6, 12);
+    make(&t[1], prompts[1], 7, 12);
+    hearth_gen_req *both[2] = {&t[0].req, &t[1].req};
+    CHECK_EQ_INT(hearth_gen_sched_submit_all(s, both, 2, NULL), 0);
+    wait_done(&t[0]);
+    wait_done(&t[1]);
+    hearth_gen_sched_free(s);
+    CHECK_MSG(atomic_load(&f.argmax_forwards) >= 12 && atomic_load(&f.runs) > 0,
+              "%d single steps, %d runs: the first request's steps are single while one waits",
+              atomic_load(&f.argmax_forwards), atomic_load(&f.runs));
+}
+
 static void warm_up_runs_the_step_shapes(void)
 {
     for (int k = 0; k < 3; k++) {
@@ -915,5 +1074,6 @@ int main(void)
     RUN(context_shift_goes_on);
     RUN(warm_up_runs_the_step_shapes);
     RUN(greedy_steps_draw_on_the_device);
+    RUN(runs_of_steps_take_their_draws_as_steps);
     TEST_EXIT();
 }

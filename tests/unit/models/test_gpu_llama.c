@@ -32,6 +32,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 #define N_PROMPT 20
@@ -282,6 +283,63 @@ static void golden_stories260k_on_gpu(void)
     }
     CHECK_EQ_INT(n_ok, 60);
     hearth_kv_free(kv);
+    /* and in runs of 7 steps (b.steps: each pass fed its last draw on the
+     * GPU, hearth_gen_sched's runs) */
+    kv = hearth_kv_new_typed(m, 1, 128, HEARTH_F16, &e);
+    int32_t ids[7];
+    tok = 1;
+    hearth_llama_batch rb = {.n = 1, .tokens = &tok, .slot = &slot, .argmax = ids};
+    n_ok = kv && hearth_llama_forward(m, kv, NULL, &rb, NULL, &e) == 0 && ids[0] == want[0];
+    while (n_ok > 0 && n_ok < 60) {
+        tok = ids[rb.steps > 1 ? rb.steps - 1 : 0];
+        rb.steps = 60 - n_ok < 7 ? 60 - n_ok : 7;
+        if (hearth_llama_forward(m, kv, NULL, &rb, NULL, &e)) {
+            CHECK_MSG(0, "runs: at token %d: %s", n_ok, e.msg);
+            break;
+        }
+        int j = 0;
+        while (j < rb.steps && ids[j] == want[n_ok])
+            j++, n_ok++;
+        if (j < rb.steps) {
+            CHECK_MSG(0, "runs: token %d: got %d, want %d", n_ok, ids[j], want[n_ok]);
+            break;
+        }
+    }
+    CHECK_EQ_INT(n_ok, 60);
+    CHECK_EQ_INT(kv ? hearth_kv_len(kv, 0) : 0, 60);
+    hearth_kv_free(kv);
+    /* three slots in one run of 9 against 9 steps of the same rows, each
+     * drawn on the GPU: the same kernels, so the same ids */
+    hearth_kv *run = hearth_kv_new_typed(m, 3, 64, HEARTH_F16, &e), *ref = hearth_kv_new_typed(m, 3, 64, HEARTH_F16, &e);
+    int32_t sl[3] = {1, 2, 0}, d9[27], cur[3], one[3];
+    int bad = run && ref ? 0 : 100;
+    for (int32_t s0 = 0; s0 < 3 && !bad; s0++) /* slot s0 holds s0 + 1 tokens: the rows' lengths differ */
+        for (int32_t i = 0; i <= s0; i++) {
+            int32_t t0 = 1 + 3 * i + s0;
+            hearth_llama_batch pb = {.n = 1, .tokens = &t0, .slot = &s0, .argmax = one};
+            if (hearth_llama_forward(m, run, NULL, &pb, NULL, &e) || hearth_llama_forward(m, ref, NULL, &pb, NULL, &e))
+                bad = 100;
+        }
+    hearth_llama_batch r9 = {.n = 3, .tokens = (int32_t[]){5, 6, 7}, .slot = sl, .argmax = d9, .steps = 9};
+    if (!bad && hearth_llama_forward(m, run, NULL, &r9, NULL, &e) == 0) {
+        memcpy(cur, r9.tokens, sizeof cur);
+        for (int j = 0; j < 9; j++) {
+            hearth_llama_batch sb = {.n = 3, .tokens = cur, .slot = sl, .want_logits = (const bool[]){1, 1, 1},
+                                     .argmax = one};
+            if (hearth_llama_forward(m, ref, NULL, &sb, NULL, &e)) {
+                bad = 100;
+                break;
+            }
+            for (int r = 0; r < 3; r++)
+                bad += one[r] != d9[j * 3 + r];
+            memcpy(cur, one, sizeof cur);
+        }
+    } else {
+        bad = 100;
+    }
+    CHECK_MSG(bad == 0, "a run of 9 over 3 slots against 9 steps: %d of 27 draws differ (%s)", bad, e.msg);
+    hearth_kv_free(run);
+    hearth_kv_free(ref);
     free(logits);
     hearth_llama_close(m);
 }

@@ -317,13 +317,26 @@ static void overflow_refused_cache_unchanged(void)
         hearth_llama_batch bs = {1, good, badslot, NULL};
         CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &bs, l, &e), HEARTH_EINVAL);
         CHECK_EQ_INT(hearth_kv_len(kv, 0), 6);
-        /* greedy draws asked of the CPU (its logits are already the host's) */
-        int32_t slot0[1] = {0}, drawn = -1;
-        hearth_llama_batch ba = {.n = 1, .tokens = good, .slot = slot0, .argmax = &drawn};
-        CHECK(!hearth_llama_argmax_on_device(m));
-        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &ba, NULL, &e), HEARTH_EINVAL);
-        CHECK_MSG(strstr(e.msg, "greedy draws") && strstr(e.msg, "cpu"), "%s", e.msg);
+        /* runs of steps the forward cannot take: nothing runs */
+        int32_t two[2] = {1, 2}, same[2] = {0, 0}, drawn[32];
+        hearth_llama_batch rb = {.n = 1, .tokens = good, .slot = sl1, .argmax = drawn, .steps = 17};
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &rb, NULL, &e), HEARTH_EINVAL);
+        CHECK_MSG(strstr(e.msg, "17 steps") && strstr(e.msg, "1 to 16"), "%s", e.msg);
+        rb.steps = 2, rb.argmax = NULL;
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &rb, l, &e), HEARTH_EINVAL);
+        CHECK_MSG(strstr(e.msg, "needs greedy draws"), "%s", e.msg);
+        hearth_llama_batch rs = {.n = 2, .tokens = two, .slot = same, .argmax = drawn, .steps = 2};
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &rs, NULL, &e), HEARTH_EINVAL);
+        CHECK_MSG(strstr(e.msg, "both slot 0"), "%s", e.msg);
+        int32_t other[2] = {0, 1};
+        rs.slot = other, rs.want_logits = (const bool[]){true, false};
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &rs, NULL, &e), HEARTH_EINVAL);
+        CHECK_MSG(strstr(e.msg, "row 1 wants no draw"), "%s", e.msg);
+        rs.want_logits = NULL, rs.steps = 3; /* slot 0 holds 6 of 8: 3 more pass n_ctx */
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &rs, NULL, &e), HEARTH_ELIMIT);
+        CHECK_MSG(strstr(e.msg, "6 positions") && strstr(e.msg, "3 more"), "%s", e.msg);
         CHECK_EQ_INT(hearth_kv_len(kv, 0), 6);
+        CHECK_EQ_INT(hearth_kv_len(kv, 1), 0);
         /* exactly filling the context is allowed; the logits match a clean run */
         CHECK(batch_all(m, kv, NULL, ids + 6, 2, 0, l) == 0);
         CHECK(batch_all(m, ref, NULL, ids, 8, 0, lr) == 0);
@@ -485,6 +498,81 @@ static int open_broken(const breakage *br, char *path, size_t pn, hearth_err *e)
     return rc;
 }
 
+/* (5) greedy draws and runs of steps (hearth_llama_batch's argmax and
+ * steps; the CPU makes draws too): stories260K's golden ids drawn in runs
+ * of 7, and on a random qwen3, three slots in one run of 9 steps equal to
+ * 9 batched steps whose draws the test makes from the logits. */
+static void runs_of_steps_draw_as_steps(void)
+{
+    int want[60];
+    float want5[5];
+    hearth_llama *m = open_stories();
+    if (m && !hearth_test_read_golden(want5, want)) {
+        CHECK(!hearth_llama_argmax_on_device(m)); /* the draws do not pay on the CPU: callers take logits */
+        hearth_err e = {0};
+        hearth_kv *kv = hearth_kv_new(m, 1, 64, &e);
+        int32_t tok = 1, slot = 0, ids[HEARTH_LLAMA_STEPS_MAX];
+        hearth_llama_batch b = {.n = 1, .tokens = &tok, .slot = &slot, .argmax = ids};
+        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &b, NULL, &e), 0);
+        int got = ids[0] == want[0], rc = 0;
+        while (got > 0 && got < 60 && rc == 0) {
+            tok = ids[b.steps > 1 ? b.steps - 1 : 0]; /* the last draw */
+            b.steps = 60 - got < 7 ? 60 - got : 7;
+            if ((rc = hearth_llama_forward(m, kv, NULL, &b, NULL, &e)))
+                break;
+            int j = 0;
+            while (j < b.steps && ids[j] == want[got])
+                j++, got++;
+            if (j < b.steps) {
+                CHECK_MSG(0, "token %d: got %d, want %d", got, ids[j], want[got]);
+                break;
+            }
+        }
+        CHECK_MSG(rc == 0, "%s", e.msg);
+        CHECK_EQ_INT(got, 60);
+        CHECK_EQ_INT(hearth_kv_len(kv, 0), 60);
+        hearth_kv_free(kv);
+    }
+    hearth_llama_close(m);
+    char p[256];
+    if (!(m = open_demo("qwen3", HEARTH_F32, p, sizeof p)))
+        return;
+    int64_t nv = hearth_llama_hparams_get(m)->n_vocab;
+    hearth_err e = {0};
+    hearth_kv *run = hearth_kv_new(m, 3, 32, &e), *ref = hearth_kv_new(m, 3, 32, &e);
+    float *l = malloc(5 * (size_t)nv * sizeof(float));
+    int32_t pr[3][5], tok[3], sl[3] = {2, 0, 1}, ids[9 * 3];
+    for (int s = 0; s < 3 && run && ref; s++) {
+        some_ids(pr[s], 5 - s, nv, 20 + (uint32_t)s);
+        CHECK(batch_all(m, run, NULL, pr[s], 5 - s, s, l) == 0);
+        CHECK(batch_all(m, ref, NULL, pr[s], 5 - s, s, l) == 0);
+        tok[(s + 1) % 3] = argmax(l + (size_t)(4 - s) * (size_t)nv, nv); /* slot s is row (s + 1) % 3 */
+    }
+    hearth_llama_batch b = {.n = 3, .tokens = tok, .slot = sl, .argmax = ids, .steps = 9};
+    if (run && ref && hearth_llama_forward(m, run, NULL, &b, NULL, &e) == 0) {
+        int32_t cur[3] = {tok[0], tok[1], tok[2]};
+        int bad = 0;
+        for (int j = 0; j < 9; j++) {
+            hearth_llama_batch rb = {3, cur, sl, (const bool[]){true, true, true}};
+            if (hearth_llama_forward(m, ref, NULL, &rb, l, &e))
+                break;
+            for (int r = 0; r < 3; r++) {
+                cur[r] = argmax(l + (size_t)r * (size_t)nv, nv);
+                bad += cur[r] != ids[j * 3 + r];
+            }
+        }
+        CHECK_MSG(bad == 0, "%d of 27 draws of the run differ from the steps'", bad);
+        for (int s = 0; s < 3; s++)
+            CHECK_EQ_INT(hearth_kv_len(run, s), 5 - s + 9);
+    } else {
+        CHECK_MSG(0, "a run of 9 steps failed: %s", e.msg);
+    }
+    free(l);
+    hearth_kv_free(run);
+    hearth_kv_free(ref);
+    hearth_llama_close(m);
+}
+
 static void open_errors_name_file_and_tensor(void)
 {
     char p[256];
@@ -552,6 +640,7 @@ int main(void)
     RUN(slots_together_equal_alone);
     RUN(overflow_refused_cache_unchanged);
     RUN(truncate_and_copy_prefix);
+    RUN(runs_of_steps_draw_as_steps);
     RUN(open_errors_name_file_and_tensor);
     RUN(device_limits_refused_at_open);
     TEST_EXIT();
