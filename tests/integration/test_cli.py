@@ -35,6 +35,8 @@ def test_bad_flags_are_refused():
                          (["serve", "--log-level", "loud"], "--log-level"),
                          (["serve", "--port"], "needs a value"),
                          (["serve", "--parallel", "0"], "--parallel"),
+                         (["serve", "--decode-steps", "0"], "--decode-steps must be 1..16"),
+                         (["serve", "--decode-steps", "17"], "--decode-steps must be 1..16"),
                          (["serve", "--cache-type", "q4_0"], "--cache-type q4_0: want f16 or f32"),
                          (["serve", "--max-client-batch", "0"], "--max-client-batch"),
                          (["serve", "--embed-engines", "-1"], "--embed-engines"),

@@ -301,12 +301,15 @@ def test_run_errors():
     assert r.returncode == 2 and "HEARTH_REPACK: invalid value 'maybe' (expected 1, true" in r.stderr.decode(), r.stderr
     r = hearth("run", "-m", MODEL, "--dump-logits", os.path.join(TMP, "l.bin"))
     assert r.returncode == 2 and "--tokens" in r.stderr.decode()
+    for steps in ("0", "17"):
+        r = hearth("run", "-m", MODEL, "--decode-steps", steps)
+        assert r.returncode == 2 and "--decode-steps 1..16" in r.stderr.decode(), r.stderr
 
 
 def test_help():
     for cmd, flags in (("run", ("--model", "--prompt", "--n-predict", "--temp", "--top-k", "--top-p", "--min-p",
                                 "--repeat-penalty", "--seed", "--threads", "--ctx-size", "--stop", "--no-bos",
-                                "--bench", "--dump-logits", "--tokens", "[HEARTH_TEMP]")),
+                                "--bench", "--dump-logits", "--tokens", "--decode-steps", "[HEARTH_TEMP]")),
                        ("quantize", ("IN.gguf OUT.gguf TYPE", "q4_k", "--threads"))):
         r = hearth(cmd, "--help")
         out = text_of(r)
