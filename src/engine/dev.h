@@ -178,8 +178,6 @@ typedef struct hearth_qk {
 typedef struct hearth_graph_key {
     uint64_t model, cache;
     int64_t rows, out_rows;
-    int64_t passes;            /* 0 or 1: one pass; more: a run of greedy passes recorded as one
-                                  (its uploads from staging and device copies between them too) */
 } hearth_graph_key;
 
 /* What matmul_fused folds into a matmul (decode's neighbours of the
@@ -242,10 +240,8 @@ struct hearth_dev_ops {
      * recording failed, or an op failed while recording: the walk enqueues
      * the ops again, and the key is not recorded again), else the walk's
      * status, or the launch's. Between the two calls the walk enqueues
-     * device work only: no download, no sync (an upload from the staging
-     * block is device work: a replay copies what the staging then holds).
-     * The backend drops its records when the stream's arena or staging
-     * moves. */
+     * device work only: no download, no sync. The backend drops its records
+     * when the stream's arena moves. */
     int (*graph_begin)(hearth_stream *st, const hearth_graph_key *key);
     int (*graph_end)(hearth_stream *st, const hearth_graph_key *key, int status);
 

@@ -455,8 +455,7 @@ static void sample_row(hearth_gen_sched *s, seq *q, const float *logits, int32_t
  * out the whole run), at most cfg.decode_steps, short enough that every
  * row's positions fit its context with the last step the only one that
  * can meet the limit (as a single step meets it), and no longer than the
- * most tokens any row still wants; on a model that records passes, of
- * cfg.decode_steps exactly (the warm-up recorded those). */
+ * most tokens any row still wants. */
 static int run_length(hearth_gen_sched *s, int n, int rows, bool on_device)
 {
     if (!on_device || s->cfg.decode_steps < 2 || n != rows)
@@ -479,9 +478,6 @@ static int run_length(hearth_gen_sched *s, int n, int rows, bool on_device)
     }
     if (longest < k)
         k = longest;
-    /* a device that records records each run length apart: full runs only */
-    if (s->m.records && k < s->cfg.decode_steps)
-        return 1;
     return k < 2 ? 1 : (int)k;
 }
 
@@ -717,20 +713,10 @@ static void warm_up(hearth_gen_sched *s)
         }
     for (int i = 0; i < rows; i++)
         m->truncate(m->ctx, i, 0);
-    /* and the runs of steps the decode steps become (run_length) */
-    const int k = s->cfg.decode_steps;
-    int runs = 0;
-    for (int b = 1; b <= rows && !rc && k > 1 && k <= m->n_ctx; b++)
-        for (int rep = 0; rep < 2 && !rc; rep++) {
-            if (!(rc = m->forward_steps(m->ctx, b, s->b_tokens, s->b_slots, k, s->b_run, &err)))
-                runs++;
-            for (int i = 0; i < b; i++)
-                m->truncate(m->ctx, i, 0);
-        }
     if (rc)
         HLOG_WARN("warm-up: a pass failed (%s): serving without the rest of it", err.msg);
-    HLOG_INFO("warm-up: %d passes (a %d-token prompt chunk, steps of 1 to %d rows twice) and %d runs of %d steps in "
-              "%.0f ms", passes, (int)chunk, rows, runs, k > 1 ? k : 0, (double)(hearth_now_ns() - t0) / 1e6);
+    HLOG_INFO("warm-up: %d passes (a %d-token prompt chunk, steps of 1 to %d rows twice) in %.0f ms", passes,
+              (int)chunk, rows, (double)(hearth_now_ns() - t0) / 1e6);
 }
 
 static void *run(void *arg)

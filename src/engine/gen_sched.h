@@ -39,19 +39,15 @@
  * ended inside the run was fed after its end. The text is the same; the
  * tokens of a run reach the client together. A run never crosses a
  * context limit (its last step meets it as a single step would) nor runs
- * past the longest n_predict left among its rows; on a model that records
- * passes (a GPU's graphs, a run one graph) every run is decode_steps long,
- * shorter ones going as single steps.
+ * past the longest n_predict left among its rows.
  *
  * Warm-up (config warm_up, on a model whose device records passes): before
  * hearth_gen_sched_new returns, the scheduler thread runs one prompt chunk
  * of n_batch tokens (the device sizes its scratch for the largest pass and
  * opens its GEMM library) and then decode steps of 1 .. n_parallel rows
  * (at most 64) twice each (the first runs plain, the second is recorded),
- * with runs of decode_steps steps of as many rows twice each (a recording
- * device's runs are all that long: run_length), and empties the caches it
- * used. On the H100 a served burst of 4 streams without it met
- * first-sight steps of 54 and 107 ms (stop 31).
+ * and empties the caches it used. On the H100 a served burst of 4 streams
+ * without it met first-sight steps of 54 and 107 ms (stop 31).
  *
  * The engine knows nothing of models or HTTP: the model comes in through
  * hearth_gen_batch_model (function pointers), the client through the

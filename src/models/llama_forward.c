@@ -340,56 +340,14 @@ static void block_fill(const hearth_llama *m, hearth_kv *kv, hearth_batch *hb, c
     }
 }
 
-/* The passes [0, steps) of a chunk: pass j's block uploaded from staging
- * block j, its tokens (j > 0, a run) pass j - 1's draws copied on the
- * device, the pass, and its draws into ids row j where asked. own_graph:
- * each pass recorded and replayed by itself where the device does that
- * (dev.h), else enqueued op by op (a run being recorded whole, or run
- * plain on its first sight). */
-static int passes_enqueue(hearth_llama *m, hearth_kv *kv, llama_pass *p, int steps, int64_t nc, float *y, bool draws,
-                          bool own_graph, hearth_err *err)
-{
-    const hearth_dev_ops *D = p->D;
-    hearth_stream *st = &p->st;
-    const int64_t n_out = p->db.n_out, V = m->hp.n_vocab;
-    const hearth_graph_key key = {m->uid, kv->uid, nc, n_out, 1};
-    int rc = 0;
-    for (int j = 0; j < steps; j++) {
-        const void *block = (const char *)p->st.staging + (size_t)j * p->block_stride;
-        if ((rc = D->upload(st, p->db.token, block, p->block_bytes)) ||
-            (j > 0 && (rc = D->copy(st, p->db.token, p->ids + (size_t)(j - 1) * (size_t)n_out, (size_t)nc * 4))))
-            return hearth_err_set(err, rc, "llama: the step's block of %lld tokens cannot be uploaded", (long long)nc);
-        int g = own_graph && D->graph_begin ? D->graph_begin(st, &key) : 0;
-        if (g < 0)
-            return hearth_err_set(err, g, "llama: a recorded pass of %lld tokens cannot be launched (%s)",
-                                  (long long)nc, hearth_status_name(g));
-        if (g == 0) {
-            rc = pass_ops(m, p, nc, y, err);
-            if (own_graph && D->graph_end && (rc = D->graph_end(st, &key, rc)) == HEARTH_EAGAIN)
-                rc = pass_ops(m, p, nc, y, err);
-            if (rc)
-                return err && err->code ? rc
-                                        : hearth_err_set(err, rc, "llama: a pass of %lld tokens failed (%s)",
-                                                         (long long)nc, hearth_status_name(rc));
-        }
-        /* the draws, made where the logits are */
-        if (draws && n_out && (rc = D->argmax_rows(st, p->ids + (size_t)j * (size_t)n_out, y, n_out, V)))
-            return hearth_err_set(err, rc, "llama: the greedy draws of %lld rows failed (%s)", (long long)n_out,
-                                  hearth_status_name(rc));
-    }
-    return 0;
-}
-
 /* Runs tokens [0, nc) (a chunk of the batch) and writes the logits rows they
  * want, from row out_base of logits on, or with ids their greedy draws from
  * ids[out_base] on. want: (nc) whether each wants them. With steps > 1
  * (check_batch has seen every row wanted, each slot once, ids set), pass j
  * runs with pass j - 1's draws as its tokens, copied on the device, so the
  * passes follow each other on the device with nothing between them from
- * the host: every block is built and the whole run enqueued (on a device
- * that records, recorded and replayed as one graph: its passes' uploads,
- * copies and draws between them too) before one download of its steps x nc
- * draws and one wait. */
+ * the host: every block is built and the whole run enqueued before one
+ * download of its steps x nc draws and one wait. */
 static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const int32_t *tokens, const int32_t *slot,
                          const bool *want, int64_t nc, int steps, float *logits, int32_t *ids, int64_t out_base,
                          hearth_err *err)
@@ -407,20 +365,31 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const in
     p->db.n_out = p->hb.n_out;
     int64_t n_out = p->hb.n_out;
     float *dst = logits ? logits + (size_t)out_base * (size_t)V : NULL, *y = p->logits ? p->logits : dst;
-    const bool whole = steps > 1 && D->graph_begin; /* the run, recorded as one */
-    const hearth_graph_key rk = {m->uid, kv->uid, nc, n_out, steps};
-    int g = whole ? D->graph_begin(st, &rk) : 0, rc = 0;
-    if (g < 0)
-        return hearth_err_set(err, g, "llama: a recorded run of %d passes cannot be launched (%s)", steps,
-                              hearth_status_name(g));
-    if (g == 0) {
-        rc = passes_enqueue(m, kv, p, steps, nc, y, ids != NULL, !whole, err);
-        if (whole && (rc = D->graph_end(st, &rk, rc)) == HEARTH_EAGAIN)
-            rc = passes_enqueue(m, kv, p, steps, nc, y, ids != NULL, true, err);
-        if (rc)
-            return err && err->code ? rc
-                                    : hearth_err_set(err, rc, "llama: a run of %d passes of %lld tokens failed (%s)",
-                                                     steps, (long long)nc, hearth_status_name(rc));
+    hearth_graph_key key = {m->uid, kv->uid, nc, n_out};
+    int rc = 0;
+    for (int j = 0; j < steps; j++) {
+        const void *block = (const char *)p->st.staging + (size_t)j * p->block_stride;
+        if ((rc = D->upload(st, p->db.token, block, p->block_bytes)) ||
+            (j > 0 && (rc = D->copy(st, p->db.token, p->ids + (size_t)(j - 1) * (size_t)n_out, (size_t)nc * 4))))
+            return hearth_err_set(err, rc, "llama: the step's block of %lld tokens cannot be uploaded", (long long)nc);
+        /* the pass, recorded and replayed where the device does that (dev.h) */
+        int g = D->graph_begin ? D->graph_begin(st, &key) : 0;
+        if (g < 0)
+            return hearth_err_set(err, g, "llama: a recorded pass of %lld tokens cannot be launched (%s)",
+                                  (long long)nc, hearth_status_name(g));
+        if (g == 0) {
+            rc = pass_ops(m, p, nc, y, err);
+            if (D->graph_end && (rc = D->graph_end(st, &key, rc)) == HEARTH_EAGAIN)
+                rc = pass_ops(m, p, nc, y, err);
+            if (rc)
+                return err && err->code ? rc
+                                        : hearth_err_set(err, rc, "llama: a pass of %lld tokens failed (%s)",
+                                                         (long long)nc, hearth_status_name(rc));
+        }
+        /* the draws, made where the logits are */
+        if (ids && n_out && (rc = D->argmax_rows(st, p->ids + (size_t)j * (size_t)n_out, y, n_out, V)))
+            return hearth_err_set(err, rc, "llama: the greedy draws of %lld rows failed (%s)", (long long)n_out,
+                                  hearth_status_name(rc));
     }
     if (ids && n_out) {
         if ((rc = D->download(st, ids + out_base, p->ids, (size_t)steps * (size_t)n_out * sizeof(int32_t))))

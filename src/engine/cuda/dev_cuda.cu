@@ -47,7 +47,7 @@ extern "C" {
 #include <stdlib.h>
 #include <string.h>
 
-#define GRAPH_MAX 160       /* recorded passes per context: decode steps of 1..64 rows, runs of them, a few more */
+#define GRAPH_MAX 96        /* recorded passes per context: decode steps of 1..64 rows and a few more */
 #define MM_GROUP_MAX 4      /* weights one matmul call takes */
 
 /* Per ordinal: a sticky error was seen, the context is gone (dev.h's lost). */
@@ -174,25 +174,23 @@ typedef struct thread_ctx {
 } thread_ctx;
 
 /* HEARTH_CUDA_REPLAY_TIMES=1: how much of a replayed pass is the GPU's.
- * Each replay is bracketed by two events; at the next replay its GPU time
- * (waited for there, so passes launched back to back without a sync are
- * timed one after another) is added up with the host time from one
- * replay's launch to the next, and every 256 passes both means per pass
- * are logged (a recorded run counts as its passes): their difference is
- * what goes between passes (the host's download, sampler and next upload,
- * or in a run the device's copies and draws). A diagnostic asked for by
- * name, so it logs as a warning (`hearth run` shows no info lines); the
- * events cost a little themselves. */
+ * Each replay is bracketed by two events; at the next replay (the walk has
+ * synced since) its GPU time is added up with the host time from one
+ * replay's launch to the next, and every 256 replays both means are logged:
+ * their difference is what the host spends per step between
+ * passes (the download, the sampler, the next upload). A diagnostic asked
+ * for by name, so it logs as a warning (`hearth run` shows no info lines);
+ * the events cost a little themselves. */
 typedef struct replay_times {
     cudaEvent_t e0, e1;
-    int pending;              /* passes of the launch in flight (a run's several), or 0 */
+    bool pending;
     uint64_t last_ns;
     double gpu_us, wall_us;
-    int n;                    /* passes summed */
+    int n;
 } replay_times;
 static bool replay_times_on = false;
 
-static void replay_times_launch(thread_ctx *t, int passes)
+static void replay_times_launch(thread_ctx *t)
 {
     if (!t->rt) {
         t->rt = (replay_times *)calloc(1, sizeof *t->rt);
@@ -207,17 +205,15 @@ static void replay_times_launch(thread_ctx *t, int passes)
     if (r->pending && cudaEventSynchronize(r->e1) == cudaSuccess && cudaEventElapsedTime(&ms, r->e0, r->e1) == cudaSuccess) {
         r->gpu_us += ms * 1e3;
         r->wall_us += (double)(now - r->last_ns) / 1e3;
-        if ((r->n += r->pending) >= 256) {
-            hearth_log(HEARTH_LOG_WARN,
-                       "cuda: %d passes replayed: %.1f us on the GPU each, %.1f us from one launch to the next "
-                       "(a run's launch: its passes' share)",
+        if (++r->n == 256) {
+            hearth_log(HEARTH_LOG_WARN, "cuda: %d replays: %.1f us on the GPU each, %.1f us from one launch to the next",
                        r->n, r->gpu_us / r->n, r->wall_us / r->n);
             r->n = 0;
             r->gpu_us = r->wall_us = 0;
         }
     }
     r->last_ns = now;
-    r->pending = passes;
+    r->pending = true;
 }
 
 static pthread_key_t ctx_key;
@@ -458,8 +454,7 @@ static void cuda_stream_deinit(hearth_stream *st)
 
 static bool key_eq(const hearth_graph_key *a, const hearth_graph_key *b)
 {
-    return a->model == b->model && a->cache == b->cache && a->rows == b->rows && a->out_rows == b->out_rows &&
-           (a->passes > 1 ? a->passes : 1) == (b->passes > 1 ? b->passes : 1);
+    return a->model == b->model && a->cache == b->cache && a->rows == b->rows && a->out_rows == b->out_rows;
 }
 
 static graph_rec *graph_find(thread_ctx *t, const hearth_graph_key *key)
@@ -506,7 +501,7 @@ static int cuda_graph_begin(hearth_stream *st, const hearth_graph_key *key)
         return 0; /* plain: a first run sizes the workspaces */
     if (r->state == 2) {
         if (replay_times_on)
-            replay_times_launch(t, key->passes > 1 ? (int)key->passes : 1);
+            replay_times_launch(t);
         if (replay_times_on)
             cudaEventRecord(t->rt->e0, c->s);
         cudaError_t e = cudaGraphLaunch(r->exec, c->s);

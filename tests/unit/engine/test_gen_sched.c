@@ -1035,33 +1035,6 @@ static void runs_of_steps_take_their_draws_as_steps(void)
 
 static void warm_up_runs_the_step_shapes(void)
 {
-    /* with runs of steps: each row count's run, twice, after the steps */
-    fake g = {0};
-    hearth_gen_batch_model gm = model_of(&g);
-    gm.records = true;
-    gm.forward_argmax = fake_forward_argmax;
-    gm.forward_steps = fake_forward_steps;
-    gm.steps_max = 8;
-    hearth_gen_sched_config gc = {.n_parallel = 3, .max_queue = 4, .n_batch = 16, .warm_up = true, .decode_steps = 5};
-    hearth_gen_sched *gs = hearth_gen_sched_new(&gm, &gc, NULL);
-    CHECK(gs != NULL);
-    CHECK_EQ_INT(atomic_load(&g.runs), 2 * 3);
-    CHECK_EQ_INT(atomic_load(&g.run_passes), 2 * 3 * 5);
-    for (int i = 0; i < SLOTS; i++)
-        CHECK_EQ_INT((int)g.len[i], 0);
-    /* a recording model's runs are all decode_steps long: 13 tokens are
-     * the prompt's, two runs of 5 and two single steps */
-    int32_t p13[5] = {7, 3, 9, 4, 12};
-    treq t13;
-    make(&t13, p13, 5, 13);
-    CHECK_EQ_INT(hearth_gen_sched_submit(gs, &t13.req, NULL), 0);
-    wait_done(&t13);
-    char w13[32];
-    expected_text(p13, 5, 13, w13);
-    CHECK_EQ_STR(t13.text, w13);
-    CHECK_EQ_INT(atomic_load(&g.runs), 2 * 3 + 2);
-    CHECK_EQ_INT(atomic_load(&g.run_passes), 2 * 3 * 5 + 2 * 5);
-    hearth_gen_sched_free(gs);
     for (int k = 0; k < 3; k++) {
         fake f = {0};
         hearth_gen_batch_model m = model_of(&f);
