@@ -82,6 +82,7 @@ struct hearth_gen_sched {
     seq **b_seq;              /* the sequence of each logits row */
     int32_t *b_draw;          /* (n_slots) each row's token drawn in parallel, or -1 (draw_rows) */
     int32_t *b_run;           /* (decode_steps, n_slots) a run's draws, pass by pass */
+    uint64_t pass_ns;         /* the last step's forward time, a pass's share of it for a run */
     hearth_gen_req **b_req;   /* (n_slots) each row's request when its run began */
     float *b_logits;
     uint8_t *allowed;         /* (n_vocab) a grammar's mask, made at the first one */
@@ -449,13 +450,19 @@ static void sample_row(hearth_gen_sched *s, seq *q, const float *logits, int32_t
     q->decoding = true;
 }
 
+/* The longest a run may take by the last pass's time: a request that
+ * arrives meanwhile waits for the run's end, and a row that ends inside it
+ * holds its slot till then. On an H100 a 1.04B's pass takes 0.56 ms alone
+ * (a run of 8) and 3 ms for 64 rows (none): bench/RESULTS.md, stop 36. */
+#define RUN_BUDGET_NS 5000000ull
+
 /* The passes this step runs as one call of forward_steps (1: a plain
  * step): a run while every row of the batch is a greedy decode row
  * (on_device) and nothing waits (a queued request or a slot job would wait
- * out the whole run), at most cfg.decode_steps, short enough that every
- * row's positions fit its context with the last step the only one that
- * can meet the limit (as a single step meets it), and no longer than the
- * most tokens any row still wants. */
+ * out the whole run), at most cfg.decode_steps and RUN_BUDGET_NS, short
+ * enough that every row's positions fit its context with the last step
+ * the only one that can meet the limit (as a single step meets it), and no
+ * longer than the most tokens any row still wants. */
 static int run_length(hearth_gen_sched *s, int n, int rows, bool on_device)
 {
     if (!on_device || s->cfg.decode_steps < 2 || n != rows)
@@ -466,6 +473,8 @@ static int run_length(hearth_gen_sched *s, int n, int rows, bool on_device)
     if (waiting)
         return 1;
     int64_t k = s->cfg.decode_steps, longest = 0;
+    if (s->pass_ns && RUN_BUDGET_NS / s->pass_ns < (uint64_t)k)
+        k = (int64_t)(RUN_BUDGET_NS / s->pass_ns);
     for (int r = 0; r < rows; r++) {
         const seq *q = s->b_seq[r];
         if (!q->decoding)
@@ -603,6 +612,7 @@ static bool step(hearth_gen_sched *s)
              : on_device ? s->m.forward_argmax(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_draw, &err)
                          : s->m.forward(s->m.ctx, n, s->b_tokens, s->b_slots, s->b_want, s->b_logits, &err);
     const uint64_t t1 = hearth_now_ns();
+    s->pass_ns = (t1 - t0) / (uint64_t)passes;
     if (passes == 1 || rc) {
         pthread_mutex_lock(&s->lock);
         s->metrics.steps++;

@@ -38,8 +38,11 @@
  * ids, lengths, cancellations), truncating the positions a sequence that
  * ended inside the run was fed after its end. The text is the same; the
  * tokens of a run reach the client together. A run never crosses a
- * context limit (its last step meets it as a single step would) nor runs
- * past the longest n_predict left among its rows.
+ * context limit (its last step meets it as a single step would), runs
+ * past the longest n_predict left among its rows, or lasts longer than
+ * about 5 ms by the last pass's time (a request arriving meanwhile waits
+ * for its end: on a GPU a lone sequence's steps run 8 at a time, 64
+ * sequences' one at a time).
  *
  * Warm-up (config warm_up, on a model whose device records passes): before
  * hearth_gen_sched_new returns, the scheduler thread runs one prompt chunk

@@ -95,6 +95,9 @@ static int fake_forward_argmax(void *ctx, int32_t n, const int32_t *tokens, cons
     int rc = fake_run(f, n, tokens, slots, want, NULL, ids, err);
     if (rc == 0)
         atomic_fetch_add(&f->argmax_forwards, 1);
+    int us = atomic_load(&f->slow_us);
+    if (us)
+        usleep((useconds_t)us);
     return rc;
 }
 
@@ -118,6 +121,9 @@ static int fake_forward_steps(void *ctx, int32_t n, const int32_t *tokens, const
         if (rc)
             return rc;
         memcpy(cur, ids + j * n, (size_t)n * sizeof *cur);
+        int us = atomic_load(&f->slow_us);
+        if (us)
+            usleep((useconds_t)us);
     }
     atomic_fetch_add(&f->runs, 1);
     atomic_fetch_add(&f->run_passes, steps);
@@ -1016,6 +1022,16 @@ static void runs_of_steps_take_their_draws_as_steps(void)
         hearth_gen_sched_free(s);
         check_cache_lengths(&f, t, 1);
         CHECK_EQ_INT(atomic_load(&f.runs) > 0, steps > 1);
+    }
+    /* passes of 3 ms: no run (they would pass the scheduler's 5 ms), the
+     * same text */
+    {
+        fake f = {.slow_us = 3000};
+        hearth_gen_sched *s = steps_sched(&f, 4, 8);
+        make(&t[0], prompts[0], 6, 9);
+        run_checked(s, t, prompts, 0, 1);
+        hearth_gen_sched_free(s);
+        CHECK_MSG(atomic_load(&f.runs) == 0, "%d runs of passes of 3 ms", atomic_load(&f.runs));
     }
     /* one sequence at a time, two queued together: the first takes single
      * steps while the second waits, the second runs */
