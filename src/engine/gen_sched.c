@@ -635,8 +635,8 @@ static bool step(hearth_gen_sched *s)
     }
     if (passes > 1) {
         run_results(s, n, passes);
-        HLOG_DEBUG("run: %d rows, %d steps: forward %.3f ms, draws and emits %.3f ms", n, passes, (double)(t1 - t0) / 1e6,
-                   (double)(hearth_now_ns() - t1) / 1e6);
+        HLOG_DEBUG("run: %d rows, %d steps: forward %.3f ms, draws and emits %.3f ms", n, passes,
+                   (double)(t1 - t0) / 1e6, (double)(hearth_now_ns() - t1) / 1e6);
         return true;
     }
     /* record what entered each cache (seqs[i] is slot i) */
@@ -843,7 +843,8 @@ hearth_gen_sched *hearth_gen_sched_new(const hearth_gen_batch_model *m, const he
         s->cfg.decode_steps = m->steps_max;
     if (!m->forward_steps || !m->forward_argmax)
         s->cfg.decode_steps = 1;
-    s->b_run = malloc((size_t)(s->cfg.decode_steps > 1 ? s->cfg.decode_steps : 1) * (size_t)m->n_slots * sizeof(int32_t));
+    const size_t run_rows = (size_t)(s->cfg.decode_steps > 1 ? s->cfg.decode_steps : 1) * (size_t)m->n_slots;
+    s->b_run = malloc(run_rows * sizeof *s->b_run);
     s->b_req = malloc((size_t)m->n_slots * sizeof *s->b_req);
     s->b_logits = malloc((size_t)m->n_slots * (size_t)m->n_vocab * sizeof *s->b_logits);
     if (!s->seqs || !s->taken || !s->b_tokens || !s->b_slots || !s->b_want || !s->b_seq || !s->b_draw || !s->b_logits ||

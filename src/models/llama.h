@@ -96,10 +96,10 @@ typedef struct hearth_llama_batch {
                                    device with its own memory 4 bytes a row leave it, not 4 n_vocab */
     int32_t steps;              /* 0 or 1: one pass. 2 .. HEARTH_LLAMA_STEPS_MAX: that many greedy passes
                                    of a decode batch (argmax set, every row drawn: want_logits NULL or
-                                   all set, each slot once, at most 512 rows), pass j > 0 feeding each row the draw of pass
-                                   j - 1 on the device; argmax then gets steps x n ids, pass by pass,
-                                   and each slot grows by steps positions (the caller truncates what it
-                                   does not keep: a sequence that ended inside the run) */
+                                   all set, each slot once, at most 512 rows), pass j > 0 feeding each
+                                   row the draw of pass j - 1 on the device; argmax then gets steps x n
+                                   ids, pass by pass, and each slot grows by steps positions (the caller
+                                   truncates what it does not keep: a sequence that ended in the run) */
 } hearth_llama_batch;
 
 /* The most passes one hearth_llama_batch runs (its steps). */

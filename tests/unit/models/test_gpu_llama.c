@@ -310,7 +310,8 @@ static void golden_stories260k_on_gpu(void)
     hearth_kv_free(kv);
     /* three slots in one run of 9 against 9 steps of the same rows, each
      * drawn on the GPU: the same kernels, so the same ids */
-    hearth_kv *run = hearth_kv_new_typed(m, 3, 64, HEARTH_F16, &e), *ref = hearth_kv_new_typed(m, 3, 64, HEARTH_F16, &e);
+    hearth_kv *run = hearth_kv_new_typed(m, 3, 64, HEARTH_F16, &e);
+    hearth_kv *ref = hearth_kv_new_typed(m, 3, 64, HEARTH_F16, &e);
     int32_t sl[3] = {1, 2, 0}, d9[27], cur[3], one[3];
     int bad = run && ref ? 0 : 100;
     for (int32_t s0 = 0; s0 < 3 && !bad; s0++) /* slot s0 holds s0 + 1 tokens: the rows' lengths differ */
