@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# bench/gpu_ab.sh: hearth against itself, two arms that differ by environment
+# variables or flags (a kernel switch, --decode-steps), interleaved over
+# rounds in one call on the GPU machine; prints each arm's median decode
+# (and, with PARALLEL, batched decode) tok/s per model and the ratio B / A.
+# The A/B tables of bench/RESULTS.md were made this way by hand.
+#
+#   A='HEARTH_CUDA_FUSE_ROPE=0' B='' bench/gpu_ab.sh 2
+#   A='--decode-steps 1' B='--decode-steps 8' PARALLEL="4 16" bench/gpu_ab.sh 3
+#
+# An arm is words: NAME=VALUE words go to the environment, the rest to
+# `hearth run --bench` as flags. Each test is
+#
+#   hearth run --bench --device $DEVICE -m M -p 0 -n $N -r $REPS [--parallel P] [arm flags]
+#
+# over the random-weight 1.04B llama of bench/gpu.sh (F16, Q8_0 and Q4_K
+# written into $MODELS when missing, as gpu.sh writes them; TYPES picks),
+# or the files MODEL_FILES names ("name=path ..."). Arms alternate within
+# each round (A then B in odd rounds, B then A in even ones). Logs go to
+# $OUT (or a temporary folder). DEVICE=cpu with a small MODEL_FILES checks
+# the script itself on a machine without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:-}" in -h | --help) sed -n '2,24p' "$0"; exit 0 ;; esac
+ROUNDS=${1:-2}
+BUILD=${HEARTH_BUILD:-gpu/build-cuda}
+HEARTH=$BUILD/hearth
+TOOL=$BUILD/tests/models/test_llama_demo_tool
+VOCAB=${VOCAB:-gpu/shared/vocab/ggml-vocab-phi-3.gguf}
+MODELS=${MODELS:-/tmp/hearth-gpu-models}
+DEVICE=${DEVICE:-cuda}
+N=${N:-128}
+REPS=${REPS:-2}
+A=${A-}
+B=${B-}
+read -r -a TYPES <<<"${TYPES:-F16 Q8_0 Q4_K}"
+read -r -a PAR <<<"${PARALLEL:-}"
+PY=${PYTHON:-python3}
+
+die() { echo "gpu_ab.sh: $*" >&2; exit 1; }
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS '$ROUNDS' is not a positive count"
+[ -x "$HEARTH" ] || die "$HEARTH is missing: build with scripts/gpu-pack.sh here and carry gpu/ (or set HEARTH_BUILD)"
+[ "$A" != "$B" ] || die "arms A and B are the same ('$A'): nothing to compare"
+command -v "$PY" >/dev/null || die "$PY not found (set PYTHON)"
+export LD_LIBRARY_PATH=$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+LOG=${OUT:-$work}
+mkdir -p "$LOG"
+
+# the models: name=path pairs
+declare -a NAMES=()
+declare -A FILE=()
+if [ -n "${MODEL_FILES:-}" ]; then
+    for pair in $MODEL_FILES; do
+        [[ "$pair" == *=* ]] || die "MODEL_FILES entry '$pair' is not name=path"
+        NAMES+=("${pair%%=*}")
+        FILE[${pair%%=*}]=${pair#*=}
+        [ -s "${pair#*=}" ] || die "model ${pair#*=}: no such file"
+    done
+else
+    mkdir -p "$MODELS"
+    f16=$MODELS/llama-1b-f16.gguf
+    if [ ! -s "$f16" ]; then
+        [ -x "$TOOL" ] || die "$TOOL is missing: gpu-pack.sh packs it"
+        [ -f "$VOCAB" ] || die "vocab $VOCAB: no such file (set VOCAB)"
+        "$TOOL" write "$f16.tmp" llama f16 "$VOCAB" 1b >"$LOG/write.log" 2>&1 ||
+            { tail -5 "$LOG/write.log" >&2; die "test_llama_demo_tool write ... 1b failed"; }
+        mv "$f16.tmp" "$f16"
+    fi
+    for t in "${TYPES[@]}"; do
+        l=$(echo "$t" | tr 'A-Z' 'a-z')
+        m=$MODELS/llama-1b-$l.gguf
+        if [ ! -s "$m" ]; then
+            "$HEARTH" quantize "$f16" "$m" "$t" >"$LOG/quantize-$t.log" 2>&1 ||
+                { tail -5 "$LOG/quantize-$t.log" >&2; die "hearth quantize to $t failed"; }
+        fi
+        NAMES+=("$t")
+        FILE[$t]=$m
+    done
+fi
+
+# one test of one arm: its tok/s (the bench table's t/s column of the tg row)
+run_arm() { # arm-words name parallel round label
+    local words=$1 name=$2 par=$3 out=$LOG/r$4-$name-x$3-$5.log env=() flags=() w
+    for w in $words; do
+        if [[ "$w" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; then env+=("$w"); else flags+=("$w"); fi
+    done
+    local p=()
+    [ "$par" -gt 1 ] && p=(--parallel "$par")
+    env "${env[@]}" "$HEARTH" run --bench --device "$DEVICE" -m "${FILE[$name]}" -p 0 -n "$N" -r "$REPS" "${p[@]}" \
+        "${flags[@]}" >"$out" 2>&1 || { tail -20 "$out" >&2; die "arm '$words' failed on $name (log $out)"; }
+    "$PY" - "$out" "$N" "$par" <<'PY'
+import re, sys
+text, n, par = open(sys.argv[1]).read(), sys.argv[2], int(sys.argv[3])
+test = "tg%s" % n + (" x%d" % par if par > 1 else "")
+col = None
+for line in text.splitlines():
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if "t/s" in cells:
+        col = cells.index("t/s")
+    elif col is not None and test in cells and len(cells) > col:
+        print(re.match(r"\d+(?:\.\d+)?", cells[col]).group(0))
+        sys.exit(0)
+sys.exit("no %s row in %s" % (test, sys.argv[1]))
+PY
+}
+
+results=$work/results
+: >"$results"
+for r in $(seq 1 "$ROUNDS"); do
+    for name in "${NAMES[@]}"; do
+        for par in 1 "${PAR[@]}"; do
+            if [ $((r % 2)) -eq 1 ]; then order=(A B); else order=(B A); fi
+            for arm in "${order[@]}"; do
+                words=$A
+                [ "$arm" = B ] && words=$B
+                tps=$(run_arm "$words" "$name" "$par" "$r" "$arm")
+                echo "$r $name $par $arm $tps" | tee -a "$results"
+            done
+        done
+    done
+done
+
+echo "# medians over $ROUNDS rounds, tok/s (tg$N, summed over sequences with --parallel); A: '$A', B: '$B'"
+"$PY" - "$results" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+keys = []
+for _, name, par, _, _ in rows:
+    if (name, par) not in keys:
+        keys.append((name, par))
+print("%-10s %4s %12s %12s %8s" % ("model", "x", "A", "B", "B / A"))
+for name, par in keys:
+    a = statistics.median(float(t) for _, n, p, arm, t in rows if (n, p, arm) == (name, par, "A"))
+    b = statistics.median(float(t) for _, n, p, arm, t in rows if (n, p, arm) == (name, par, "B"))
+    print("%-10s %4s %12.1f %12.1f %7.3fx" % (name, par, a, b, b / a))
+PY
