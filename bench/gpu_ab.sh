@@ -70,7 +70,7 @@ else
         mv "$f16.tmp" "$f16"
     fi
     for t in "${TYPES[@]}"; do
-        l=$(echo "$t" | tr 'A-Z' 'a-z')
+        l=$(echo "$t" | tr '[:upper:]' '[:lower:]')
         m=$MODELS/llama-1b-$l.gguf
         if [ ! -s "$m" ]; then
             "$HEARTH" quantize "$f16" "$m" "$t" >"$LOG/quantize-$t.log" 2>&1 ||
@@ -83,7 +83,8 @@ fi
 
 # one test of one arm: its tok/s (the bench table's t/s column of the tg row)
 run_arm() { # arm-words name parallel round label
-    local words=$1 name=$2 par=$3 out=$LOG/r$4-$name-x$3-$5.log env=() flags=() w
+    local words=$1 name=$2 par=$3 env=() flags=() w
+    local out=$LOG/r$4-$name-x$par-$5.log
     for w in $words; do
         if [[ "$w" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; then env+=("$w"); else flags+=("$w"); fi
     done
