@@ -40,6 +40,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in -h | --help) sed -n '2,39p' "$0"; exit 0 ;; esac
+. bench/gpu_models.sh
 ROUNDS=${1:-3}
 BUILD=${HEARTH_BUILD:-gpu/build-cuda}
 HEARTH=$BUILD/hearth
@@ -79,18 +80,9 @@ if [ ! -x "$LB/llama-bench" ] || [ ! -x "$LB/llama-batched-bench" ]; then
     build_pid=$!
 fi
 
-declare -A MODEL=([F16]=$MODELS/llama-1b-f16.gguf [Q8_0]=$MODELS/llama-1b-q8_0.gguf [Q4_K]=$MODELS/llama-1b-q4_k.gguf)
+declare -A MODEL=()
 t0=$(date +%s)
-if [ ! -s "${MODEL[F16]}" ]; then
-    "$TOOL" write "${MODEL[F16]}.tmp" llama f16 "$VOCAB" 1b >"$LOG/write.log" 2>&1 ||
-        { tail -5 "$LOG/write.log" >&2; die "test_llama_demo_tool write ... 1b failed (does it have the 1b shape?)"; }
-    mv "${MODEL[F16]}.tmp" "${MODEL[F16]}"
-fi
-for t in Q8_0 Q4_K; do
-    [ -s "${MODEL[$t]}" ] && continue
-    "$HEARTH" quantize "${MODEL[F16]}" "${MODEL[$t]}" "$t" >"$LOG/quantize-$t.log" 2>&1 ||
-        { tail -5 "$LOG/quantize-$t.log" >&2; die "hearth quantize to $t failed"; }
-done
+gpu_models MODEL "$MODELS" "$LOG" F16 Q8_0 Q4_K
 echo "models in $MODELS ($(du -sh "$MODELS" | cut -f1), $(($(date +%s) - t0)) s)"
 if [ -n "$build_pid" ]; then
     wait "$build_pid" || { tail -20 "$LOG/llama-build.log" >&2; die "building llama.cpp failed (log above)"; }

@@ -22,6 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in -h | --help) sed -n '2,24p' "$0"; exit 0 ;; esac
+. bench/gpu_models.sh
 ROUNDS=${1:-2}
 BUILD=${HEARTH_BUILD:-gpu/build-cuda}
 HEARTH=$BUILD/hearth
@@ -60,25 +61,8 @@ if [ -n "${MODEL_FILES:-}" ]; then
         [ -s "${pair#*=}" ] || die "model ${pair#*=}: no such file"
     done
 else
-    mkdir -p "$MODELS"
-    f16=$MODELS/llama-1b-f16.gguf
-    if [ ! -s "$f16" ]; then
-        [ -x "$TOOL" ] || die "$TOOL is missing: gpu-pack.sh packs it"
-        [ -f "$VOCAB" ] || die "vocab $VOCAB: no such file (set VOCAB)"
-        "$TOOL" write "$f16.tmp" llama f16 "$VOCAB" 1b >"$LOG/write.log" 2>&1 ||
-            { tail -5 "$LOG/write.log" >&2; die "test_llama_demo_tool write ... 1b failed"; }
-        mv "$f16.tmp" "$f16"
-    fi
-    for t in "${TYPES[@]}"; do
-        l=$(echo "$t" | tr '[:upper:]' '[:lower:]')
-        m=$MODELS/llama-1b-$l.gguf
-        if [ ! -s "$m" ]; then
-            "$HEARTH" quantize "$f16" "$m" "$t" >"$LOG/quantize-$t.log" 2>&1 ||
-                { tail -5 "$LOG/quantize-$t.log" >&2; die "hearth quantize to $t failed"; }
-        fi
-        NAMES+=("$t")
-        FILE[$t]=$m
-    done
+    gpu_models FILE "$MODELS" "$LOG" "${TYPES[@]}"
+    NAMES=("${TYPES[@]}")
 fi
 
 # one test of one arm: its tok/s (the bench table's t/s column of the tg row)
