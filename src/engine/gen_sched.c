@@ -165,6 +165,13 @@ static void finish(hearth_gen_sched *s, seq *q, int status, enum hearth_gen_fini
     req->on_done(req, status, msg, &st);
 }
 
+/* A live request its client cancelled: its slot freed, its cache kept. */
+static void finish_cancelled(hearth_gen_sched *s, seq *q)
+{
+    HLOG_INFO("slot %d: request cancelled after %lld tokens; slot freed", q->slot, (long long)q->n_gen);
+    finish(s, q, HEARTH_ENOTFOUND, HEARTH_GEN_CANCELLED, "cancelled");
+}
+
 static int64_t common_prefix(const seq *q, const hearth_gen_req *req)
 {
     int64_t n = q->n_tokens < req->n_prompt ? q->n_tokens : req->n_prompt;
@@ -521,8 +528,7 @@ static void run_results(hearth_gen_sched *s, int n, int k)
             if (!s->b_req[r])
                 continue;
             if (j > 0 && atomic_load(&q->req->cancelled)) {
-                HLOG_INFO("slot %d: request cancelled after %lld tokens; slot freed", q->slot, (long long)q->n_gen);
-                finish(s, q, HEARTH_ENOTFOUND, HEARTH_GEN_CANCELLED, "cancelled");
+                finish_cancelled(s, q);
                 s->b_req[r] = NULL;
                 drop_run_tail(s, q);
                 continue;
@@ -803,10 +809,8 @@ static void *run(void *arg)
         /* cancellations of live sequences */
         for (int i = 0; i < s->m.n_slots; i++) {
             seq *q = &s->seqs[i];
-            if (q->req && atomic_load(&q->req->cancelled)) {
-                HLOG_INFO("slot %d: request cancelled after %lld tokens; slot freed", q->slot, (long long)q->n_gen);
-                finish(s, q, HEARTH_ENOTFOUND, HEARTH_GEN_CANCELLED, "cancelled");
-            }
+            if (q->req && atomic_load(&q->req->cancelled))
+                finish_cancelled(s, q);
         }
         step(s);
     }

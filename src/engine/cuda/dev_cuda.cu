@@ -176,12 +176,12 @@ typedef struct thread_ctx {
 /* HEARTH_CUDA_REPLAY_TIMES=1: how much of a replayed pass is the GPU's.
  * Each replay is bracketed by two events; at the next replay (the walk has
  * synced since; in a run of steps this waits for it, so the run's passes
- * are timed one after another) its GPU time is added up with the host time from one
- * replay's launch to the next, and every 256 replays both means are logged:
- * their difference is what the host spends per step between
- * passes (the download, the sampler, the next upload). A diagnostic asked
- * for by name, so it logs as a warning (`hearth run` shows no info lines);
- * the events cost a little themselves. */
+ * are timed one after another) its GPU time is added up with the host
+ * time from one replay's launch to the next, and every 256 replays both
+ * means are logged: their difference is what the host spends per step
+ * between passes (the download, the sampler, the next upload). A
+ * diagnostic asked for by name, so it logs as a warning (`hearth run`
+ * shows no info lines); the events cost a little themselves. */
 typedef struct replay_times {
     cudaEvent_t e0, e1;
     bool pending;
