@@ -8,8 +8,9 @@
 #   A='HEARTH_CUDA_PDL_VISION=0' B='' bench/frames_ab.sh 2
 #
 # An arm is words: NAME=VALUE words go to the environment, the rest to both
-# `hearth run` and `hearth serve` as flags. Per round and arm (A then B in
-# odd rounds, B then A in even ones), three tests of the model:
+# `hearth run` and `hearth serve` as flags (a flag only one of them takes,
+# such as serve's --no-keepalive: set TESTS to the tests that use it). Per
+# round and arm (A then B in odd rounds, B then A in even ones), three tests:
 #   in-process:  hearth run -m M --device $DEVICE --bench $FRAMES (its JSON line)
 #   binary:      hearth serve --model face=M --device $DEVICE, then
 #                hearth bench URL --api infer --input FRAME --concurrency 1
@@ -23,7 +24,7 @@
 # kept there when set), PYTHON (default python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h | --help) sed -n '2,23p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h | --help) sed -n '2,24p' "$0"; exit 0 ;; esac
 ROUNDS=${1:-2}
 BUILD=${HEARTH_BUILD:-gpu/build-cuda}
 HEARTH=$BUILD/hearth
@@ -117,6 +118,7 @@ run_arm() { # words round label
         kill -0 "$server" 2>/dev/null || { tail -5 "$LOG/$tag-serve.log" >&2; die "arm '$words': hearth serve exited"; }
         sleep 0.1
     done
+    curl -sf "http://127.0.0.1:$PORT/v2/health/ready" >/dev/null || die "arm '$words': hearth serve not ready after 30 s"
     for t in "${TESTS[@]}"; do
         local shm=()
         case $t in inproc) continue ;; shm) shm=(--shm) ;; esac
