@@ -7,8 +7,8 @@
 #
 #   A='HEARTH_CUDA_PDL_VISION=0' B='' bench/frames_ab.sh 2
 #
-# An arm is words: NAME=VALUE words go to the environment, the rest to both
-# `hearth run` and `hearth serve` as flags (a flag only one of them takes,
+# An arm is words (bench/ab_arms.sh): NAME=VALUE words go to the environment,
+# the rest to both `hearth run` and `hearth serve` as flags (a flag only one of them takes,
 # such as serve's --no-keepalive: set TESTS to the tests that use it). Per
 # round and arm (A then B in odd rounds, B then A in even ones), three tests:
 #   in-process:  hearth run -m M --device $DEVICE --bench $FRAMES (its JSON line)
@@ -25,6 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in -h | --help) sed -n '2,24p' "$0"; exit 0 ;; esac
+. bench/ab_arms.sh
 ROUNDS=${1:-2}
 BUILD=${HEARTH_BUILD:-gpu/build-cuda}
 HEARTH=$BUILD/hearth
@@ -76,15 +77,6 @@ trap cleanup EXIT
 LOG=${OUT:-$work}
 mkdir -p "$LOG"
 
-split_arm() { # words -> ENVW and FLAGS arrays
-    ENVW=()
-    FLAGS=()
-    local w
-    for w in $1; do
-        if [[ "$w" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; then ENVW+=("$w"); else FLAGS+=("$w"); fi
-    done
-}
-
 field() { # json-file key... -> the value of d[key1][key2]...
     "$PY" - "$@" <<'PY'
 import json, sys
@@ -98,10 +90,10 @@ PY
 # one round of one arm: a line "test p50 p99" per test into results
 run_arm() { # words round label
     local words=$1 tag=r$2-$3 t
-    split_arm "$words"
+    ab_split "$words"
     for t in "${TESTS[@]}"; do
         [ "$t" = inproc ] || continue
-        env "${ENVW[@]}" "$HEARTH" run -m "$ONNX" --device "$DEVICE" --bench "$FRAMES" "${FLAGS[@]}" >"$LOG/$tag-inproc.log" 2>&1 ||
+        env "${AB_ENV[@]}" "$HEARTH" run -m "$ONNX" --device "$DEVICE" --bench "$FRAMES" "${AB_FLAGS[@]}" >"$LOG/$tag-inproc.log" 2>&1 ||
             { tail -5 "$LOG/$tag-inproc.log" >&2; die "arm '$words': hearth run failed"; }
         grep '^{"frames"' "$LOG/$tag-inproc.log" | tail -1 >"$work/j" || die "arm '$words': no JSON line from hearth run"
         echo "inproc $(field "$work/j" p50_ms) $(field "$work/j" p99_ms)"
@@ -109,8 +101,8 @@ run_arm() { # words round label
     local served=0
     for t in "${TESTS[@]}"; do [ "$t" = inproc ] || served=1; done
     [ $served = 1 ] || return 0
-    env "${ENVW[@]}" "$HEARTH" serve --model "face=$ONNX" --device "$DEVICE" --no-demo --port "$PORT" \
-        --log-level warn "${FLAGS[@]}" >"$LOG/$tag-serve.log" 2>&1 &
+    env "${AB_ENV[@]}" "$HEARTH" serve --model "face=$ONNX" --device "$DEVICE" --no-demo --port "$PORT" \
+        --log-level warn "${AB_FLAGS[@]}" >"$LOG/$tag-serve.log" 2>&1 &
     server=$!
     local _
     for _ in $(seq 300); do
@@ -137,8 +129,8 @@ results=$work/results
 : >"$results"
 echo "# $NAME ($ONNX) on $DEVICE, $FRAMES frames a test; A: '$A', B: '$B'"
 for r in $(seq 1 "$ROUNDS"); do
-    if [ $((r % 2)) -eq 1 ]; then order=(A B); else order=(B A); fi
-    for arm in "${order[@]}"; do
+    ab_order "$r"
+    for arm in "${AB_ORDER[@]}"; do
         words=$A
         [ "$arm" = B ] && words=$B
         run_arm "$words" "$r" "$arm" >"$work/arm" # here, not in a pipe: cleanup must see $server
@@ -149,16 +141,5 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 echo "# medians over $ROUNDS rounds, ms (in-process: hearth run's frame time; binary, shm: hearth bench's latency)"
-"$PY" - "$results" <<'PY'
-import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-tests = []
-for _, t, _, _, _ in rows:
-    if t not in tests:
-        tests.append(t)
-print("%-8s %10s %10s %10s %10s %9s %9s" % ("test", "A p50", "B p50", "A p99", "B p99", "p50 B/A", "p99 B/A"))
-for t in tests:
-    med = lambda arm, col: statistics.median(float(r[col]) for r in rows if r[1] == t and r[2] == arm)
-    a50, b50, a99, b99 = med("A", 3), med("B", 3), med("A", 4), med("B", 4)
-    print("%-8s %10.3f %10.3f %10.3f %10.3f %8.3fx %8.3fx" % (t, a50, b50, a99, b99, b50 / a50, b99 / a99))
-PY
+printf "%-10s %10s %10s %10s %10s %9s %9s\n" test "A p50" "A p99" "B p50" "B p99" "p50 B/A" "p99 B/A"
+ab_medians "$results" 1 "%10.3f %10.3f %10.3f %10.3f %8.3fx %8.3fx"

@@ -23,6 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in -h | --help) sed -n '2,24p' "$0"; exit 0 ;; esac
 . bench/gpu_models.sh
+. bench/ab_arms.sh
 ROUNDS=${1:-2}
 BUILD=${HEARTH_BUILD:-gpu/build-cuda}
 HEARTH=$BUILD/hearth
@@ -67,15 +68,13 @@ fi
 
 # one test of one arm: its tok/s (the bench table's t/s column of the tg row)
 run_arm() { # arm-words name parallel round label
-    local words=$1 name=$2 par=$3 env=() flags=() w
+    local words=$1 name=$2 par=$3
     local out=$LOG/r$4-$name-x$par-$5.log
-    for w in $words; do
-        if [[ "$w" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; then env+=("$w"); else flags+=("$w"); fi
-    done
+    ab_split "$words"
     local p=()
     [ "$par" -gt 1 ] && p=(--parallel "$par")
-    env "${env[@]}" "$HEARTH" run --bench --device "$DEVICE" -m "${FILE[$name]}" -p 0 -n "$N" -r "$REPS" "${p[@]}" \
-        "${flags[@]}" >"$out" 2>&1 || { tail -20 "$out" >&2; die "arm '$words' failed on $name (log $out)"; }
+    env "${AB_ENV[@]}" "$HEARTH" run --bench --device "$DEVICE" -m "${FILE[$name]}" -p 0 -n "$N" -r "$REPS" "${p[@]}" \
+        "${AB_FLAGS[@]}" >"$out" 2>&1 || { tail -20 "$out" >&2; die "arm '$words' failed on $name (log $out)"; }
     "$PY" - "$out" "$N" "$par" <<'PY'
 import re, sys
 text, n, par = open(sys.argv[1]).read(), sys.argv[2], int(sys.argv[3])
@@ -97,8 +96,8 @@ results=$work/results
 for r in $(seq 1 "$ROUNDS"); do
     for name in "${NAMES[@]}"; do
         for par in 1 "${PAR[@]}"; do
-            if [ $((r % 2)) -eq 1 ]; then order=(A B); else order=(B A); fi
-            for arm in "${order[@]}"; do
+            ab_order "$r"
+            for arm in "${AB_ORDER[@]}"; do
                 words=$A
                 [ "$arm" = B ] && words=$B
                 tps=$(run_arm "$words" "$name" "$par" "$r" "$arm")
@@ -109,16 +108,5 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 
 echo "# medians over $ROUNDS rounds, tok/s (tg$N, summed over sequences with --parallel); A: '$A', B: '$B'"
-"$PY" - "$results" <<'PY'
-import statistics, sys
-rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-keys = []
-for _, name, par, _, _ in rows:
-    if (name, par) not in keys:
-        keys.append((name, par))
-print("%-10s %4s %12s %12s %8s" % ("model", "x", "A", "B", "B / A"))
-for name, par in keys:
-    a = statistics.median(float(t) for _, n, p, arm, t in rows if (n, p, arm) == (name, par, "A"))
-    b = statistics.median(float(t) for _, n, p, arm, t in rows if (n, p, arm) == (name, par, "B"))
-    print("%-10s %4s %12.1f %12.1f %7.3fx" % (name, par, a, b, b / a))
-PY
+printf "%-10s %-10s %12s %12s %8s\n" model x A B "B / A"
+ab_medians "$results" 2 "%12.1f %12.1f %7.3fx"
