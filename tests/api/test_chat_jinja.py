@@ -16,13 +16,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, SHARED, Server, get_json, post_json, run  # noqa: E402
+from hearth_test import BIN, SHARED, Server, get_json, post_json, run, scratch_dir  # noqa: E402
 
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
-TMP = tempfile.mkdtemp(prefix="hearth-jinja-")
+TMP = scratch_dir("hearth-jinja-")
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "ref"))
 try:

@@ -9,13 +9,12 @@ import os
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, Conn, Server, request, run  # noqa: E402
+from hearth_test import BIN, Conn, Server, request, run, scratch_dir  # noqa: E402
 
-DEMO_DIR = tempfile.mkdtemp(prefix="hearth-demo-")
+DEMO_DIR = scratch_dir("hearth-demo-")
 DEMO = "demo-minilm-l6"
 DIM = 384
 SENTENCES = ["the quick brown fox jumps over the lazy dog near the river",
@@ -222,7 +221,7 @@ def prompt_folder():
     default: a copy whose weights file is a link to the demo's."""
     src = [os.path.join(DEMO_DIR, d) for d in os.listdir(DEMO_DIR) if d.startswith("demo-minilm")]
     assert src, "no demo encoder folder in %s" % DEMO_DIR
-    dst = tempfile.mkdtemp(prefix="hearth-prompts-")
+    dst = scratch_dir("hearth-prompts-")
     for root, _, files in os.walk(src[0]):
         rel = os.path.relpath(root, src[0])
         os.makedirs(os.path.join(dst, rel), exist_ok=True)

@@ -14,18 +14,17 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import SHARED, Server, connect, request, run  # noqa: E402
+from hearth_test import SHARED, Server, connect, request, run, scratch_dir  # noqa: E402
 
 BUILD = os.environ.get("HEARTH_BUILD") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
 DEMO_TOOL = os.path.join(BUILD, "tests", "models", "test_llama_demo_tool")
 STORIES_DIR = os.path.join(SHARED, "models", "stories260K")
 STORIES = os.path.join(STORIES_DIR, "stories260K.gguf")
-TMP = tempfile.mkdtemp(prefix="hearth-genapi-")
+TMP = scratch_dir("hearth-genapi-")
 _slow_model = []
 
 

@@ -6,13 +6,12 @@ POST /invocations as /embed; GET /ping as /health)."""
 import json
 import os
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import Server, request, run  # noqa: E402
+from hearth_test import Server, request, run, scratch_dir  # noqa: E402
 
-DEMO_DIR = tempfile.mkdtemp(prefix="hearth-demo-")
+DEMO_DIR = scratch_dir("hearth-demo-")
 GEN = "demo-llama-tiny"
 
 # Each JSON API with a body it answers 200 to; "TEXT" marks a text field.
@@ -178,7 +177,7 @@ def test_tei_root_routes_embed():
 
 
 def test_ping_is_public_and_follows_health():
-    srv = Server("--demo", "--demo-dir", tempfile.mkdtemp(prefix="hearth-demo-"), "--log-level", "warn",
+    srv = Server("--demo", "--demo-dir", scratch_dir("hearth-demo-"), "--log-level", "warn",
                  "--api-key", "sekrit", wait_ready=False)
     seen = set()
     deadline = time.time() + 120

@@ -14,10 +14,9 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, SHARED, Server, connect, get_json, post, post_json, request, run, sse_events  # noqa: E402
+from hearth_test import BIN, SHARED, Server, connect, get_json, post, post_json, request, run, scratch_dir, sse_events  # noqa: E402
 
 STORIES_DIR = os.path.join(SHARED, "models", "stories260K")
 STORIES = os.path.join(STORIES_DIR, "stories260K.gguf")
@@ -30,7 +29,7 @@ def golden_text():
     return lines[lines.index("decoded text:") + 1]
 
 
-DEMO_DIR = tempfile.mkdtemp(prefix="hearth-compat-demo-")
+DEMO_DIR = scratch_dir("hearth-compat-demo-")
 
 
 class Demo:
@@ -641,7 +640,7 @@ def test_infill():
     prefix/suffix/middle ones; the answer is /completion's, streamed too, the same as the
     built ids sent to /completion. A model without FIM tokens gets llama-server's 501."""
     PRE, SUF, MID, REP, SEP = 400, 401, 402, 403, 404
-    d = tempfile.mkdtemp(prefix="hearth-fim-")
+    d = scratch_dir("hearth-fim-")
     new = os.path.join(d, "fim.gguf")
     old = os.path.join(d, "fim-old.gguf")
     gguf_with_keys(STORIES, new, {"tokenizer.ggml.fim_pre_token_id": PRE, "tokenizer.ggml.fim_suf_token_id": SUF,
@@ -730,4 +729,3 @@ if __name__ == "__main__":
         for held in (Main, Demo):
             if held.srv is not None:
                 held.srv.stop()
-        shutil.rmtree(DEMO_DIR, ignore_errors=True)

@@ -12,15 +12,14 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import SHARED, Server, get_json, request, run  # noqa: E402
+from hearth_test import SHARED, Server, get_json, request, run, scratch_dir  # noqa: E402
 
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
 PROMPT = "Once upon a time, there was a little girl named Lily. She loved to play outside"
-SAVE_DIR = tempfile.mkdtemp(prefix="hearth-slots-")
+SAVE_DIR = scratch_dir("hearth-slots-")
 
 
 def post_json(port, path, doc, timeout=120):
@@ -147,7 +146,7 @@ def test_bad_requests():
     st, doc = post_json(port, "/slots/0?action=restore", {"filename": "junk.bin"})
     assert st == 400 and "not a hearth slot file" in doc["error"]["message"], doc
     # a slot file of another cache type (f32 here, f16 there) names the mismatch
-    other = tempfile.mkdtemp(prefix="hearth-slots-f32-")
+    other = scratch_dir("hearth-slots-f32-")
     try:
         with Server("--model", STORIES, "--parallel", "1", "--cache-slots", "0", "--ctx-size", "256",
                     "--cache-type", "f32", "--slot-save-path", other, "--log-level", "warn", timeout=120) as s:
@@ -198,4 +197,3 @@ if __name__ == "__main__":
     finally:
         if Held.srv is not None:
             Held.srv.stop()
-        shutil.rmtree(SAVE_DIR, ignore_errors=True)

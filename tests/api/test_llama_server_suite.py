@@ -12,10 +12,9 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import SHARED, Server, post, post_json, request, run, sse_events  # noqa: E402
+from hearth_test import SHARED, Server, post, post_json, request, run, scratch_dir, sse_events  # noqa: E402
 
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
 # ServerPreset.tinyllama2() of the suite: its flags, as llama-server takes them
@@ -151,7 +150,7 @@ def test_id_slot_and_slot_files():
     """id_slot runs a request in that slot: llama.cpp's test_slot_save_restore, whose
     numbers are llama-server's: 21 prompt tokens computed, 84 saved (21 + 64 - 1), 6 of
     the next prompt computed in the slot holding the first, 1 when all is cached."""
-    d = tempfile.mkdtemp(prefix="hearth-idslot-")
+    d = scratch_dir("hearth-idslot-")
     flags = list(SUITE_FLAGS)
     flags[flags.index("--temp") + 1] = "0.0"
     with Server(*flags, "--slot-save-path", d, "--log-level", "warn", timeout=120) as s:
@@ -220,7 +219,7 @@ def test_spm_infill_puts_the_suffix_first():
     prefix's last 48 ids, the suffix's first 16 - 2 - the prompt's)."""
     from test_llama_server_compat import gguf_with_keys
     PRE, SUF, MID = 400, 401, 402
-    d = tempfile.mkdtemp(prefix="hearth-spm-")
+    d = scratch_dir("hearth-spm-")
     path = os.path.join(d, "fim.gguf")
     gguf_with_keys(STORIES, path, {"tokenizer.ggml.fim_pre_token_id": PRE, "tokenizer.ggml.fim_suf_token_id": SUF,
                                    "tokenizer.ggml.fim_mid_token_id": MID})

@@ -22,7 +22,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import SHARED, Server, request, run  # noqa: E402
+from hearth_test import SHARED, Server, request, run, scratch_dir  # noqa: E402
 
 try:
     import numpy as np
@@ -49,8 +49,7 @@ def ensure_state_model():
     if STATE_MODEL:
         return
     import subprocess
-    import tempfile
-    d = tempfile.mkdtemp(prefix="hearth-oip-state-")
+    d = scratch_dir("hearth-oip-state-")
     ref = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref", "frame_models.py")
     p = subprocess.run([sys.executable, ref, d], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, "tests/ref/frame_models.py failed:\n" + p.stdout + p.stderr

@@ -18,10 +18,9 @@ import os
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, SHARED, Server, run  # noqa: E402
+from hearth_test import BIN, SHARED, Server, run, scratch_dir  # noqa: E402
 
 try:
     import openai
@@ -35,7 +34,7 @@ DEMO_TOOL = os.path.join(BUILD, "tests", "models", "test_llama_demo_tool")
 STORIES_DIR = os.path.join(SHARED, "models", "stories260K")
 STORIES = os.path.join(STORIES_DIR, "stories260K.gguf")
 MSGS = [{"role": "system", "content": "You tell short stories."}, {"role": "user", "content": "Once upon a time"}]
-TMP = tempfile.mkdtemp(prefix="hearth-oai-")
+TMP = scratch_dir("hearth-oai-")
 _server = []
 
 

@@ -13,16 +13,14 @@ test_tool_call.py at c392e50 (read, never copied) for what llama-server answers.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, SHARED, Server, post, post_json, run, sse_events  # noqa: E402
+from hearth_test import BIN, SHARED, Server, post, post_json, run, scratch_dir, sse_events  # noqa: E402
 
 STORIES = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
-TMP = tempfile.mkdtemp(prefix="hearth-tools-")
+TMP = scratch_dir("hearth-tools-")
 
 # Jinja templates reduced to the markers hearth recognises a family by (the
 # real ones are long; what hearth reads in them is the same)
@@ -244,4 +242,3 @@ if __name__ == "__main__":
     finally:
         for s in _servers.values():
             s.__exit__(None, None, None)
-        shutil.rmtree(TMP, ignore_errors=True)

@@ -16,11 +16,11 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, SHARED, Server, free_port, request, run  # noqa: E402
+from hearth_test import BIN, SHARED, Server, free_port, request, run, scratch_dir  # noqa: E402
 
 BUILD = os.environ.get("HEARTH_BUILD") or os.path.join(os.path.dirname(__file__), "..", "..", "build")
 DEMO_TOOL = os.path.join(BUILD, "tests", "models", "test_llama_demo_tool")
-TMP = tempfile.mkdtemp(prefix="hearth-bench-tool-")
+TMP = scratch_dir("hearth-bench-tool-")
 
 
 def read_request(rfile):

@@ -17,10 +17,8 @@ tolerances beside them:
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -34,7 +32,7 @@ import safetensors_py  # noqa: E402
 BIN = hearth_test.BIN
 VOCAB = os.path.join(hearth_test.SHARED, "vocab", "bert-base-uncased-vocab.txt")
 REF = os.path.join(HERE, "..", "ref", "bert_ref.py")
-TMP = tempfile.mkdtemp(prefix="hearth-bert-parity-")
+TMP = hearth_test.scratch_dir("hearth-bert-parity-")
 MODEL = os.path.join(TMP, "minilm")
 
 SENTENCES = [
@@ -218,11 +216,8 @@ def test_too_long_text():
 
 
 if __name__ == "__main__":
-    try:
-        hearth_test.run([test_tokens_have_cls_and_sep, test_fp32_batched_matches_reference,
-                         test_fp32_alone_matches_reference, test_batched_equals_alone, test_thread_counts_same_vectors,
-                         test_bf16_weights,
-                         test_int8_weights, test_gguf_same_vectors, test_gguf_f16, test_gguf_contents,
-                         test_cls_pooling, test_too_long_text])
-    finally:
-        shutil.rmtree(TMP, ignore_errors=True)
+    hearth_test.run([test_tokens_have_cls_and_sep, test_fp32_batched_matches_reference,
+                     test_fp32_alone_matches_reference, test_batched_equals_alone, test_thread_counts_same_vectors,
+                     test_bf16_weights,
+                     test_int8_weights, test_gguf_same_vectors, test_gguf_f16, test_gguf_contents,
+                     test_cls_pooling, test_too_long_text])

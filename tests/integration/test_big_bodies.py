@@ -20,15 +20,14 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import SHARED, Conn, Server, connect, request, run, sanitizer_build  # noqa: E402
+from hearth_test import SHARED, Conn, Server, connect, request, run, sanitizer_build, scratch_dir  # noqa: E402
 
 MODEL = os.path.join(SHARED, "models", "stories260K", "stories260K.gguf")
-DEMO_DIR = tempfile.mkdtemp(prefix="hearth-demo-")
+DEMO_DIR = scratch_dir("hearth-demo-")
 SAN = sanitizer_build()
 # The bodies: ~10 MB of prose (about 2.4 M tokens), within the 16 MiB body limit.
 BIG = (2 << 20) if SAN else (10 << 20)

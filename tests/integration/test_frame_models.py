@@ -14,10 +14,8 @@ pairs the planner composes give the outputs of the copies apart.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -31,7 +29,7 @@ try:
 except ImportError:  # the pinned venv has it (scripts/deps.sh)
     th = None
 
-TMP = tempfile.mkdtemp(prefix="hearth-frames-")
+TMP = ht.scratch_dir("hearth-frames-")
 _index = None
 
 
@@ -185,7 +183,4 @@ def test_recurrent_sequences():
 
 
 if __name__ == "__main__":
-    try:
-        ht.run([test_ops_match_torch, test_copies_composed, test_planner_errors_name_the_node, test_recurrent_sequences])
-    finally:
-        shutil.rmtree(TMP, ignore_errors=True)
+    ht.run([test_ops_match_torch, test_copies_composed, test_planner_errors_name_the_node, test_recurrent_sequences])

@@ -32,7 +32,6 @@ Tolerances:
 import os
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -47,7 +46,7 @@ torch.set_num_threads(2)
 BUILD = os.environ.get("HEARTH_BUILD") or os.path.join(HERE, "..", "..", "build")
 TOOL = os.path.join(BUILD, "tests", "models", "test_llama_demo_tool")
 VOCAB = os.path.join(hearth_test.SHARED, "models", "stories260K", "stories260K.gguf")
-TMP = tempfile.mkdtemp(prefix="hearth-parity-")
+TMP = hearth_test.scratch_dir("hearth-parity-")
 IDS = [1] + [(i * 7919 + 13) % 512 for i in range(1, 72)]
 TOL = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 4e-2, "q4_0": 4e-2, "q4_k": 4e-2, "q6_k": 4e-2}
 ARCHS = {"llama": [], "qwen2": [], "qwen3": ["tied"]}

@@ -14,9 +14,11 @@ against, so each check here uses something independent of the code under test:
 Needs only /usr/bin/python3 with torch and numpy (no hearth binary); prints
 "ok - name" / "not ok - name" lines as tests/run.sh expects.
 """
+import atexit
 import json
 import math
 import os
+import shutil
 import struct
 import sys
 import tempfile
@@ -37,6 +39,7 @@ torch.set_num_threads(2)
 SHARED = os.environ.get("HEARTH_SHARED") or os.path.join(HERE, "..", "..", "..", "shared")
 STORIES = os.path.join(SHARED, "models", "stories260K")
 TMP = tempfile.mkdtemp(prefix="hearth-ref-")
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
 
 # -- a throwaway GGUF v3 writer ------------------------------------------------

@@ -20,21 +20,19 @@ hearth's. Checks, with the tolerances beside them:
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "ref"))
 import gguf_py  # noqa: E402
 import hearth_test  # noqa: E402
-from hearth_test import BIN, Server, post_json, request  # noqa: E402
+from hearth_test import BIN, Server, post_json, request, scratch_dir  # noqa: E402
 
 VOCAB = os.path.join(hearth_test.SHARED, "vocab", "bert-base-uncased-vocab.txt")
 REF = os.path.join(HERE, "..", "ref", "rerank_ref.py")
-TMP = tempfile.mkdtemp(prefix="hearth-rerank-")
+TMP = scratch_dir("hearth-rerank-")
 XENC = os.path.join(TMP, "xenc")
 ENC = os.path.join(TMP, "enc")
 TOL = 1e-4  # |hearth - transformers| per logit, fp32
@@ -220,9 +218,6 @@ def test_reranking_flag_refuses_an_encoder():
 
 
 if __name__ == "__main__":
-    try:
-        hearth_test.run([test_folder_matches_reference, test_token_type_one_is_used, test_gguf_contents_and_scores,
-                         test_routes_top_n_and_documents, test_tei_shape, test_errors,
-                         test_reranking_flag_refuses_an_encoder])
-    finally:
-        shutil.rmtree(TMP, ignore_errors=True)
+    hearth_test.run([test_folder_matches_reference, test_token_type_one_is_used, test_gguf_contents_and_scores,
+                     test_routes_top_n_and_documents, test_tei_shape, test_errors,
+                     test_reranking_flag_refuses_an_encoder])

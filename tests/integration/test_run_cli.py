@@ -12,7 +12,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -20,14 +19,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 sys.path.insert(0, os.path.join(HERE, "..", "ref"))
 import hearth_test  # noqa: E402
-from hearth_test import BIN, SHARED  # noqa: E402
+from hearth_test import BIN, SHARED, scratch_dir  # noqa: E402
 import gguf_py  # noqa: E402
 
 BUILD = os.environ.get("HEARTH_BUILD") or os.path.join(HERE, "..", "..", "build")
 DEMO_TOOL = os.path.join(BUILD, "tests", "models", "test_llama_demo_tool")
 MODEL_DIR = os.path.join(SHARED, "models", "stories260K")
 MODEL = os.path.join(MODEL_DIR, "stories260K.gguf")
-TMP = tempfile.mkdtemp(prefix="hearth-run-")
+TMP = scratch_dir("hearth-run-")
 
 
 def golden():

@@ -10,10 +10,12 @@ import json
 import atexit
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -23,15 +25,29 @@ SHARED = os.environ.get("HEARTH_SHARED") or os.path.join(os.path.dirname(__file_
 
 
 _started = []
+_scratch = []
 
 
 @atexit.register
 def _kill_leftovers():
-    """A test that failed half-way must not leave its server running."""
+    """A test that failed half-way must not leave its server running, nor
+    its scratch folders behind (a demo model is ~90 MB: a few dozen runs of
+    the suite that left theirs filled a disk)."""
     for p in _started:
         if p.poll() is None:
             p.kill()
             p.wait()
+    for d in _scratch:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def scratch_dir(prefix):
+    """A fresh folder under $TMPDIR, removed when the suite exits, after its
+    servers are stopped. (tests/run.sh also gives each suite a TMPDIR of its
+    own and removes it, for a suite killed before its atexit runs.)"""
+    d = tempfile.mkdtemp(prefix=prefix)
+    _scratch.append(d)
+    return d
 
 
 class Server:
