@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # bench/soak.sh: a long mixed soak against one `hearth serve` (the demo encoder
 # and the demo llama): N requests (default 1,000,000) of /health, TEI /embed,
-# OpenAI /v1/embeddings, /completion and a streamed chat, until both N requests
-# and N/100 model requests are done, in slices of SLICE seconds. Each slice
-# runs five `hearth bench` at once (closed loop), so the cheap requests make up
-# the count while the model requests run all along beside them:
+# OpenAI /v1/embeddings, /completion, a streamed chat and frames of MNIST
+# (../shared/vision) over the Open Inference Protocol, until both N requests
+# and N/100 requests to the text models are done, in slices of SLICE seconds.
+# Each slice runs eight `hearth bench` at once (closed loop), so the cheap
+# requests make up the count while the model requests run all along beside
+# them:
 #   /health on 2 connections; TEI /embed of 1-3 sentences on 2; OpenAI
 #   /v1/embeddings on 1; llama-server's /completion of 4 tokens (--api raw,
-#   a seed per request) on 1; a streamed chat of 4 tokens on 1.
+#   a seed per request) on 1; a streamed chat of 4 tokens on 1; an MNIST
+#   frame on 1 each as binary tensor data, as JSON arrays and in shared memory.
+# The server serves the demo encoder and llama (written once into a scratch
+# folder) and MNIST together, so frames run beside the batch work.
 # (Before, two wrk with a Lua mix did this, the model requests in a fixed
 # rotation on 6 connections; now each kind has its own connections.)
 # After each slice it reads the server's resident memory (VmRSS); at the end it
@@ -20,6 +25,9 @@
 #
 #   bench/soak.sh [N] [SLICE]          defaults 1000000 requests, 10 s slices
 #
+# KINDS (default all eight: health tei embeddings completion chat frame
+# frame_json frame_shm) runs a part of the mix.
+#
 # Exit status 0 only when every check held.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +35,12 @@ N=${1:-1000000}
 SLICE=${2:-10}
 SAN_DIV=${SAN_DIV:-20}
 PORT=${PORT:-18431}
+SHARED=${HEARTH_SHARED:-$(cd .. && pwd)/shared}
+MNIST=$SHARED/vision/mnist-8/mnist-8.onnx
+FRAME=$SHARED/vision/golden/mnist-8.in.Input3.f32
+for f in "$MNIST" "$FRAME"; do
+    [ -f "$f" ] || { echo "soak: $f: no such file (set HEARTH_SHARED to the shared data folder)"; exit 1; }
+done
 work=$(mktemp -d)
 pid=""
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"; }
@@ -44,23 +58,39 @@ done >"$work/tei.jsonl"
 printf '%s\n' "${texts[@]}" >"$work/texts.txt"
 for i in $(seq 1 64); do echo "{\"prompt\":\"Once upon a time\",\"n_predict\":4,\"seed\":$i}"; done >"$work/completion.jsonl"
 # kind -> connections and hearth bench arguments (the URL's path, when given, follows the port)
-kinds=(health tei embeddings completion chat)
-declare -A CONNS=([health]=2 [tei]=2 [embeddings]=1 [completion]=1 [chat]=1)
+read -r -a kinds <<<"${KINDS:-health tei embeddings completion chat frame frame_json frame_shm}"
+declare -A CONNS=([health]=2 [tei]=2 [embeddings]=1 [completion]=1 [chat]=1 [frame]=1 [frame_json]=1 [frame_shm]=1)
 declare -A ARGS=([health]="--api health" [tei]="--api tei --input $work/tei.jsonl"
                  [embeddings]="--api embeddings --input $work/texts.txt"
                  [completion]="/completion --api raw --input $work/completion.jsonl"
-                 [chat]="--api chat --prompt hi --max-tokens 4")
+                 [chat]="--api chat --prompt hi --max-tokens 4"
+                 [frame]="--api infer --model digits --input $FRAME"
+                 [frame_json]="--api infer --model digits --input $FRAME --binary 0"
+                 [frame_shm]="--api infer --model digits --input $FRAME --shm")
 
 # the load generator: the plain build, also when the server is the sanitizer one
 BENCH=${HEARTH_BIN:-build/hearth}
+# The demo models, written once by a server started for that alone, are then
+# named with MNIST (a server given --model serves no demos).
+"$BENCH" serve --port "$PORT" --log-level warn --demo --demo-dir "$work/demo" >"$work/demo.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do curl -sf "localhost:$PORT/health" >/dev/null && break; sleep 0.2; done
+kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""
+encoder=$(find "$work/demo" -maxdepth 1 -name 'demo-minilm-*' -type d | head -1)
+if [ -z "$encoder" ] || [ ! -f "$work/demo/demo-llama-tiny.gguf" ]; then
+    echo "soak: the demo models were not written"; cat "$work/demo.log"; exit 1
+fi
+MODELS=(--model "$encoder" --model "$work/demo/demo-llama-tiny.gguf" --model "digits=$MNIST")
+
 # soak BIN N LABEL: runs the mix; sets ok=0 on any failure
 soak() {
     local bin=$1 n=$2 label=$3
-    "$bin" serve --port "$PORT" --io-threads 2 --log-level warn --demo --demo-dir "$work/demo" >"$work/$label.log" 2>&1 &
+    "$bin" serve --port "$PORT" --io-threads 2 --log-level warn "${MODELS[@]}" >"$work/$label.log" 2>&1 &
     pid=$!
     for _ in $(seq 600); do curl -sf "localhost:$PORT/health" >/dev/null && break; sleep 0.2; done
     curl -sf "localhost:$PORT/health" >/dev/null || { echo "$label: the server did not start"; cat "$work/$label.log"; ok=0; return; }
     local done_n=0 done_m=0 bad=0 sock=0 first="" max=0 last=0 slices=0 t0=$SECONDS
+    local -A by_kind=()
     while [ "$done_n" -lt "$n" ] || [ "$done_m" -lt $((n / 100)) ]; do
         local k bpids=()
         for k in "${kinds[@]}"; do
@@ -83,7 +113,8 @@ st = j["errors_by_kind"]["status"]
 print(j["requests"] + j["errors"], st, j["errors"] - st)' "$work/$k.json")
             [ "$r" -gt 0 ] || { echo "$label: --api $k got no answer in a slice"; cat "$work/$k.out"; ok=0; }
             done_n=$((done_n + r)); bad=$((bad + b)); sock=$((sock + s))
-            [ "$k" != health ] && done_m=$((done_m + r))
+            by_kind[$k]=$((${by_kind[$k]:-0} + r))
+            case $k in health | frame*) ;; *) done_m=$((done_m + r)) ;; esac
         done
         slices=$((slices + 1))
         last=$(rss_kb "$pid")
@@ -96,9 +127,12 @@ print(j["requests"] + j["errors"], st, j["errors"] - st)' "$work/$k.json")
     wait "$pid" || rc=$?
     pid=""
     local secs=$((SECONDS - t0))
-    printf '%s: %d requests (%d of them to the models) in %d s (%d/s), non-2xx %d, other errors %d; rss after warm-up %d kB, last %d kB (%+.1f%%), highest %d kB; exit %d\n' \
+    printf '%s: %d requests (%d of them to the text models) in %d s (%d/s), non-2xx %d, other errors %d; rss after warm-up %d kB, last %d kB (%+.1f%%), highest %d kB; exit %d\n' \
         "$label" "$done_n" "$done_m" "$secs" $((done_n / (secs > 0 ? secs : 1))) "$bad" "$sock" "$first" "$last" \
         "$(awk -v a="$first" -v b="$last" 'BEGIN { print (b - a) * 100 / a }')" "$max" "$rc"
+    local line="" k
+    for k in "${kinds[@]}"; do line+=" $k ${by_kind[$k]:-0},"; done
+    echo "$label: requests by kind:${line%,}"
     [ "$bad" -eq 0 ] && [ "$sock" -eq 0 ] && [ "$rc" -eq 0 ] || ok=0
     if [ "$label" = plain ]; then
         awk -v a="$first" -v b="$last" 'BEGIN { exit !(b <= a * 1.05) }' || { echo "plain: resident memory grew over 5%"; ok=0; }
