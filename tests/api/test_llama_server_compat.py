@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
-from hearth_test import BIN, SHARED, Server, connect, get_json, post, post_json, request, run, scratch_dir, sse_events  # noqa: E402
+from hearth_test import BIN, SHARED, Server, connect, get_json, post, post_json, run, scratch_dir, sse_events  # noqa: E402
 
 STORIES_DIR = os.path.join(SHARED, "models", "stories260K")
 STORIES = os.path.join(STORIES_DIR, "stories260K.gguf")
