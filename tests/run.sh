@@ -42,7 +42,7 @@ run_suite() {
     local start=$(date +%s)
     # Each suite gets a TMPDIR of its own, removed when it ends, so that a
     # suite that dies before cleaning up (or forgets to) leaves nothing.
-    # Suites had left their demo models in /tmp, ~600 MB a run: 77 GB on a
+    # Suites had left their demo models in /tmp, ~600 MB a run: ~47 GB on a
     # development machine after ~70 runs. A CI run then ended both of make
     # check's streams without counts, a line cut mid-write, as a full disk does.
     local tmp
