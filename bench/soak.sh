@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/soak.sh: a long mixed soak against one `hearth serve` (the demo encoder
-# and the demo llama): N requests (default 1,000,000) of /health, TEI /embed,
+# bench/soak.sh: a long mixed soak against one `hearth serve` (the demo encoder,
+# the demo llama and MNIST): N requests (default 1,000,000) of /health, TEI /embed,
 # OpenAI /v1/embeddings, /completion, a streamed chat and frames of MNIST
 # (../shared/vision) over the Open Inference Protocol, until both N requests
 # and N/100 requests to the text models are done, in slices of SLICE seconds.
@@ -26,7 +26,8 @@
 #   bench/soak.sh [N] [SLICE]          defaults 1000000 requests, 10 s slices
 #
 # KINDS (default all eight: health tei embeddings completion chat frame
-# frame_json frame_shm) runs a part of the mix.
+# frame_json frame_shm) runs a part of the mix (without a text kind, N
+# requests alone end it).
 #
 # Exit status 0 only when every check held.
 set -euo pipefail
@@ -67,6 +68,12 @@ declare -A ARGS=([health]="--api health" [tei]="--api tei --input $work/tei.json
                  [frame]="--api infer --model digits --input $FRAME"
                  [frame_json]="--api infer --model digits --input $FRAME --binary 0"
                  [frame_shm]="--api infer --model digits --input $FRAME --shm")
+text_kinds=0
+for k in "${kinds[@]}"; do
+    [ -n "${CONNS[$k]:-}" ] || { echo "soak: unknown kind '$k' in KINDS (${!CONNS[*]})"; exit 1; }
+    case $k in health | frame*) ;; *) text_kinds=1 ;; esac
+done
+[ ${#kinds[@]} -gt 0 ] || { echo "soak: KINDS names no kind"; exit 1; }
 
 # the load generator: the plain build, also when the server is the sanitizer one
 BENCH=${HEARTH_BIN:-build/hearth}
@@ -91,7 +98,7 @@ soak() {
     curl -sf "localhost:$PORT/health" >/dev/null || { echo "$label: the server did not start"; cat "$work/$label.log"; ok=0; return; }
     local done_n=0 done_m=0 bad=0 sock=0 first="" max=0 last=0 slices=0 t0=$SECONDS
     local -A by_kind=()
-    while [ "$done_n" -lt "$n" ] || [ "$done_m" -lt $((n / 100)) ]; do
+    while [ "$done_n" -lt "$n" ] || [ "$done_m" -lt $((text_kinds * n / 100)) ]; do
         local k bpids=()
         for k in "${kinds[@]}"; do
             local path="" args=${ARGS[$k]}
