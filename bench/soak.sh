@@ -27,7 +27,8 @@
 #
 # KINDS (default all eight: health tei embeddings completion chat frame
 # frame_json frame_shm) runs a part of the mix (without a text kind, N
-# requests alone end it).
+# requests alone end it). DEVICE (default cpu; cuda on the GPU machine, with
+# HEARTH_BIN and HEARTH_SHARED set there) is where the llama and MNIST run.
 #
 # Exit status 0 only when every check held.
 set -euo pipefail
@@ -36,6 +37,7 @@ N=${1:-1000000}
 SLICE=${2:-10}
 SAN_DIV=${SAN_DIV:-20}
 PORT=${PORT:-18431}
+DEVICE=${DEVICE:-cpu}
 SHARED=${HEARTH_SHARED:-$(cd .. && pwd)/shared}
 MNIST=$SHARED/vision/mnist-8/mnist-8.onnx
 FRAME=$SHARED/vision/golden/mnist-8.in.Input3.f32
@@ -81,7 +83,11 @@ BENCH=${HEARTH_BIN:-build/hearth}
 # named with MNIST (a server given --model serves no demos).
 "$BENCH" serve --port "$PORT" --log-level warn --demo --demo-dir "$work/demo" >"$work/demo.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do curl -sf "localhost:$PORT/health" >/dev/null && break; sleep 0.2; done
+for _ in $(seq 600); do
+    curl -sf "localhost:$PORT/health" >/dev/null && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+done
 kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""
 encoder=$(find "$work/demo" -maxdepth 1 -name 'demo-minilm-*' -type d | head -1)
 if [ -z "$encoder" ] || [ ! -f "$work/demo/demo-llama-tiny.gguf" ]; then
@@ -92,9 +98,13 @@ MODELS=(--model "$encoder" --model "$work/demo/demo-llama-tiny.gguf" --model "di
 # soak BIN N LABEL: runs the mix; sets ok=0 on any failure
 soak() {
     local bin=$1 n=$2 label=$3
-    "$bin" serve --port "$PORT" --io-threads 2 --log-level warn "${MODELS[@]}" >"$work/$label.log" 2>&1 &
+    "$bin" serve --port "$PORT" --io-threads 2 --log-level warn --device "$DEVICE" "${MODELS[@]}" >"$work/$label.log" 2>&1 &
     pid=$!
-    for _ in $(seq 600); do curl -sf "localhost:$PORT/health" >/dev/null && break; sleep 0.2; done
+    for _ in $(seq 600); do
+        curl -sf "localhost:$PORT/health" >/dev/null && break
+        kill -0 "$pid" 2>/dev/null || break # it exited: its log says why
+        sleep 0.2
+    done
     curl -sf "localhost:$PORT/health" >/dev/null || { echo "$label: the server did not start"; cat "$work/$label.log"; ok=0; return; }
     local done_n=0 done_m=0 bad=0 sock=0 first="" max=0 last=0 slices=0 t0=$SECONDS
     local -A by_kind=()
