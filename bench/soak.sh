@@ -70,24 +70,33 @@ declare -A ARGS=([health]="--api health" [tei]="--api tei --input $work/tei.json
                  [frame]="--api infer --model digits --input $FRAME"
                  [frame_json]="--api infer --model digits --input $FRAME --binary 0"
                  [frame_shm]="--api infer --model digits --input $FRAME --shm")
+# a kind whose requests go to the text models (counted towards N/100)
+is_text() { case $1 in health | frame*) return 1 ;; esac; }
 text_kinds=0
 for k in "${kinds[@]}"; do
     [ -n "${CONNS[$k]:-}" ] || { echo "soak: unknown kind '$k' in KINDS (${!CONNS[*]})"; exit 1; }
-    case $k in health | frame*) ;; *) text_kinds=1 ;; esac
+    if is_text "$k"; then text_kinds=1; fi
 done
 [ ${#kinds[@]} -gt 0 ] || { echo "soak: KINDS names no kind"; exit 1; }
 
 # the load generator: the plain build, also when the server is the sanitizer one
 BENCH=${HEARTH_BIN:-build/hearth}
+# healthy PID: waits until the server answers /health (0), or has exited or
+# not answered in 120 s (1: its log says why)
+healthy() {
+    local _
+    for _ in $(seq 600); do
+        curl -sf "localhost:$PORT/health" >/dev/null && return 0
+        kill -0 "$1" 2>/dev/null || return 1
+        sleep 0.2
+    done
+    return 1
+}
 # The demo models, written once by a server started for that alone, are then
 # named with MNIST (a server given --model serves no demos).
 "$BENCH" serve --port "$PORT" --log-level warn --demo --demo-dir "$work/demo" >"$work/demo.log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do
-    curl -sf "localhost:$PORT/health" >/dev/null && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.2
-done
+healthy "$pid" || true # the check below says what is missing
 kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; pid=""
 encoder=$(find "$work/demo" -maxdepth 1 -name 'demo-minilm-*' -type d | head -1)
 if [ -z "$encoder" ] || [ ! -f "$work/demo/demo-llama-tiny.gguf" ]; then
@@ -100,12 +109,7 @@ soak() {
     local bin=$1 n=$2 label=$3
     "$bin" serve --port "$PORT" --io-threads 2 --log-level warn --device "$DEVICE" "${MODELS[@]}" >"$work/$label.log" 2>&1 &
     pid=$!
-    for _ in $(seq 600); do
-        curl -sf "localhost:$PORT/health" >/dev/null && break
-        kill -0 "$pid" 2>/dev/null || break # it exited: its log says why
-        sleep 0.2
-    done
-    curl -sf "localhost:$PORT/health" >/dev/null || { echo "$label: the server did not start"; cat "$work/$label.log"; ok=0; return; }
+    healthy "$pid" || { echo "$label: the server did not start"; cat "$work/$label.log"; ok=0; return; }
     local done_n=0 done_m=0 bad=0 sock=0 first="" max=0 last=0 slices=0 t0=$SECONDS
     local -A by_kind=()
     while [ "$done_n" -lt "$n" ] || [ "$done_m" -lt $((text_kinds * n / 100)) ]; do
@@ -131,7 +135,7 @@ print(j["requests"] + j["errors"], st, j["errors"] - st)' "$work/$k.json")
             [ "$r" -gt 0 ] || { echo "$label: --api $k got no answer in a slice"; cat "$work/$k.out"; ok=0; }
             done_n=$((done_n + r)); bad=$((bad + b)); sock=$((sock + s))
             by_kind[$k]=$((${by_kind[$k]:-0} + r))
-            case $k in health | frame*) ;; *) done_m=$((done_m + r)) ;; esac
+            if is_text "$k"; then done_m=$((done_m + r)); fi
         done
         slices=$((slices + 1))
         last=$(rss_kb "$pid")

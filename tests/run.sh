@@ -100,25 +100,23 @@ run_build() {
 # A stream that ends without its counts (CI's run of 2026-12-06 lost both,
 # with nothing said) is reported with its exit status and the suite it was in.
 if [ "${BUILDS_AT_ONCE:-0}" = 1 ] && [ "$(echo $BUILDS | wc -w)" -gt 1 ]; then
-    pids=()
+    builds=() streams=() pids=() rcs=()
     for BUILD in $BUILDS; do
         s="$logdir/stream_$(echo "$BUILD" | tr '/' '_')"
         (passed=0; failed=0; failed_names=(); STREAM_AT=$s.at run_build "$BUILD" >"$s.out" 2>&1
          printf '%s %s %s\n' "$passed" "$failed" "${failed_names[*]}" >"$s.counts") &
-        pids+=($!)
+        builds+=("$BUILD") streams+=("$s") pids+=($!)
     done
-    i=0
-    for BUILD in $BUILDS; do
-        wait "${pids[i]}"
-        echo $? >"$logdir/stream_$(echo "$BUILD" | tr '/' '_').rc"
-        i=$((i + 1))
+    for pid in "${pids[@]}"; do
+        wait "$pid"
+        rcs+=($?)
     done
-    for BUILD in $BUILDS; do
-        s="$logdir/stream_$(echo "$BUILD" | tr '/' '_')"
+    for i in "${!streams[@]}"; do
+        BUILD=${builds[i]} s=${streams[i]}
         cat "$s.out"
         if ! read -r p f names <"$s.counts"; then
             p=0 f=1
-            names="[$BUILD] (its stream ended with status $(cat "$s.rc" 2>/dev/null), without counts, in $(cat "$s.at" 2>/dev/null || echo 'no suite'))"
+            names="[$BUILD] (its stream ended with status ${rcs[i]}, without counts, in $(cat "$s.at" 2>/dev/null || echo 'no suite'))"
             echo "not ok - $names"
         fi
         passed=$((passed + p))
