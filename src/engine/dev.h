@@ -189,14 +189,21 @@ typedef struct hearth_graph_key {
  *        STORE    Y_i = X W_i^T
  *        ADD      Y_i += X W_i^T (the residual add)
  *        SWIGLU   two weights of one shape (the FFN's gate and up):
- *                 Y_0 = silu(X W_0^T) * (X W_1^T); Y_1 is not written */
+ *                 Y_0 = silu(X W_0^T) * (X W_1^T); Y_1 is not written
+ *        QK_ROPE_STORE  three weights Q, K, V: Y_i = X W_i^T, then
+ *                 qk_rope_store(Y_0, Y_1, Y_2, qk, kv, layer, b) on them */
 enum hearth_mm_pre { HEARTH_MM_PRE_NONE = 0, HEARTH_MM_PRE_RMSNORM };
-enum hearth_mm_post { HEARTH_MM_STORE = 0, HEARTH_MM_ADD, HEARTH_MM_SWIGLU };
+enum hearth_mm_post { HEARTH_MM_STORE = 0, HEARTH_MM_ADD, HEARTH_MM_SWIGLU, HEARTH_MM_QK_ROPE_STORE };
 typedef struct hearth_mm_fuse {
     enum hearth_mm_pre pre;
     const float *norm_w;          /* RMSNORM: (K) */
     float eps;                    /* RMSNORM */
     enum hearth_mm_post post;
+    /* QK_ROPE_STORE: qk_rope_store's arguments */
+    const hearth_qk *qk;
+    const hearth_dev_kv *kv;
+    int64_t layer;
+    const hearth_batch *b;
 } hearth_mm_fuse;
 
 /* A process-unique nonzero id (thread-safe), for hearth_graph_key. */
@@ -286,7 +293,9 @@ struct hearth_dev_ops {
      * types, the pre and post asked): the walk then runs the part it lacks
      * apart, the same way every time for the same shapes (a recorded graph
      * stays valid). The CUDA backend fuses ADD and SWIGLU into its M = 1
-     * mat-vec; RMSNORM only when asked (engine/cuda/mm.cu says why). */
+     * mat-vec and its batched kernels, RMSNORM into the M = 1 mat-vec, and
+     * QK_ROPE_STORE into the M = 1 mat-vec where the QK step is llama's
+     * (RoPE of pairs, no biases, no QK-norm; engine/cuda/mm.cu). */
     int (*matmul_fused)(hearth_stream *st, const hearth_weight *const *w, int n, const float *X, int64_t x_stride,
                         int64_t M, float *const *Y, const int64_t *y_stride, const hearth_mm_fuse *f);
     /* Y[r] = table[b->token[r]] for r < b->n, as f32 (n_in wide). With pos_tab

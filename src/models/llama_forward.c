@@ -155,22 +155,33 @@ static int op_failed(int rc, const char *op, int64_t il, hearth_err *err)
     return hearth_err_set(err, rc, "llama: layer %lld: %s failed (%s)", (long long)il, op, hearth_status_name(rc));
 }
 
-/* Both walks' middle: q, k (biases, QK-norm, RoPE), k and v into the
- * cache, then att = attention over the cache. */
-static int attention(hearth_llama *m, llama_pass *p, int64_t il, hearth_err *err)
+/* Layer il's QK step's arguments (biases, QK-norm, RoPE). */
+static hearth_qk qk_of(const hearth_llama *m, int64_t il)
 {
     const hearth_llama_hparams *hp = &m->hp;
     const llama_layer *L = &m->layers[il];
-    const int64_t hd = hp->head_dim;
-    int rc;
-    hearth_qk qk = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->n_head, hp->n_head_kv, hd, hp->n_rot,
+    hearth_qk qk = {L->bq, L->bk, L->bv, L->q_norm, L->k_norm, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_rot,
                     hp->rope_type == HEARTH_ROPE_NORM ? 0 : 2, hp->rms_eps};
-    if ((rc = p->D->qk_rope_store(&p->st, p->q, p->k, p->v, &qk, &p->kv, il, &p->db)))
-        return op_failed(rc, "qk_rope_store", il, err);
-    if ((rc = p->D->attn_cached(&p->st, p->att, p->q, &p->kv, il, &p->db, hp->n_head, hp->n_head_kv, hd,
-                                (float)(1.0 / sqrt((double)hd)))))
-        return op_failed(rc, "attention", il, err);
-    return 0;
+    return qk;
+}
+
+/* att = attention over the cache (q, k and v stored there already). */
+static int attention_cached(hearth_llama *m, llama_pass *p, int64_t il, hearth_err *err)
+{
+    const hearth_llama_hparams *hp = &m->hp;
+    const int64_t hd = hp->head_dim;
+    int rc = p->D->attn_cached(&p->st, p->att, p->q, &p->kv, il, &p->db, hp->n_head, hp->n_head_kv, hd,
+                               (float)(1.0 / sqrt((double)hd)));
+    return rc ? op_failed(rc, "attention", il, err) : 0;
+}
+
+/* The unfused walk's middle: q, k (biases, QK-norm, RoPE), k and v into
+ * the cache, then att = attention over the cache. */
+static int attention(hearth_llama *m, llama_pass *p, int64_t il, hearth_err *err)
+{
+    const hearth_qk qk = qk_of(m, il);
+    int rc = p->D->qk_rope_store(&p->st, p->q, p->k, p->v, &qk, &p->kv, il, &p->db);
+    return rc ? op_failed(rc, "qk_rope_store", il, err) : attention_cached(m, p, il, err);
 }
 
 /* The matmul with f's neighbours: D->matmul_fused, or where the device
@@ -191,7 +202,9 @@ static int mm_fold(const hearth_dev_ops *D, hearth_stream *st, const hearth_weig
             return rc;
         in = tmp;
         if (f->post != HEARTH_MM_STORE) {
-            const hearth_mm_fuse g = {HEARTH_MM_PRE_NONE, NULL, 0.0f, f->post};
+            hearth_mm_fuse g = *f; /* the post and its arguments, without the norm */
+            g.pre = HEARTH_MM_PRE_NONE;
+            g.norm_w = NULL;
             if ((rc = D->matmul_fused(st, w, n, in, K, nc, Y, ldy, &g)) != HEARTH_EUNSUPPORTED)
                 return rc;
         }
@@ -206,19 +219,25 @@ static int mm_fold(const hearth_dev_ops *D, hearth_stream *st, const hearth_weig
         if (n != 1 || in == tmp || (rc = D->matmul(st, w, 1, in, K, nc, &tmp, ldy)))
             return rc ? rc : HEARTH_EINVAL;
         return D->add(st, Y[0], tmp, nc, ldy[0]);
+    case HEARTH_MM_QK_ROPE_STORE:
+        if (n != 3 || (rc = D->matmul(st, w, 3, in, K, nc, Y, ldy)))
+            return rc ? rc : HEARTH_EINVAL;
+        return D->qk_rope_store(st, Y[0], Y[1], Y[2], f->qk, f->kv, f->layer, f->b);
     }
     return HEARTH_EINVAL;
 }
 
 /* layer_forward's ops for the row counts the device fuses (decode):
- *     matmul x3 (attn norm folded in)   q, k, v = rmsnorm(x) Wq^T, ...
- *     qk_rope_store, attn_cached        as below
+ *     matmul x3 (attn norm folded in,   q, k, v = rmsnorm(x) Wq^T, ...
+ *       the QK step after)              and qk_rope_store's work
+ *     attn_cached                       as below
  *     matmul (accumulating)             x += att Wo^T
  *     matmul x2 (ffn norm folded in,    g = silu(rmsnorm(x) Wg^T) * (rmsnorm(x) Wu^T)
  *       SwiGLU after)
  *     matmul (accumulating)             x += g Wd^T
- * six launches where the ops apart take ten (the CUDA backend folds the
- * norms in at one row; at more it keeps them apart: eight). */
+ * five launches where the ops apart take ten (the CUDA backend folds the
+ * norms and llama's QK step in at one row; at more it keeps them apart:
+ * eight). */
 static int layer_fused(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, hearth_err *err)
 {
     const hearth_llama_hparams *hp = &m->hp;
@@ -227,14 +246,16 @@ static int layer_fused(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, h
     const llama_layer *L = &m->layers[il];
     int64_t E = hp->n_embd, F = hp->n_ff, hd = hp->head_dim, qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
     int rc;
-    hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, L->attn_norm, hp->rms_eps, HEARTH_MM_STORE};
+    const hearth_qk qk = qk_of(m, il);
+    hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, L->attn_norm, hp->rms_eps, HEARTH_MM_QK_ROPE_STORE, &qk, &p->kv, il,
+                        &p->db};
     const hearth_weight *qkv[] = {L->wq.w, L->wk.w, L->wv.w};
     float *qkv_y[] = {p->q, p->k, p->v};
     const int64_t qkv_ld[] = {qd, kvd, kvd};
     if ((rc = mm_fold(D, st, qkv, 3, p->x, E, nc, qkv_y, qkv_ld, &f, p->h)))
-        return hearth_err_set(err, rc, "llama: layer %lld: attn norm and matmul of 3 weights failed (%s)",
+        return hearth_err_set(err, rc, "llama: layer %lld: attn norm, matmul of 3 weights and the QK step failed (%s)",
                               (long long)il, hearth_status_name(rc));
-    if ((rc = attention(m, p, il, err)))
+    if ((rc = attention_cached(m, p, il, err)))
         return rc;
     f = (hearth_mm_fuse){HEARTH_MM_PRE_NONE, NULL, 0.0f, HEARTH_MM_ADD};
     if ((rc = mm_fold(D, st, (const hearth_weight *const[]){L->wo.w}, 1, p->att, qd, nc, &p->x, &E, &f, p->h)))

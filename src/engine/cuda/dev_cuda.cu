@@ -741,8 +741,9 @@ static int cuda_matmul_fused(hearth_stream *st, const hearth_weight *const *ws, 
     if (!f || !mm_args_ok(ws, n, x_stride, M, y_strides, cw))
         return HEARTH_EINVAL;
     if ((f->pre == HEARTH_MM_PRE_RMSNORM && !f->norm_w) || (f->post == HEARTH_MM_SWIGLU && n != 2) ||
+        (f->post == HEARTH_MM_QK_ROPE_STORE && (n != 3 || !f->qk || !f->kv || !f->b)) ||
         f->pre < HEARTH_MM_PRE_NONE || f->pre > HEARTH_MM_PRE_RMSNORM || f->post < HEARTH_MM_STORE ||
-        f->post > HEARTH_MM_SWIGLU)
+        f->post > HEARTH_MM_QK_ROPE_STORE)
         return HEARTH_EINVAL;
     if (M == 0)
         return 0;

@@ -813,7 +813,7 @@ struct mnorm {
  * a warp at a time. */
 template <class T, bool Q8, int LW, int MT>
 static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K,
-                             int kc, int post, int64_t per_warp, size_t smem, const mnorm &nm)
+                             int kc, int post, int64_t per_warp, size_t smem, const mnorm &nm, const mrope &rp)
 {
     const int w = mvp_warps();
     const int64_t per = per_warp * w, cap = (16 / w) * (int64_t)sm_count(c->ordinal);
@@ -821,9 +821,9 @@ static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t
     blocks = blocks < cap ? blocks : cap;
     if (w == 16)
         return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 16>, dim3((unsigned)blocks), dim3(16 * 32), smem, c->s,
-                         g, X, ldx, M, nr, K, kc, post, nm.w, nm.eps);
+                         g, X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp);
     return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 8>, dim3((unsigned)blocks), dim3(8 * 32), smem, c->s, g,
-                     X, ldx, M, nr, K, kc, post, nm.w, nm.eps);
+                     X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp);
 }
 
 /* mvp_kernel over the group for M rows of X (MT of them staged, MT >= M):
@@ -834,20 +834,20 @@ static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t
  * mvg_kernel sums in. */
 template <class T, int MT>
 static int mvp_go(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K, int post,
-                  const mnorm &nm = mnorm{})
+                  const mnorm &nm = mnorm{}, const mrope &rp = mrope{})
 {
     const int kc = chunk_for(g.v[0].kp);
     if constexpr (q8dot<T>::on) {
         if (mv_q8()) {
             const bool half = mv_half() && g.v[0].kp / T::EPU <= 16 * T::UNR;
             const size_t smem = MT * q8_smem(kc);
-            cudaError_t e = half ? mvp_start<T, true, 16, MT>(c, g, X, ldx, M, nr, K, kc, post, 2, smem, nm)
-                                 : mvp_start<T, true, 32, MT>(c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm);
+            cudaError_t e = half ? mvp_start<T, true, 16, MT>(c, g, X, ldx, M, nr, K, kc, post, 2, smem, nm, rp)
+                                 : mvp_start<T, true, 32, MT>(c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm, rp);
             return cu_fail("mvp_kernel (q8)", e);
         }
     }
     if constexpr (MT == 1) {
-        cudaError_t e = mvp_start<T, false, 32, 1>(c, g, X, ldx, 1, nr, K, kc, post, 1, (size_t)kc * 4, nm);
+        cudaError_t e = mvp_start<T, false, 32, 1>(c, g, X, ldx, 1, nr, K, kc, post, 1, (size_t)kc * 4, nm, rp);
         return cu_fail("mvp_kernel", e);
     }
     return HEARTH_EUNSUPPORTED;
@@ -855,9 +855,9 @@ static int mvp_go(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M
 
 template <class T>
 static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K, int post,
-                      const mnorm &nm = mnorm{})
+                      const mnorm &nm = mnorm{}, const mrope &rp = mrope{})
 {
-    return mvp_go<T, 1>(c, g, X, ldx, 1, nr, K, post, nm);
+    return mvp_go<T, 1>(c, g, X, ldx, 1, nr, K, post, nm, rp);
 }
 
 /* HEARTH_CUDA_MVP_ROWS=0: rows of X never go to mvp_kernel (read once). */
@@ -955,7 +955,7 @@ static int mvg_fused(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, in
     mnorm nm;
     if (f->pre == HEARTH_MM_PRE_RMSNORM) {
         if (!mvp_fits(g) || !mvp_norm_on()) { /* the old prologue, or the norm apart */
-            if (f->post == HEARTH_MM_SWIGLU || cu_fuse_mode() < 2)
+            if (f->post == HEARTH_MM_SWIGLU || f->post == HEARTH_MM_QK_ROPE_STORE || cu_fuse_mode() < 2)
                 return HEARTH_EUNSUPPORTED;
             const mfuse fz = {f->norm_w, f->eps, f->post == HEARTH_MM_ADD};
             return mvg_launch<T, 1, MV_PRE_RMS>(c, g, X, ldx, nr, K, fz);
@@ -965,6 +965,23 @@ static int mvg_fused(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, in
     }
     if (!mvp_fits(g))
         return HEARTH_EUNSUPPORTED;
+    if (f->post == HEARTH_MM_QK_ROPE_STORE) { /* cu_matmul_fused checked the QK step's shape */
+        if (g.cnt != 3)
+            return HEARTH_EUNSUPPORTED;
+        mrope rp;
+        rp.pos = f->b->pos;
+        rp.slot = f->b->slot;
+        rp.rope_cs = f->b->rope_cs;
+        rp.kc = f->kv->k;
+        rp.vc = f->kv->v;
+        rp.f16 = f->kv->type == HEARTH_F16;
+        rp.n_ctx = f->kv->n_ctx;
+        rp.n_layer = f->kv->n_layer;
+        rp.layer = f->layer;
+        rp.hd = (int)f->qk->hd;
+        rp.n_rot = (int)f->qk->n_rot;
+        return mvp_launch<T>(c, g, X, ldx, nr, K, MVP_ROPE, nm, rp);
+    }
     if (f->post != HEARTH_MM_SWIGLU)
         return mvp_launch<T>(c, g, X, ldx, nr, K, f->post == HEARTH_MM_ADD ? MVP_ADD : MVP_STORE, nm);
     if (g.cnt != 2 || g.n[0] != g.n[1] || g.ldy[0] < g.n[0])
@@ -1236,6 +1253,34 @@ int cu_fuse_mode(void)
     return mode;
 }
 
+/* HEARTH_CUDA_FUSE_ROPE=0: the QK step (RoPE, K and V into the cache)
+ * runs apart (ops.cu's qk_kernel) instead of in the Q/K/V mat-vec's
+ * stores. Read once. */
+static bool rope_fuse_on(void)
+{
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_FUSE_ROPE", "0");
+}
+
+/* Whether the Q/K/V mat-vec can do the QK step in its stores: one row (M
+ * = 1), Q, K and V (K and V of one shape, the cache's rows), nothing in
+ * the QK step but llama's RoPE of pairs (2i, 2i + 1) (no biases, no
+ * QK-norm: they need a head's rows together), an even head and rotation,
+ * a cache of f32 or f16 with this row width. */
+static bool rope_fusable(const cu_weight *const *w, int n, int64_t M, const hearth_mm_fuse *f)
+{
+    const hearth_qk *q = f->qk;
+    if (!rope_fuse_on() || M != 1 || n != 3 || !q || !f->kv || !f->b)
+        return false;
+    if (q->bq || q->bk || q->bv || q->q_norm || q->k_norm || q->rope_type != 0 || q->hd < 2 || q->hd % 2 ||
+        q->n_rot % 2 || q->n_rot > q->hd || q->hd > CU_HEAD_DIM_MAX)
+        return false;
+    const int64_t kvd = q->n_head_kv * q->hd;
+    return w[0]->n_out == q->n_head * q->hd && w[1]->n_out == kvd && w[2]->n_out == kvd && f->kv->kv_dim == kvd &&
+           (f->kv->type == HEARTH_F16 || f->kv->type == HEARTH_F32) && f->layer >= 0 && f->layer < f->kv->n_layer &&
+           f->b->n == 1;
+}
+
 int cu_matmul_fused(cu_ctx *c, const cu_weight *const *w, int n, const float *X, int64_t ldx, int64_t M,
                     float *const *Y, const int64_t *ldy, const hearth_mm_fuse *f)
 {
@@ -1246,6 +1291,8 @@ int cu_matmul_fused(cu_ctx *c, const cu_weight *const *w, int n, const float *X,
     if (f->pre == HEARTH_MM_PRE_RMSNORM && (M > 1 || (mode < 2 && !mvp_norm_on())))
         return HEARTH_EUNSUPPORTED;
     if (f->post == HEARTH_MM_SWIGLU && (n != 2 || w[0]->type != w[1]->type || w[0]->n_out != w[1]->n_out))
+        return HEARTH_EUNSUPPORTED;
+    if (f->post == HEARTH_MM_QK_ROPE_STORE && !rope_fusable(w, n, M, f))
         return HEARTH_EUNSUPPORTED;
     for (int i = 0; i < n; i++)
         if (w[i]->type == HEARTH_F32 || w[i]->type != w[0]->type)

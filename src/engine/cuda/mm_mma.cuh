@@ -423,6 +423,55 @@ __device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const 
 #define MVP_STORE 0
 #define MVP_ADD 1
 #define MVP_SWIGLU 2
+#define MVP_ROPE 3
+
+/* MVP_ROPE's arguments: the group is Q, K, V of one decode row (M = 1),
+ * rows (2i, 2i + 1) of Q and K a RoPE pair (llama's NORM rotation, no
+ * biases, no QK-norm: mm.cu checks), K and V rows stored in the cache as
+ * ops.cu's qk_kernel stores them. pos, slot, rope_cs: the step block's
+ * row 0 (device memory). */
+struct mrope {
+    const int64_t *pos = nullptr;
+    const int32_t *slot = nullptr;
+    const float *rope_cs = nullptr;
+    void *kc = nullptr, *vc = nullptr;
+    bool f16 = false;
+    int64_t n_ctx = 0, n_layer = 0, layer = 0;
+    int hd = 0, n_rot = 0;
+};
+
+/* A RoPE pair's two products, va (row 2i) and vb (row 2i + 1) of the
+ * group, rotated and stored (Y, and K and V rows into the cache): ops.cu's
+ * qk_kernel's arithmetic on them, so the fused step gives its values. */
+__device__ __forceinline__ void mvp_rope_store(const mgroup &gr, int64_t row, float va, float vb, const mrope &rp)
+{
+    const mseg sg = seg_at(gr, row);
+    const int w = row >= gr.at[2] ? 2 : row >= gr.at[1] ? 1 : 0; /* Q, K, V */
+    const int d = (int)(sg.local % rp.hd);
+    float ya = va, yb = vb;
+    if (w < 2 && d < rp.n_rot) {
+        const float c = rp.rope_cs[d], sn = rp.rope_cs[d + 1]; /* pair d / 2: cos, sin at 2 (d / 2) */
+        ya = va * c - vb * sn;
+        yb = va * sn + vb * c;
+    }
+    float *y = sg.y + sg.local; /* Q and K rotated in place, V as it is (dev.h's contract) */
+    y[0] = ya;
+    y[1] = yb;
+    const int64_t p = *rp.pos;
+    if (w == 0 || p < 0 || p >= rp.n_ctx)
+        return;
+    const size_t at =
+        (((size_t)*rp.slot * (size_t)rp.n_layer + (size_t)rp.layer) * (size_t)rp.n_ctx + (size_t)p) * (size_t)sg.n +
+        (size_t)sg.local;
+    void *dst = w == 1 ? rp.kc : rp.vc;
+    if (rp.f16) {
+        ((__half *)dst)[at] = __float2half_rn(ya);
+        ((__half *)dst)[at + 1] = __float2half_rn(yb);
+    } else {
+        ((float *)dst)[at] = ya;
+        ((float *)dst)[at + 1] = yb;
+    }
+}
 
 /* The weight row and output of (virtual) row `row`: with SWIGLU, row 2p is
  * gate row p and 2p + 1 up row p. */
@@ -443,15 +492,15 @@ __device__ __forceinline__ mseg mvp_seg(const mgroup &gr, int64_t row, int post)
  * bit. */
 template <int LW, int MT>
 __device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float (&accs)[MT], int post,
-                                          float (&held)[MT], bool live, int M)
+                                          float (&held)[MT], bool live, int M, const mrope &rp)
 {
 #pragma unroll
     for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int o = LW / 2; o > 0; o >>= 1)
             accs[m] += __shfl_xor_sync(0xffffffffu, accs[m], o);
-    bool keep = false; /* a gate row: its sums wait for the up row's */
-    if (post == MVP_SWIGLU) {
+    bool keep = false; /* a gate row (a RoPE pair's first): its sums wait for the up row's */
+    if (post == MVP_SWIGLU || post == MVP_ROPE) {
         keep = !(row & 1);
 #pragma unroll
         for (int m = 0; m < MT; m++) {
@@ -461,7 +510,9 @@ __device__ __forceinline__ void mvp_store(const mgroup &gr, int64_t row, float (
                 held[m] = __shfl_xor_sync(0xffffffffu, accs[m], LW);
         }
     }
-    if (!keep && (threadIdx.x & (LW - 1)) == 0 && live) {
+    if (post == MVP_ROPE && !keep && (threadIdx.x & (LW - 1)) == 0 && live)
+        mvp_rope_store(gr, row - 1, held[0], accs[0], rp);
+    else if (!keep && (threadIdx.x & (LW - 1)) == 0 && live) {
         const mseg sg = mvp_seg(gr, row, post);
 #pragma unroll
         for (int m = 0; m < MT; m++) {
@@ -544,7 +595,7 @@ __device__ __forceinline__ float mvp_rms_inv(const float *__restrict__ X, int64_
 template <class T, bool Q8, int LW, int MT, int W>
 __global__ void __launch_bounds__(W * 32, 16 / W)
     mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t nr, int64_t K, int kc, int post,
-               const float *__restrict__ nw, float eps)
+               const float *__restrict__ nw, float eps, mrope rp)
 {
     extern __shared__ float4 xs[]; /* (kc/4), swizzled: X whole; Q8: q8_smem(kc) bytes */
     cu_pdl_trigger();
@@ -552,7 +603,7 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gl = lane % LW, gi = lane / LW;
     const int64_t kp = gr.v[0].kp;
     const int nu = (int)(kp / T::EPU), step = LW * T::UNR;
-    const bool pairs = post == MVP_SWIGLU && G == 1;
+    const bool pairs = (post == MVP_SWIGLU || post == MVP_ROPE) && G == 1;
     const int64_t rstep = (int64_t)gridDim.x * W * G;
     const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
     typename T::R ra[T::UNR], rb[T::UNR];
@@ -593,7 +644,7 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         if (row < nr)
             mvp_dot<T, Q8, LW, MT>(ra, xs, kc, u, nu, M, acc);
         if (row2 != row)
-            mvp_store<LW, MT>(gr, row, acc, post, held, row < nr, M);
+            mvp_store<LW, MT>(gr, row, acc, post, held, row < nr, M, rp);
         if (row2 - gi >= nr)
             break;
         mvp_next(row2, u2, gl, step, nu, rstep, pairs, row3, u3);
@@ -604,7 +655,7 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         if (row2 < nr)
             mvp_dot<T, Q8, LW, MT>(rb, xs, kc, u2, nu, M, acc);
         if (row3 != row2)
-            mvp_store<LW, MT>(gr, row2, acc, post, held, row2 < nr, M);
+            mvp_store<LW, MT>(gr, row2, acc, post, held, row2 < nr, M, rp);
         row = row3;
         u = u3;
     }

@@ -389,6 +389,132 @@ static void op_matmul_fused(void)
     CHECK(D->matmul_fused(&g_st, NULL, 1, NULL, 0, 1, NULL, NULL, &f) < 0);
 }
 
+/* One QK_ROPE_STORE case: Q, K, V of type t over K-wide X at one row
+ * (position 37 of slot 1), fused against the same device's matmul (after
+ * its rmsnorm for RMSNORM) and qk_rope_store apart, each held to its
+ * oracle by the cases above; the outputs and both caches compared. A
+ * refused case writes nothing. Returns whether the device ran it. */
+static bool fused_qk_case(hearth_dtype t, int64_t K, int64_t hd, int rope_type, bool bias, hearth_dtype kvt,
+                          enum hearth_mm_pre pre)
+{
+    const int64_t n_head = 4, n_head_kv = 2, qd = n_head * hd, kvd = n_head_kv * hd, n_ctx = 40, n_layer = 2;
+    const int64_t Ns[3] = {qd, kvd, kvd}, pos = 37;
+    const int32_t slot = 1;
+    const size_t elt = kvt == HEARTH_F16 ? 2 : 4, kv_bytes = (size_t)(2 * n_layer * n_ctx * kvd) * elt;
+    step s;
+    step_make(&s, 1, NULL, &pos, &slot, hd, NULL, 0, NULL, 0);
+    float *X = frands(K), *nw = frands(K), *bq = frands(qd), *bk = frands(kvd), *bv = frands(kvd);
+    float *Xd = dputf(X, K), *nwd = dputf(nw, K), *tmp = D->alloc(g_dev, (size_t)K * 4, NULL);
+    float *bqd = dputf(bq, qd), *bkd = dputf(bk, kvd), *bvd = dputf(bv, kvd);
+    char *kv0 = malloc(kv_bytes), *got = malloc(kv_bytes), *want = malloc(kv_bytes);
+    for (size_t i = 0; i < kv_bytes; i++)
+        kv0[i] = (char)(rnd() & 0x3f); /* small finite values either way */
+    hearth_dev_kv kv[2];
+    void *w[3];
+    size_t rb[3];
+    hearth_weight *hw[3];
+    float *Y0[3], *Y[2][3], *Yh[2][3];
+    for (int a = 0; a < 2; a++)
+        kv[a] = (hearth_dev_kv){dput(kv0, kv_bytes), dput(kv0, kv_bytes), kvt, n_ctx, n_layer, kvd};
+    for (int i = 0; i < 3; i++) {
+        w[i] = make_weights(t, Ns[i], K, &rb[i]);
+        hearth_weight_desc d = {t, w[i], rb[i], Ns[i], K, HEARTH_WEIGHT_AS_STORED, "test"};
+        hw[i] = D->weight_new(g_dev, &d, NULL);
+        CHECK(hw[i] != NULL);
+        Y0[i] = frands(Ns[i]);
+        for (int a = 0; a < 2; a++) {
+            Y[a][i] = dputf(Y0[i], Ns[i]);
+            Yh[a][i] = malloc((size_t)Ns[i] * sizeof(float));
+        }
+    }
+    hearth_qk qk = {bias ? bqd : NULL, bias ? bkd : NULL, bias ? bvd : NULL, NULL, NULL, n_head, n_head_kv, hd, hd,
+                    rope_type, 1e-6f};
+    hearth_mm_fuse f = {pre, nwd, 1e-5f, HEARTH_MM_QK_ROPE_STORE, &qk, &kv[0], 1, &s.db};
+    const int64_t ldy[3] = {qd, kvd, kvd};
+    int rc = D->matmul_fused(&g_st, (const hearth_weight *const *)hw, 3, Xd, K, 1, Y[0], ldy, &f);
+    CHECK_MSG(rc == 0 || rc == HEARTH_EUNSUPPORTED, "%s matmul_fused qk %s: %d", g_where, hearth_dtype_get(t)->name,
+              rc);
+    /* apart, into the second set */
+    const float *in = Xd;
+    if (pre == HEARTH_MM_PRE_RMSNORM) {
+        CHECK_EQ_INT(D->rmsnorm(&g_st, tmp, Xd, NULL, 1, K, nwd, 1e-5f), 0);
+        in = tmp;
+    }
+    CHECK_EQ_INT(D->matmul(&g_st, (const hearth_weight *const *)hw, 3, in, K, 1, Y[1], ldy), 0);
+    CHECK_EQ_INT(D->qk_rope_store(&g_st, Y[1][0], Y[1][1], Y[1][2], &qk, &kv[1], 1, &s.db), 0);
+    for (int a = 0; a < 2; a++)
+        for (int i = 0; i < 3; i++)
+            dget(Yh[a][i], Y[a][i], (size_t)Ns[i] * sizeof(float));
+    static const char *const names[3] = {"qk fused q", "qk fused k", "qk fused v"};
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        double *wd = malloc((size_t)Ns[i] * sizeof *wd);
+        widen(wd, Yh[1][i], Ns[i]);
+        near_all(names[i], Yh[0][i], wd, Ns[i], 1e-5, 1e-5); /* the folded norm sums in another order */
+        free(wd);
+    }
+    for (int i = 0; i < 3 && rc == HEARTH_EUNSUPPORTED; i++)
+        CHECK_MSG(memcmp(Yh[0][i], Y0[i], (size_t)Ns[i] * sizeof(float)) == 0, "%s refused qk: Y %d written",
+                  g_where, i);
+    for (int c = 0; c < 2; c++) { /* K, V */
+        dget(got, c ? kv[0].v : kv[0].k, kv_bytes);
+        dget(want, c ? kv[1].v : kv[1].k, kv_bytes);
+        if (rc == HEARTH_EUNSUPPORTED) {
+            CHECK_MSG(memcmp(got, kv0, kv_bytes) == 0, "%s refused qk: the cache written", g_where);
+            continue;
+        }
+        int bad = 0;
+        for (size_t e = 0; e < kv_bytes / elt; e++) {
+            double a = elt == 2 ? hearth_fp16_to_f32(((uint16_t *)got)[e]) : ((float *)got)[e];
+            double b = elt == 2 ? hearth_fp16_to_f32(((uint16_t *)want)[e]) : ((float *)want)[e];
+            /* f16: the floats before rounding may differ in their last bits, the halves by one step */
+            bad += !(fabs(a - b) <= (elt == 2 ? 1e-3 : 1e-5) * (1 + fabs(b)));
+        }
+        CHECK_MSG(bad == 0, "%s qk fused %s %s: %d cache elements differ from the ops apart", g_where,
+                  hearth_dtype_get(t)->name, c ? "V" : "K", bad);
+    }
+    for (int i = 0; i < 3; i++) {
+        D->weight_free(hw[i]);
+        free(w[i]);
+        free(Y0[i]);
+        for (int a = 0; a < 2; a++)
+            dfree(Y[a][i]), free(Yh[a][i]);
+    }
+    for (int a = 0; a < 2; a++)
+        dfree(kv[a].k), dfree(kv[a].v);
+    step_free(&s);
+    free(X), free(nw), free(bq), free(bk), free(bv), free(kv0), free(got), free(want);
+    dfree(Xd), dfree(nwd), dfree(tmp), dfree(bqd), dfree(bkd), dfree(bvd);
+    return rc == 0;
+}
+
+/* matmul_fused's QK_ROPE_STORE: llama's QK step (pairs, no biases) at one
+ * row in every weight type and both caches, with and without the norm
+ * folded in; qwen's (NEOX pairs, biases): refused untouched, or right. A
+ * device that fuses decode rows takes llama's for every type but F32. */
+static void op_matmul_fused_qk(void)
+{
+    if (!D->matmul_fused || !D->supports(g_dev, HEARTH_OP_QK_ROPE_STORE, HEARTH_F16))
+        return;
+    for (size_t ti = 0; ti < sizeof MM_TYPES / sizeof MM_TYPES[0]; ti++) {
+        hearth_dtype t = MM_TYPES[ti];
+        if (!D->supports(g_dev, HEARTH_OP_MATMUL, t))
+            continue;
+        for (int kt = 0; kt < 2; kt++) {
+            hearth_dtype kvt = kt ? HEARTH_F16 : HEARTH_F32;
+            g_where = kt ? "f16 cache" : "f32 cache";
+            for (int pre = HEARTH_MM_PRE_NONE; pre <= HEARTH_MM_PRE_RMSNORM; pre++) {
+                int64_t K = k_of(t, kt + pre), hd = (kt + pre) % 2 ? 34 : 64;
+                bool ran = fused_qk_case(t, K, hd, 0, false, kvt, (enum hearth_mm_pre)pre);
+                if (t != HEARTH_F32 && g_dev->caps.fused_rows_max >= 1)
+                    CHECK_MSG(ran, "%s matmul_fused refused llama's QK step for %s (norm %d)", g_where,
+                              hearth_dtype_get(t)->name, pre);
+            }
+            fused_qk_case(t, k_of(t, 0), 64, 2, false, kvt, HEARTH_MM_PRE_NONE);
+            fused_qk_case(t, k_of(t, 1), 64, 0, true, kvt, HEARTH_MM_PRE_NONE);
+        }
+    }
+}
+
 /* ---- EMBED ---- */
 
 static void op_embed(void)
@@ -905,9 +1031,9 @@ static void op_scratch(void)
 
 /* ---- every case on every device, on streams of 1, 2, 3 threads ---- */
 
-static void (*const CASES[])(void) = {op_matmul,  op_matmul_fused, op_embed,   op_rows,
+static void (*const CASES[])(void) = {op_matmul,  op_matmul_fused, op_matmul_fused_qk, op_embed,   op_rows,
                                       op_argmax,  op_qk_attn,      op_packed_pool, op_scratch};
-static const char *const CASE_NAMES[] = {"matmul",  "matmul_fused", "embed",      "rows",
+static const char *const CASE_NAMES[] = {"matmul",  "matmul_fused", "matmul_fused_qk", "embed",      "rows",
                                          "argmax",  "qk_attn",      "packed_pool", "scratch"};
 
 static void every_op_on_every_device(void)
