@@ -152,6 +152,12 @@ static int vis_keepalive(hearth_stream *st)
     return cu_launched("keepalive");
 }
 
+bool cu_vis_pdl(void)
+{
+    static int seen = -1;
+    return cu_pdl_on() && !cu_env_is(&seen, "HEARTH_CUDA_PDL_VISION", "0");
+}
+
 extern const hearth_dev_vision_ops cu_vision_ops = {
     .conv_new = cu_conv_new,
     .conv_free = cu_conv_free,

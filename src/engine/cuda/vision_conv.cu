@@ -111,6 +111,7 @@ template <int KS>
 __global__ static void __launch_bounds__(256)
     conv_dw_kernel(conv_args a, const float *__restrict__ X, float *__restrict__ Y, int tiles)
 {
+    cu_pdl_trigger();
     const int plane = blockIdx.x / tiles, tile = blockIdx.x - plane * tiles;
     const int hw_out = a.ho * a.wo, p = tile * blockDim.x + threadIdx.x;
     if (p >= hw_out)
@@ -123,6 +124,7 @@ __global__ static void __launch_bounds__(256)
     const float *wt = a.W + co * kh * kw;
     const int ih0 = oh * a.sh - a.pt, iw0 = ow * a.sw - a.pl;
     float acc = 0.0f;
+    cu_pdl_wait(); /* X, and Y's bytes, were the kernel before's */
 #pragma unroll
     for (int ky = 0; ky < kh; ky++) {
         int ih = ih0 + ky * a.dh;
@@ -150,6 +152,7 @@ __global__ static void __launch_bounds__(BM * BN / 16)
 {
     constexpr int T = BM * BN / 16, TX = BN / 4, BSTEP = T / BN;
     static_assert(BK % BSTEP == 0 && T % BN == 0, "tile shape");
+    cu_pdl_trigger();
     __shared__ __align__(16) float As[BK][BM]; /* As[kk][m] = W[m0 + m][k0 + kk] */
     __shared__ __align__(16) float Bs[BK][BN]; /* Bs[kk][n] = im2col(X)[k0 + kk][p0 + n] */
 
@@ -177,6 +180,7 @@ __global__ static void __launch_bounds__(BM * BN / 16)
             acc[i][j] = 0.0f;
 
     const int k_begin = s * a.ks, k_end = min(a.kp, k_begin + a.ks);
+    cu_pdl_wait(); /* X (and part, Y) were the kernels before's */
     for (int k0 = k_begin; k0 < k_end; k0 += BK) {
         /* rows k0 .. k0 + 15 < kp and columns m0 .. m0 + BM - 1 < mp: inside
          * the padded copy; mp and m0 are multiples of 4, so float4-aligned */
@@ -249,6 +253,8 @@ __global__ static void __launch_bounds__(BM * BN / 16)
  * slices summed in order. */
 __global__ static void conv_reduce_kernel(conv_args a, const float *__restrict__ part, float *__restrict__ Y)
 {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     const int64_t total = (int64_t)a.n * a.c_out * a.n_px;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
         /* eight slices' loads in flight before their sums (in order) */
@@ -489,13 +495,12 @@ size_t cu_conv_work_bytes(const hearth_conv *c)
 /* ---- the call ---- */
 
 template <int BM, int BN>
-static void gemm_launch(const hearth_conv *cv, dim3 grid, cudaStream_t s, const conv_args &a, const float *X, float *Y,
-                        float *part)
+static int gemm_launch(cu_ctx *c, const hearth_conv *cv, dim3 grid, const conv_args &a, const float *X, float *Y,
+                       float *part)
 {
     if (cv->pw)
-        conv_gemm_kernel<BM, BN, true><<<grid, BM * BN / 16, 0, s>>>(a, X, Y, part);
-    else
-        conv_gemm_kernel<BM, BN, false><<<grid, BM * BN / 16, 0, s>>>(a, X, Y, part);
+        return cu_vis_launch(c, "conv_gemm", conv_gemm_kernel<BM, BN, true>, grid, BM * BN / 16, a, X, Y, part);
+    return cu_vis_launch(c, "conv_gemm", conv_gemm_kernel<BM, BN, false>, grid, BM * BN / 16, a, X, Y, part);
 }
 
 int cu_conv(cu_ctx *c, const hearth_conv *cv, const float *X, float *Y, void *work)
@@ -518,27 +523,25 @@ int cu_conv(cu_ctx *c, const hearth_conv *cv, const float *X, float *Y, void *wo
         int tiles = (cv->n_px + bt - 1) / bt;
         unsigned blocks = (unsigned)(d->n * d->c_out * tiles);
         if (d->kh == 3 && d->kw == 3)
-            conv_dw_kernel<3><<<blocks, bt, 0, c->s>>>(a, X, Y, tiles);
-        else
-            conv_dw_kernel<0><<<blocks, bt, 0, c->s>>>(a, X, Y, tiles);
-        return cu_launched("conv_dw");
+            return cu_vis_launch(c, "conv_dw", conv_dw_kernel<3>, blocks, bt, a, X, Y, tiles);
+        return cu_vis_launch(c, "conv_dw", conv_dw_kernel<0>, blocks, bt, a, X, Y, tiles);
     }
 
     dim3 grid((unsigned)((cv->n_px + cv->bn - 1) / cv->bn), (unsigned)(cv->mp / cv->bm),
               (unsigned)(d->n * d->groups * cv->splits));
     float *part = cv->splits > 1 ? (float *)work : NULL;
+    int rc;
     switch (cv->bm * 100 + cv->bn) {
-    case 1632: gemm_launch<16, 32>(cv, grid, c->s, a, X, Y, part); break;
-    case 1664: gemm_launch<16, 64>(cv, grid, c->s, a, X, Y, part); break;
-    case 3232: gemm_launch<32, 32>(cv, grid, c->s, a, X, Y, part); break;
-    case 3264: gemm_launch<32, 64>(cv, grid, c->s, a, X, Y, part); break;
-    case 6432: gemm_launch<64, 32>(cv, grid, c->s, a, X, Y, part); break;
-    case 6464: gemm_launch<64, 64>(cv, grid, c->s, a, X, Y, part); break;
+    case 1632: rc = gemm_launch<16, 32>(c, cv, grid, a, X, Y, part); break;
+    case 1664: rc = gemm_launch<16, 64>(c, cv, grid, a, X, Y, part); break;
+    case 3232: rc = gemm_launch<32, 32>(c, cv, grid, a, X, Y, part); break;
+    case 3264: rc = gemm_launch<32, 64>(c, cv, grid, a, X, Y, part); break;
+    case 6432: rc = gemm_launch<64, 32>(c, cv, grid, a, X, Y, part); break;
+    case 6464: rc = gemm_launch<64, 64>(c, cv, grid, a, X, Y, part); break;
     default: return HEARTH_EINVAL;
     }
-    int rc = cu_launched("conv_gemm");
     if (rc || cv->splits <= 1)
         return rc;
-    conv_reduce_kernel<<<cu_vis_blocks(d->n * d->c_out * cv->n_px), 256, 0, c->s>>>(a, part, Y);
-    return cu_launched("conv_reduce");
+    return cu_vis_launch(c, "conv_reduce", conv_reduce_kernel, cu_vis_blocks(d->n * d->c_out * cv->n_px), 256, a,
+                         part, Y);
 }

@@ -44,6 +44,23 @@ int cu_vis_softmax(cu_ctx *c, const float *X, float *Y, int64_t outer, int64_t l
 int cu_vis_strided_copy(cu_ctx *c, const hearth_strided_desc *d, const void *src, void *dst);
 int cu_vis_resize(cu_ctx *c, const hearth_resize_desc *d, const float *X, float *Y);
 
+/* Whether the frame's kernels launch as programmatic dependents (cuda_int.h's
+ * cu_launch): every kernel here triggers its successor at its start and
+ * waits (cu_pdl_wait) before its first read or write of an activation, so
+ * the next kernel's launch and set-up overlap this one's tail. A frame is
+ * ~110 kernels of a few microseconds each (bench/RESULTS.md, stop 33), so
+ * the gaps between them are a large part of it. HEARTH_CUDA_PDL_VISION=0
+ * (or HEARTH_CUDA_PDL=0) turns it off; read once. */
+bool cu_vis_pdl(void);
+
+/* k<<<g, b, 0, c->s>>>(args...) through cu_launch, as a dependent when
+ * cu_vis_pdl(): 0, or cu_fail's status naming the kernel. */
+template <typename... KArgs, typename... Args>
+static inline int cu_vis_launch(cu_ctx *c, const char *name, void (*k)(KArgs...), dim3 g, dim3 b, Args... args)
+{
+    return cu_fail(name, cu_launch(cu_vis_pdl(), k, g, b, 0, c->s, args...));
+}
+
 /* Blocks for a grid-stride loop over units elements at 256 threads a block
  * (capped: the kernels stride over the rest). */
 static inline unsigned cu_vis_blocks(int64_t units)

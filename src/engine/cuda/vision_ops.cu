@@ -30,6 +30,8 @@ struct pool_args {
 
 __global__ static void pool2d_kernel(pool_args pa, const float *__restrict__ X, float *__restrict__ Y)
 {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     const hearth_pool2d_desc &d = pa.d;
     const int64_t total = d.n * d.c * d.h_out * d.w_out;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -73,8 +75,7 @@ __global__ static void pool2d_kernel(pool_args pa, const float *__restrict__ X, 
 int cu_vis_pool2d(cu_ctx *c, const hearth_pool2d_desc *d, const float *X, float *Y)
 {
     pool_args pa = {*d};
-    pool2d_kernel<<<cu_vis_blocks(d->n * d->c * d->h_out * d->w_out), 256, 0, c->s>>>(pa, X, Y);
-    return cu_launched("pool2d");
+    return cu_vis_launch(c, "pool2d", pool2d_kernel, cu_vis_blocks(d->n * d->c * d->h_out * d->w_out), 256, pa, X, Y);
 }
 
 /* ---- folding strided dims ---- */
@@ -155,6 +156,8 @@ __device__ static inline float bin_op(int op, float x, float y)
 template <typename I>
 __global__ static void binary_kernel(bin_args a, const float *A, const float *B, float *Y)
 {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < (I)a.total; i += (I)gridDim.x * blockDim.x) {
         int64_t oa, ob;
         offsets<I>(i, a.nd, a.dims, a.as, a.bs, &oa, &ob);
@@ -185,16 +188,16 @@ int cu_vis_binary(cu_ctx *c, const hearth_binary_desc *d, const float *A, const 
     }
     /* 32-bit when i + the grid's stride cannot wrap */
     if (a.total < (int64_t)1 << 31)
-        binary_kernel<uint32_t><<<cu_vis_blocks(a.total), 256, 0, c->s>>>(a, A, B, Y);
-    else
-        binary_kernel<int64_t><<<cu_vis_blocks(a.total), 256, 0, c->s>>>(a, A, B, Y);
-    return cu_launched("binary");
+        return cu_vis_launch(c, "binary", binary_kernel<uint32_t>, cu_vis_blocks(a.total), 256, a, A, B, Y);
+    return cu_vis_launch(c, "binary", binary_kernel<int64_t>, cu_vis_blocks(a.total), 256, a, A, B, Y);
 }
 
 /* ---- unary ---- */
 
 __global__ static void unary_kernel(int op, const float *X, float *Y, int64_t n, float pa, float pb)
 {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         float x = X[i], y;
         switch (op) {
@@ -217,8 +220,7 @@ __global__ static void unary_kernel(int op, const float *X, float *Y, int64_t n,
 
 int cu_vis_unary(cu_ctx *c, hearth_unary_op op, const float *X, float *Y, int64_t n, float a, float b)
 {
-    unary_kernel<<<cu_vis_blocks(n), 256, 0, c->s>>>((int)op, X, Y, n, a, b);
-    return cu_launched("unary");
+    return cu_vis_launch(c, "unary", unary_kernel, cu_vis_blocks(n), 256, (int)op, X, Y, n, a, b);
 }
 
 /* ---- softmax ---- */
@@ -229,6 +231,8 @@ static constexpr int SOFTMAX_COLUMN_MAX = 64; /* len up to this: a thread per co
  * is safe: a thread reads its column before writing it. */
 __global__ static void softmax_col_kernel(const float *X, float *Y, int64_t outer, int64_t len, int64_t inner)
 {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     const int64_t cols = outer * inner;
     for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < cols; t += (int64_t)gridDim.x * blockDim.x) {
         int64_t o = t / inner, i = t - o * inner, base = o * len * inner + i;
@@ -268,6 +272,8 @@ template <bool MAX> __device__ static float block_reduce(float v)
 __global__ static void __launch_bounds__(256)
     softmax_block_kernel(const float *X, float *Y, int64_t outer, int64_t len, int64_t inner)
 {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     const int64_t cols = outer * inner;
     for (int64_t t = blockIdx.x; t < cols; t += gridDim.x) {
         int64_t o = t / inner, i = t - o * inner, base = o * len * inner + i;
@@ -289,12 +295,11 @@ int cu_vis_softmax(cu_ctx *c, const float *X, float *Y, int64_t outer, int64_t l
 {
     int64_t cols = outer * inner;
     if (len <= SOFTMAX_COLUMN_MAX) {
-        softmax_col_kernel<<<cu_vis_blocks(cols), 256, 0, c->s>>>(X, Y, outer, len, inner);
-        return cu_launched("softmax (columns)");
+        return cu_vis_launch(c, "softmax (columns)", softmax_col_kernel, cu_vis_blocks(cols), 256, X, Y, outer, len,
+                             inner);
     }
     unsigned blocks = (unsigned)(cols < 65535 * 16 ? cols : 65535 * 16);
-    softmax_block_kernel<<<blocks, 256, 0, c->s>>>(X, Y, outer, len, inner);
-    return cu_launched("softmax (blocks)");
+    return cu_vis_launch(c, "softmax (blocks)", softmax_block_kernel, blocks, 256, X, Y, outer, len, inner);
 }
 
 /* ---- strided copy ---- */
@@ -308,6 +313,8 @@ struct copy_args {
 template <typename E, typename I>
 __global__ static void strided_kernel(copy_args a, const E *__restrict__ src, E *__restrict__ dst)
 {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < (I)a.total; i += (I)gridDim.x * blockDim.x) {
         int64_t os, od;
         offsets<I>(i, a.nd, a.dims, a.ss, a.ds, &os, &od);
@@ -315,12 +322,13 @@ __global__ static void strided_kernel(copy_args a, const E *__restrict__ src, E 
     }
 }
 
-template <typename E> static void strided_launch(cu_ctx *c, const copy_args &a, const void *src, void *dst)
+template <typename E> static int strided_launch(cu_ctx *c, const copy_args &a, const void *src, void *dst)
 {
     if (a.total < (int64_t)1 << 31)
-        strided_kernel<E, uint32_t><<<cu_vis_blocks(a.total), 256, 0, c->s>>>(a, (const E *)src, (E *)dst);
-    else
-        strided_kernel<E, int64_t><<<cu_vis_blocks(a.total), 256, 0, c->s>>>(a, (const E *)src, (E *)dst);
+        return cu_vis_launch(c, "strided_copy", strided_kernel<E, uint32_t>, cu_vis_blocks(a.total), 256, a,
+                             (const E *)src, (E *)dst);
+    return cu_vis_launch(c, "strided_copy", strided_kernel<E, int64_t>, cu_vis_blocks(a.total), 256, a,
+                         (const E *)src, (E *)dst);
 }
 
 int cu_vis_strided_copy(cu_ctx *c, const hearth_strided_desc *d, const void *src, void *dst)
@@ -344,12 +352,11 @@ int cu_vis_strided_copy(cu_ctx *c, const hearth_strided_desc *d, const void *src
             a.dims[k] = 1;
     }
     switch (d->elem_bytes) {
-    case 1: strided_launch<uint8_t>(c, a, src, dst); break;
-    case 2: strided_launch<uint16_t>(c, a, src, dst); break;
-    case 4: strided_launch<uint32_t>(c, a, src, dst); break;
-    default: strided_launch<uint64_t>(c, a, src, dst); break;
+    case 1: return strided_launch<uint8_t>(c, a, src, dst);
+    case 2: return strided_launch<uint16_t>(c, a, src, dst);
+    case 4: return strided_launch<uint32_t>(c, a, src, dst);
+    default: return strided_launch<uint64_t>(c, a, src, dst);
     }
-    return cu_launched("strided_copy");
 }
 
 /* ---- resize ---- */
@@ -387,6 +394,8 @@ __device__ static inline int64_t resize_nearest(int round, float f, int64_t in)
 
 __global__ static void resize_kernel(resize_args ra, const float *__restrict__ X, float *__restrict__ Y)
 {
+    cu_pdl_trigger();
+    cu_pdl_wait();
     const hearth_resize_desc &d = ra.d;
     const int64_t total = d.n * d.c * d.h_out * d.w_out;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
@@ -412,6 +421,5 @@ __global__ static void resize_kernel(resize_args ra, const float *__restrict__ X
 int cu_vis_resize(cu_ctx *c, const hearth_resize_desc *d, const float *X, float *Y)
 {
     resize_args ra = {*d};
-    resize_kernel<<<cu_vis_blocks(d->n * d->c * d->h_out * d->w_out), 256, 0, c->s>>>(ra, X, Y);
-    return cu_launched("resize");
+    return cu_vis_launch(c, "resize", resize_kernel, cu_vis_blocks(d->n * d->c * d->h_out * d->w_out), 256, ra, X, Y);
 }
