@@ -803,6 +803,17 @@ static int mvp_warps(void)
     return cu_env_is(&seen, "HEARTH_CUDA_MVP_WARPS", "8") ? 8 : 16;
 }
 
+/* mvp_kernel's opt bits (mm_mma.cuh), each on unless its switch is 0:
+ * HEARTH_CUDA_MVP_AHEAD (both batches' loads before the PDL wait) and
+ * HEARTH_CUDA_SQ_BATCH (the q8a staging's loads of X in batches). Read
+ * once. */
+static unsigned mvp_opt(void)
+{
+    static int s1 = -1, s2 = -1;
+    return (cu_env_is(&s1, "HEARTH_CUDA_MVP_AHEAD", "0") ? 0u : MVP_AHEAD) |
+           (cu_env_is(&s2, "HEARTH_CUDA_SQ_BATCH", "0") ? 0u : MVP_SQ_BATCH);
+}
+
 /* A norm folded into mvp_kernel's staging of X (w NULL: none). */
 struct mnorm {
     const float *w = nullptr;
@@ -821,9 +832,9 @@ static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t
     blocks = blocks < cap ? blocks : cap;
     if (w == 16)
         return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 16>, dim3((unsigned)blocks), dim3(16 * 32), smem, c->s,
-                         g, X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp);
+                         g, X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp, mvp_opt());
     return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 8>, dim3((unsigned)blocks), dim3(8 * 32), smem, c->s, g,
-                     X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp);
+                     X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp, mvp_opt());
 }
 
 /* mvp_kernel over the group for M rows of X (MT of them staged, MT >= M):

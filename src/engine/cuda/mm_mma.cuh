@@ -259,53 +259,97 @@ __host__ __device__ constexpr size_t q8_smem(int kc)
 /* X's first kp elements (a multiple of 32; zeros past K) as q8a into xq,
  * xd, x16, the whole block. quant_ref.c's arithmetic: d = amax / 127, q =
  * rint(x 127 / amax) within +-127. Eight lanes a 32-block, four values a
- * lane; every lane of a warp runs the shuffles. */
-__device__ __forceinline__ void stage_q8(int8_t *xq, float *xd, float *x16, const float *__restrict__ X, int64_t K,
-                                         int kp, bool vec, const float *__restrict__ nw = nullptr, float inv = 0.0f)
+ * lane; every lane of a warp runs the shuffles. A thread's float4s of X
+ * (and of the norm's weight) are loaded in batches of up to SQ_BATCH
+ * before any is quantized (batch: false, one at a time as before stop
+ * 39): the loop's trip count is known only at run time, so without the
+ * batch each pass waited one L2 round trip for its float4 after the last
+ * pass's shuffles, four in a row for K = 8,192 in blocks of 512 threads,
+ * all after the PDL wait, on the step's critical path. */
+#define SQ_BATCH 4
+
+/* One float4 of the normed X at element k (zeros past K). */
+__device__ __forceinline__ void sq_load(float (&v)[4], const float *__restrict__ X, int64_t K, int64_t k, bool vec,
+                                        const float *__restrict__ nw, float inv)
 {
-    const int lane = threadIdx.x & 31, n4 = kp / 4;
-    for (int base = threadIdx.x - lane; base < n4; base += blockDim.x) {
-        const int i = base + lane;
-        const int64_t k = 4 * (int64_t)i;
-        float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (i < n4) {
-            if (vec && k + 4 <= K) {
-                const float4 x = __ldg((const float4 *)(X + k));
-                v[0] = x.x;
-                v[1] = x.y;
-                v[2] = x.z;
-                v[3] = x.w;
-            } else {
-#pragma unroll
-                for (int t = 0; t < 4; t++)
-                    v[t] = k + t < K ? X[k + t] : 0.0f;
-            }
-            if (nw) /* the RMS norm folded in: ops.cu's x * inv * w, then quantized as the norm's output was */
-#pragma unroll
-                for (int t = 0; t < 4; t++)
-                    v[t] = k + t < K ? v[t] * inv * nw[k + t] : 0.0f;
+    if (vec && k + 4 <= K) {
+        const float4 x = __ldg((const float4 *)(X + k));
+        v[0] = x.x;
+        v[1] = x.y;
+        v[2] = x.z;
+        v[3] = x.w;
+        if (nw && ((uintptr_t)nw & 15) == 0) { /* the RMS norm folded in: ops.cu's x * inv * w, then quantized as the norm's output was */
+            const float4 w = __ldg((const float4 *)(nw + k));
+            v[0] = v[0] * inv * w.x;
+            v[1] = v[1] * inv * w.y;
+            v[2] = v[2] * inv * w.z;
+            v[3] = v[3] * inv * w.w;
+            return;
         }
-        float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+        if (nw)
 #pragma unroll
-        for (int o = 1; o < 8; o <<= 1)
-            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-        const float d = amax / 127, id = d > 0 ? 127 / amax : 0.0f;
-        int sum = 0;
-        uint32_t packed = 0;
+            for (int t = 0; t < 4; t++)
+                v[t] = v[t] * inv * nw[k + t];
+        return;
+    }
 #pragma unroll
-        for (int t = 0; t < 4; t++) {
-            const int q = max(-127, min(127, __float2int_rn(v[t] * id)));
-            sum += q;
-            packed |= (uint32_t)(q & 0xFF) << (8 * t);
+    for (int t = 0; t < 4; t++) {
+        v[t] = k + t < K ? X[k + t] : 0.0f;
+        if (nw)
+            v[t] = k + t < K ? v[t] * inv * nw[k + t] : 0.0f;
+    }
+}
+
+/* Float4 i of X (its four values v, live: i below n4) quantized and stored:
+ * the shuffles of its 8-lane 32-block. */
+__device__ __forceinline__ void sq_store(const float (&v)[4], int i, bool live, int8_t *xq, float *xd, float *x16)
+{
+    const int lane = threadIdx.x & 31;
+    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d = amax / 127, id = d > 0 ? 127 / amax : 0.0f;
+    int sum = 0;
+    uint32_t packed = 0;
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        const int q = max(-127, min(127, __float2int_rn(v[t] * id)));
+        sum += q;
+        packed |= (uint32_t)(q & 0xFF) << (8 * t);
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (live) {
+        ((uint32_t *)xq)[i] = packed;
+        if ((lane & 3) == 0)
+            x16[i / 4] = d * (float)sum;
+        if ((lane & 7) == 0)
+            xd[i / 8] = d;
+    }
+}
+
+__device__ __forceinline__ void stage_q8(int8_t *xq, float *xd, float *x16, const float *__restrict__ X, int64_t K,
+                                         int kp, bool vec, const float *__restrict__ nw = nullptr, float inv = 0.0f,
+                                         bool batch = true)
+{
+    const int lane = threadIdx.x & 31, n4 = kp / 4, nb = batch ? SQ_BATCH : 1;
+    /* base: the warp's first float4 of a pass (warp-uniform, so the shuffles see every lane) */
+    for (int base = threadIdx.x - lane; base < n4; base += nb * blockDim.x) {
+        float v[SQ_BATCH][4];
+#pragma unroll
+        for (int j = 0; j < SQ_BATCH; j++) {
+            const int i = base + j * blockDim.x + lane;
+            if (j < nb && i < n4)
+                sq_load(v[j], X, K, 4 * (int64_t)i, vec, nw, inv);
+            else
+                v[j][0] = v[j][1] = v[j][2] = v[j][3] = 0.0f;
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        if (i < n4) {
-            ((uint32_t *)xq)[i] = packed;
-            if ((lane & 3) == 0)
-                x16[i / 4] = d * (float)sum;
-            if ((lane & 7) == 0)
-                xd[i / 8] = d;
+#pragma unroll
+        for (int j = 0; j < SQ_BATCH; j++) {
+            const int b = base + j * blockDim.x; /* warp-uniform */
+            if (j < nb && b < n4)
+                sq_store(v[j], b + lane, b + lane < n4, xq, xd, x16);
         }
     }
 }
@@ -424,6 +468,10 @@ __device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const 
 #define MVP_ADD 1
 #define MVP_SWIGLU 2
 #define MVP_ROPE 3
+
+/* mvp_kernel's opt bits (mm.cu's mvp_opt; each its switch, for A/B runs) */
+#define MVP_AHEAD 1u    /* both register sets' loads before the PDL wait */
+#define MVP_SQ_BATCH 2u /* stage_q8 loads X in batches */
 
 /* MVP_ROPE's arguments: the group is Q, K, V of one decode row (M = 1),
  * rows (2i, 2i + 1) of Q and K a RoPE pair (llama's NORM rotation, no
@@ -595,7 +643,7 @@ __device__ __forceinline__ float mvp_rms_inv(const float *__restrict__ X, int64_
 template <class T, bool Q8, int LW, int MT, int W>
 __global__ void __launch_bounds__(W * 32, 16 / W)
     mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t nr, int64_t K, int kc, int post,
-               const float *__restrict__ nw, float eps, mrope rp)
+               const float *__restrict__ nw, float eps, mrope rp, unsigned opt)
 {
     extern __shared__ float4 xs[]; /* (kc/4), swizzled: X whole; Q8: q8_smem(kc) bytes */
     cu_pdl_trigger();
@@ -614,6 +662,23 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         const mseg sv = mvp_seg(gr, row, post);
         mvp_load<T, LW>(ra, sv.v, sv.local, u, nu);
     }
+    /* MVP_AHEAD: the second batch's loads go out here too (the loop's first
+     * pass then skips them), so both register sets are in flight through
+     * the PDL wait and X's staging; a warp with two batches (the 1.04B's
+     * down mat-vec: one 8,192-wide row a warp) no longer starts its second
+     * round trip after the staging. Registers: none more, rb is live in
+     * the loop anyway (the staging's few are the only overlap). */
+    bool b_issued = false;
+    if (opt & MVP_AHEAD) {
+        int64_t row2;
+        int u2;
+        mvp_next(row, u, gl, step, nu, rstep, pairs, row2, u2);
+        if (row2 < nr) {
+            const mseg sv = mvp_seg(gr, row2, post);
+            mvp_load<T, LW>(rb, sv.v, sv.local, u2, nu);
+        }
+        b_issued = true;
+    }
     cu_pdl_wait();
     /* nw: X is normed first (M = 1; the host sends no norm with rows of X) */
     const float inv = nw ? mvp_rms_inv<W>(X, K, eps, vec) : 0.0f;
@@ -624,7 +689,7 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         for (int m = 0; m < MT; m++)
             if (m < M)
                 stage_q8(xq + m * q8_smem(kc), xd + m * q8_smem(kc) / 4, xd + m * q8_smem(kc) / 4 + kc / 32,
-                         X + m * ldx, K, (int)kp, vec, nw, inv);
+                         X + m * ldx, K, (int)kp, vec, nw, inv, (opt & MVP_SQ_BATCH) != 0);
     } else {
         stage_x<1>(xs, X, ldx, K, 0, (int)kp, kc / 4, vec, nw, inv);
     }
@@ -637,10 +702,11 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         int64_t row2, row3;
         int u2, u3;
         mvp_next(row, u, gl, step, nu, rstep, pairs, row2, u2);
-        if (row2 < nr) {
+        if (row2 < nr && !b_issued) {
             const mseg sv = mvp_seg(gr, row2, post);
             mvp_load<T, LW>(rb, sv.v, sv.local, u2, nu);
         }
+        b_issued = false;
         if (row < nr)
             mvp_dot<T, Q8, LW, MT>(ra, xs, kc, u, nu, M, acc);
         if (row2 != row)
