@@ -805,13 +805,14 @@ static int mvp_warps(void)
 
 /* mvp_kernel's opt bits (mm_mma.cuh), each on unless its switch is 0:
  * HEARTH_CUDA_MVP_AHEAD (both batches' loads before the PDL wait) and
- * HEARTH_CUDA_SQ_BATCH (the q8a staging's loads of X in batches). Read
- * once. */
+ * HEARTH_CUDA_SQ_BATCH (the q8a staging's loads of X in batches),
+ * HEARTH_CUDA_NORM1 (a folded norm's X read once). Read once. */
 static unsigned mvp_opt(void)
 {
-    static int s1 = -1, s2 = -1;
+    static int s1 = -1, s2 = -1, s3 = -1;
     return (cu_env_is(&s1, "HEARTH_CUDA_MVP_AHEAD", "0") ? 0u : MVP_AHEAD) |
-           (cu_env_is(&s2, "HEARTH_CUDA_SQ_BATCH", "0") ? 0u : MVP_SQ_BATCH);
+           (cu_env_is(&s2, "HEARTH_CUDA_SQ_BATCH", "0") ? 0u : MVP_SQ_BATCH) |
+           (cu_env_is(&s3, "HEARTH_CUDA_NORM1", "0") ? 0u : MVP_NORM1);
 }
 
 /* A norm folded into mvp_kernel's staging of X (w NULL: none). */

@@ -472,6 +472,7 @@ __device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const 
 /* mvp_kernel's opt bits (mm.cu's mvp_opt; each its switch, for A/B runs) */
 #define MVP_AHEAD 1u    /* both register sets' loads before the PDL wait */
 #define MVP_SQ_BATCH 2u /* stage_q8 loads X in batches */
+#define MVP_NORM1 4u    /* a folded norm's X staged from one read (mvp_stage_norm1) */
 
 /* MVP_ROPE's arguments: the group is Q, K, V of one decode row (M = 1),
  * rows (2i, 2i + 1) of Q and K a RoPE pair (llama's NORM rotation, no
@@ -597,19 +598,13 @@ __device__ __forceinline__ void mvp_next(int64_t row, int u, int gl, int step, i
  * sums X again (8 KiB from L2 for K = 2,048) where a separate norm kernel
  * would sum it once; the order differs from ops.cu's rmsnorm_kernel, so
  * the normed X may differ from it in the last bit. */
+/* The block's sum of its threads' ss, as 1 / sqrt(ss / K + eps) for
+ * every thread (warp sums, then warp 0's in warp order). */
 template <int W>
-__device__ __forceinline__ float mvp_rms_inv(const float *__restrict__ X, int64_t K, float eps, bool vec)
+__device__ __forceinline__ float mvp_rms_finish(float ss, int64_t K, float eps)
 {
     __shared__ float red[W];
     __shared__ float inv;
-    float ss = 0.0f;
-    const int64_t K4 = vec ? K / 4 : 0;
-    for (int64_t i = threadIdx.x; i < K4; i += blockDim.x) {
-        const float4 x = __ldg((const float4 *)X + i);
-        ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-    }
-    for (int64_t k = 4 * K4 + threadIdx.x; k < K; k += blockDim.x)
-        ss += X[k] * X[k];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
         ss += __shfl_xor_sync(0xffffffffu, ss, o);
@@ -625,6 +620,73 @@ __device__ __forceinline__ float mvp_rms_inv(const float *__restrict__ X, int64_
     }
     __syncthreads();
     return inv;
+}
+
+template <int W>
+__device__ __forceinline__ float mvp_rms_inv(const float *__restrict__ X, int64_t K, float eps, bool vec)
+{
+    float ss = 0.0f;
+    const int64_t K4 = vec ? K / 4 : 0;
+    for (int64_t i = threadIdx.x; i < K4; i += blockDim.x) {
+        const float4 x = __ldg((const float4 *)X + i);
+        ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+    }
+    for (int64_t k = 4 * K4 + threadIdx.x; k < K; k += blockDim.x)
+        ss += X[k] * X[k];
+    return mvp_rms_finish<W>(ss, K, eps);
+}
+
+/* MVP_NORM1: the normed X staged from one read of X. mvp_rms_inv reads X
+ * (an L2 round trip), reduces, and the staging then reads it again (a
+ * second round trip, after the reduction): here each thread loads its
+ * float4s of X and of the norm's weight once (those of mvp_rms_inv's loop,
+ * so the sum and inv are its bit for bit), sums, reduces, and stages
+ * x * inv * w from its registers. Only where every float4 fits one batch
+ * (kp / 4 <= SQ_BATCH threads; K % 4 == 0, X and w 16-byte aligned): else
+ * false, nothing done, and the caller stages in two reads. M = 1. */
+template <int W, bool Q8>
+__device__ __forceinline__ bool mvp_stage_norm1(float4 *xs, int kc, const float *__restrict__ X, int64_t K, int kp,
+                                                bool vec, const float *__restrict__ nw, float eps)
+{
+    const int n4 = kp / 4;
+    if (!vec || K % 4 != 0 || ((uintptr_t)nw & 15) != 0 || n4 > SQ_BATCH * (int)blockDim.x)
+        return false;
+    const int K4 = (int)(K / 4);
+    float4 x[SQ_BATCH], w[SQ_BATCH];
+#pragma unroll
+    for (int j = 0; j < SQ_BATCH; j++) {
+        const int i = threadIdx.x + j * blockDim.x;
+        x[j] = w[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (i < K4) {
+            x[j] = __ldg((const float4 *)X + i);
+            w[j] = __ldg((const float4 *)nw + i);
+        }
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < SQ_BATCH; j++)
+        if (threadIdx.x + j * blockDim.x < K4)
+            ss += x[j].x * x[j].x + x[j].y * x[j].y + x[j].z * x[j].z + x[j].w * x[j].w;
+    const float inv = mvp_rms_finish<W>(ss, K, eps);
+#pragma unroll
+    for (int j = 0; j < SQ_BATCH; j++) {
+        const int b = threadIdx.x - (threadIdx.x & 31) + j * blockDim.x; /* the warp's first float4: uniform */
+        if (b >= n4)
+            break;
+        const int i = b + (threadIdx.x & 31);
+        /* zeros past K */
+        const bool in = i < K4;
+        const float v[4] = {in ? x[j].x * inv * w[j].x : 0.0f, in ? x[j].y * inv * w[j].y : 0.0f,
+                            in ? x[j].z * inv * w[j].z : 0.0f, in ? x[j].w * inv * w[j].w : 0.0f};
+        if (Q8) {
+            int8_t *xq = (int8_t *)xs;
+            float *xd = (float *)(xq + kc);
+            sq_store(v, i, i < n4, xq, xd, xd + kc / 32);
+        } else if (i < n4) {
+            xs[swz(i)] = make_float4(v[0], v[1], v[2], v[3]);
+        }
+    }
+    return true;
 }
 
 /* mvg_kernel at M = 1 with the weight stream kept going: each lane group
@@ -681,8 +743,9 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
     }
     cu_pdl_wait();
     /* nw: X is normed first (M = 1; the host sends no norm with rows of X) */
-    const float inv = nw ? mvp_rms_inv<W>(X, K, eps, vec) : 0.0f;
-    if (Q8) {
+    const bool one = nw && (opt & MVP_NORM1) && mvp_stage_norm1<W, Q8>(xs, kc, X, K, (int)kp, vec, nw, eps);
+    const float inv = nw && !one ? mvp_rms_inv<W>(X, K, eps, vec) : 0.0f;
+    if (!one && Q8) {
         int8_t *xq = (int8_t *)xs;
         float *xd = (float *)(xq + kc);
 #pragma unroll
@@ -690,7 +753,7 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
             if (m < M)
                 stage_q8(xq + m * q8_smem(kc), xd + m * q8_smem(kc) / 4, xd + m * q8_smem(kc) / 4 + kc / 32,
                          X + m * ldx, K, (int)kp, vec, nw, inv, (opt & MVP_SQ_BATCH) != 0);
-    } else {
+    } else if (!one) {
         stage_x<1>(xs, X, ldx, K, 0, (int)kp, kc / 4, vec, nw, inv);
     }
     __syncthreads();

@@ -269,10 +269,12 @@ static void op_matmul(void)
  * SWIGLU takes two weights of one shape and must leave Y_1 as it was. A
  * device may refuse a case (HEARTH_EUNSUPPORTED): then every Y must be
  * untouched. Returns whether the device ran it. */
+static int64_t g_ldx_pad = 5; /* fused_case's ldx - K: 5 leaves X's rows unaligned (a kernel's scalar path) */
+
 static bool fused_case(hearth_dtype t, int n_w, int64_t M, int64_t K, enum hearth_mm_pre pre,
                        enum hearth_mm_post post)
 {
-    int64_t ldx = K + 5, Ns[3] = {9, 33, 17}, ldy[3];
+    int64_t ldx = K + g_ldx_pad, Ns[3] = {9, 33, 17}, ldy[3];
     if (post == HEARTH_MM_SWIGLU)
         Ns[1] = Ns[0] = 37;
     float *X = frands(M * ldx), *nw = frands(K), *Xf = malloc((size_t)(M * ldx) * 4);
@@ -385,6 +387,18 @@ static void op_matmul_fused(void)
     fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_STORE);
     fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
     fused_case(HEARTH_F16, 2, 1, 12544, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
+    /* X's rows 16-byte aligned: the mat-vec's vector loads, and (CUDA, MVP_NORM1) the norm staged from
+     * one read of X, at one batch of float4s a thread (2,048) and four (8,192) */
+    g_ldx_pad = 4;
+    for (size_t ti = 0; ti < sizeof MM_TYPES / sizeof MM_TYPES[0]; ti++) {
+        hearth_dtype t = MM_TYPES[ti];
+        if (!D->supports(g_dev, HEARTH_OP_MATMUL, t))
+            continue;
+        fused_case(t, 3, 1, 2048, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_STORE);
+        fused_case(t, 2, 1, 2048, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_SWIGLU);
+        fused_case(t, 1, 1, 8192, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_STORE);
+    }
+    g_ldx_pad = 5;
     hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, NULL, 1e-5f, HEARTH_MM_STORE};
     CHECK(D->matmul_fused(&g_st, NULL, 1, NULL, 0, 1, NULL, NULL, &f) < 0);
 }
