@@ -9,7 +9,9 @@
 #   A='--decode-steps 1' B='--decode-steps 8' PARALLEL="4 16" bench/gpu_ab.sh 3
 #
 # An arm is words: NAME=VALUE words go to the environment, the rest to
-# `hearth run --bench` as flags. Each test is
+# `hearth run --bench` as flags; HEARTH_BIN=path runs that binary for the
+# arm (another build carried beside, for a change no switch turns off:
+# A='HEARTH_BIN=gpu/before/hearth' B=''). Each test is
 #
 #   hearth run --bench --device $DEVICE -m M -p 0 -n $N -r $REPS [--parallel P] [arm flags]
 #
@@ -21,7 +23,7 @@
 # the script itself on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-case "${1:-}" in -h | --help) sed -n '2,24p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h | --help) sed -n '2,23p' "$0"; exit 0 ;; esac
 . bench/gpu_models.sh
 . bench/ab_arms.sh
 ROUNDS=${1:-2}
@@ -71,9 +73,11 @@ run_arm() { # arm-words name parallel round label
     local words=$1 name=$2 par=$3
     local out=$LOG/r$4-$name-x$par-$5.log
     ab_split "$words"
-    local p=()
+    local p=() bin=$HEARTH w
     [ "$par" -gt 1 ] && p=(--parallel "$par")
-    env "${AB_ENV[@]}" "$HEARTH" run --bench --device "$DEVICE" -m "${FILE[$name]}" -p 0 -n "$N" -r "$REPS" "${p[@]}" \
+    for w in "${AB_ENV[@]}"; do [[ "$w" == HEARTH_BIN=* ]] && bin=${w#HEARTH_BIN=}; done
+    [ -x "$bin" ] || die "arm '$words': $bin is not an executable"
+    env "${AB_ENV[@]}" "$bin" run --bench --device "$DEVICE" -m "${FILE[$name]}" -p 0 -n "$N" -r "$REPS" "${p[@]}" \
         "${AB_FLAGS[@]}" >"$out" 2>&1 || { tail -20 "$out" >&2; die "arm '$words' failed on $name (log $out)"; }
     "$PY" - "$out" "$N" "$par" <<'PY'
 import re, sys

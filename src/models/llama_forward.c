@@ -328,6 +328,15 @@ static int pass_ops(hearth_llama *m, llama_pass *p, int64_t nc, float *y, hearth
             return rc;
     if (n_out == 0)
         return 0;
+    /* every row wants logits (out_src is 0 .. nc - 1) in a step the device
+     * fuses: the final norm folded into the output matmul, one launch less
+     * a decode step (the device keeps it apart where it does not fold) */
+    if (n_out == nc && D->matmul_fused && nc <= m->dev->caps.fused_rows_max) {
+        hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, m->out_norm, hp->rms_eps, HEARTH_MM_STORE};
+        if ((rc = mm_fold(D, st, (const hearth_weight *const[]){m->out.w}, 1, p->x, E, nc, &y, &V, &f, p->h)))
+            return op_failed(rc, "output norm and matmul", hp->n_layer, err);
+        return 0;
+    }
     /* final norm of the rows that want logits, packed to the front of h */
     if ((rc = D->rmsnorm(st, p->h, p->x, p->db.out_src, n_out, E, m->out_norm, hp->rms_eps)))
         return op_failed(rc, "output norm", hp->n_layer, err);
