@@ -159,6 +159,28 @@
  * MiB). The prefetches' traffic lengthens the demand loads of the launch
  * that issues them, which are what a decode step waits on.
  *
+ * Stop 39 (2026-12-07, H100, one lease; tg128 tok/s, bench/gpu_ab.sh,
+ * arms alternated, medians of the rounds; bench/RESULTS.md has the rest).
+ * Three changes to the M = 1 mat-vec, each behind its switch:
+ * - llama's QK step (RoPE of pairs, K and V into the cache) in the Q/K/V
+ *   mat-vec's stores (MVP_ROPE; rows 2i and 2i + 1 of Q and K are a pair,
+ *   the held sums of SWIGLU's pairing; HEARTH_CUDA_FUSE_ROPE=0 apart):
+ *   five launches a layer where six were. Q4_K 1,907 against 1,788, F16
+ *   1,071 against 1,008 (one round).
+ * - a folded norm's X staged from one read of X (mm_mma.cuh's
+ *   mvp_stage_norm1; HEARTH_CUDA_NORM1=0 the two reads): Q4_K 1,913
+ *   against 1,796, F16 1,065 against 1,053 (one round).
+ * - stage_q8's loads of X in batches (HEARTH_CUDA_SQ_BATCH=0 one at a
+ *   time): Q8_0 1,558 against 1,529, Q4_K 1,903 against 1,876, F16 (float
+ *   staging) the same (two rounds).
+ * All three with the output norm folded into the output matmul
+ * (llama_forward.c) against the binary of the stop before: F16 1,072
+ * against 1,025, Q8_0 1,562 against 1,475, Q4_K 1,915 against 1,773 (two
+ * rounds). Tried and dropped: both register sets' weight loads issued
+ * before the PDL wait (the second batch through X's staging too): F16
+ * 1,067 against 1,104 without it, Q8_0 1,554 against 1,530, Q4_K 1,905
+ * against 1,908 (two rounds); why F16 loses was not profiled.
+ *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED (mma_kernel's
  * split-K buffer: it does not split).
@@ -804,15 +826,13 @@ static int mvp_warps(void)
 }
 
 /* mvp_kernel's opt bits (mm_mma.cuh), each on unless its switch is 0:
- * HEARTH_CUDA_MVP_AHEAD (both batches' loads before the PDL wait) and
- * HEARTH_CUDA_SQ_BATCH (the q8a staging's loads of X in batches),
+ * HEARTH_CUDA_SQ_BATCH (the q8a staging's loads of X in batches) and
  * HEARTH_CUDA_NORM1 (a folded norm's X read once). Read once. */
 static unsigned mvp_opt(void)
 {
-    static int s1 = -1, s2 = -1, s3 = -1;
-    return (cu_env_is(&s1, "HEARTH_CUDA_MVP_AHEAD", "0") ? 0u : MVP_AHEAD) |
-           (cu_env_is(&s2, "HEARTH_CUDA_SQ_BATCH", "0") ? 0u : MVP_SQ_BATCH) |
-           (cu_env_is(&s3, "HEARTH_CUDA_NORM1", "0") ? 0u : MVP_NORM1);
+    static int s1 = -1, s2 = -1;
+    return (cu_env_is(&s1, "HEARTH_CUDA_SQ_BATCH", "0") ? 0u : MVP_SQ_BATCH) |
+           (cu_env_is(&s2, "HEARTH_CUDA_NORM1", "0") ? 0u : MVP_NORM1);
 }
 
 /* A norm folded into mvp_kernel's staging of X (w NULL: none). */

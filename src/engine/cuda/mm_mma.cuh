@@ -470,9 +470,8 @@ __device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const 
 #define MVP_ROPE 3
 
 /* mvp_kernel's opt bits (mm.cu's mvp_opt; each its switch, for A/B runs) */
-#define MVP_AHEAD 1u    /* both register sets' loads before the PDL wait */
-#define MVP_SQ_BATCH 2u /* stage_q8 loads X in batches */
-#define MVP_NORM1 4u    /* a folded norm's X staged from one read (mvp_stage_norm1) */
+#define MVP_SQ_BATCH 1u /* stage_q8 loads X in batches */
+#define MVP_NORM1 2u    /* a folded norm's X staged from one read (mvp_stage_norm1) */
 
 /* MVP_ROPE's arguments: the group is Q, K, V of one decode row (M = 1),
  * rows (2i, 2i + 1) of Q and K a RoPE pair (llama's NORM rotation, no
@@ -724,23 +723,6 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         const mseg sv = mvp_seg(gr, row, post);
         mvp_load<T, LW>(ra, sv.v, sv.local, u, nu);
     }
-    /* MVP_AHEAD: the second batch's loads go out here too (the loop's first
-     * pass then skips them), so both register sets are in flight through
-     * the PDL wait and X's staging; a warp with two batches (the 1.04B's
-     * down mat-vec: one 8,192-wide row a warp) no longer starts its second
-     * round trip after the staging. Registers: none more, rb is live in
-     * the loop anyway (the staging's few are the only overlap). */
-    bool b_issued = false;
-    if (opt & MVP_AHEAD) {
-        int64_t row2;
-        int u2;
-        mvp_next(row, u, gl, step, nu, rstep, pairs, row2, u2);
-        if (row2 < nr) {
-            const mseg sv = mvp_seg(gr, row2, post);
-            mvp_load<T, LW>(rb, sv.v, sv.local, u2, nu);
-        }
-        b_issued = true;
-    }
     cu_pdl_wait();
     /* nw: X is normed first (M = 1; the host sends no norm with rows of X) */
     const bool one = nw && (opt & MVP_NORM1) && mvp_stage_norm1<W, Q8>(xs, kc, X, K, (int)kp, vec, nw, eps);
@@ -765,11 +747,10 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         int64_t row2, row3;
         int u2, u3;
         mvp_next(row, u, gl, step, nu, rstep, pairs, row2, u2);
-        if (row2 < nr && !b_issued) {
+        if (row2 < nr) {
             const mseg sv = mvp_seg(gr, row2, post);
             mvp_load<T, LW>(rb, sv.v, sv.local, u2, nu);
         }
-        b_issued = false;
         if (row < nr)
             mvp_dot<T, Q8, LW, MT>(ra, xs, kc, u, nu, M, acc);
         if (row2 != row)
