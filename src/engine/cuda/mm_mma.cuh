@@ -278,7 +278,8 @@ __device__ __forceinline__ void sq_load(float (&v)[4], const float *__restrict__
         v[1] = x.y;
         v[2] = x.z;
         v[3] = x.w;
-        if (nw && ((uintptr_t)nw & 15) == 0) { /* the RMS norm folded in: ops.cu's x * inv * w, then quantized as the norm's output was */
+        /* the RMS norm folded in: ops.cu's x * inv * w, then quantized as the norm's output was */
+        if (nw && ((uintptr_t)nw & 15) == 0) {
             const float4 w = __ldg((const float4 *)(nw + k));
             v[0] = v[0] * inv * w.x;
             v[1] = v[1] * inv * w.y;

@@ -1045,10 +1045,10 @@ static void op_scratch(void)
 
 /* ---- every case on every device, on streams of 1, 2, 3 threads ---- */
 
-static void (*const CASES[])(void) = {op_matmul,  op_matmul_fused, op_matmul_fused_qk, op_embed,   op_rows,
-                                      op_argmax,  op_qk_attn,      op_packed_pool, op_scratch};
-static const char *const CASE_NAMES[] = {"matmul",  "matmul_fused", "matmul_fused_qk", "embed",      "rows",
-                                         "argmax",  "qk_attn",      "packed_pool", "scratch"};
+static void (*const CASES[])(void) = {op_matmul, op_matmul_fused, op_matmul_fused_qk, op_embed,  op_rows,
+                                      op_argmax, op_qk_attn,      op_packed_pool,     op_scratch};
+static const char *const CASE_NAMES[] = {"matmul", "matmul_fused", "matmul_fused_qk", "embed",  "rows",
+                                         "argmax", "qk_attn",      "packed_pool",     "scratch"};
 
 static void every_op_on_every_device(void)
 {
