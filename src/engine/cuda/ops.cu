@@ -14,7 +14,10 @@
  * block per (row, head): a head (<= CU_HEAD_DIM_MAX) is staged in shared
  * memory so RoPE's pair partner can be read whichever layout (rope_type 0:
  * (2i, 2i+1), 2: (i, i + n_rot/2)) the model uses; a K head's block also
- * takes the V head of the same index and stores both in the cache.
+ * takes the V head of the same index and stores both in the cache. At one
+ * llama decode row the QK step runs in the Q/K/V mat-vec's stores instead
+ * (mm.cu's MVP_ROPE, since stop 39); this kernel serves the rest (batched
+ * steps, qwen's biases and QK-norm, NEOX pairs).
  *
  * Norms accumulate in float where the CPU uses double: the test's bounds
  * (1e-5 relative for RMSNorm, 1e-4 for LayerNorm) hold at these widths, and
