@@ -272,9 +272,16 @@ static int layer_fused(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, h
     return 0;
 }
 
+/* Whether the device folds neighbours into its matmuls for a step of nc
+ * rows (layer_fused's walk, and the output norm in the output matmul). */
+static bool step_fused(const hearth_llama *m, const llama_pass *p, int64_t nc)
+{
+    return p->D->matmul_fused && nc <= m->dev->caps.fused_rows_max;
+}
+
 static int layer_forward(hearth_llama *m, llama_pass *p, int64_t il, int64_t nc, hearth_err *err)
 {
-    if (p->D->matmul_fused && nc <= m->dev->caps.fused_rows_max)
+    if (step_fused(m, p, nc))
         return layer_fused(m, p, il, nc, err);
     const hearth_llama_hparams *hp = &m->hp;
     const hearth_dev_ops *D = p->D;
@@ -331,7 +338,7 @@ static int pass_ops(hearth_llama *m, llama_pass *p, int64_t nc, float *y, hearth
     /* every row wants logits (out_src is 0 .. nc - 1) in a step the device
      * fuses: the final norm folded into the output matmul, one launch less
      * a decode step (the device keeps it apart where it does not fold) */
-    if (n_out == nc && D->matmul_fused && nc <= m->dev->caps.fused_rows_max) {
+    if (n_out == nc && step_fused(m, p, nc)) {
         hearth_mm_fuse f = {HEARTH_MM_PRE_RMSNORM, m->out_norm, hp->rms_eps, HEARTH_MM_STORE};
         if ((rc = mm_fold(D, st, (const hearth_weight *const[]){m->out.w}, 1, p->x, E, nc, &y, &V, &f, p->h)))
             return op_failed(rc, "output norm and matmul", hp->n_layer, err);
