@@ -696,13 +696,14 @@ static int32_t argmax_ref(const float *x, int64_t n)
 
 /* argmax_rows against the oracle and against the sampler's own greedy draw
  * (what the scheduler would have drawn from the downloaded row), at odd
- * widths and a vocabulary's, rows with NaN, +inf, -inf, ties (the maximum
- * twice, the later copy in another thread's share), all -inf and all NaN. */
+ * widths and vocabularies' (past one batch of loads a thread), rows with
+ * NaN, +inf, -inf, ties (the maximum twice, the later copy in another
+ * thread's share), all -inf and all NaN. */
 static void op_argmax(void)
 {
     if (!D->argmax_rows)
         return; /* optional (dev.h): the caller downloads the logits */
-    static const int64_t NS[] = {1, 7, 33, 384, 32000 + 3};
+    static const int64_t NS[] = {1, 7, 33, 384, 32000 + 3, 131072, 152064 + 1}; /* up to qwen's vocabulary, odd */
     hearth_sampler_params sp;
     hearth_sampler_params_default(&sp);
     sp.temperature = 0;
