@@ -211,6 +211,7 @@ extern "C" {
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <type_traits>
 
 #define MM_TILE_MAX ((size_t)64 << 20)   /* a dequantized f16 tile of W */
 #define MM_BLAS_WS ((size_t)32 << 20)    /* cuBLAS's own workspace (its Hopper advice) */
@@ -835,15 +836,29 @@ static unsigned mvp_opt(void)
            (cu_env_is(&s2, "HEARTH_CUDA_NORM1", "0") ? 0u : MVP_NORM1);
 }
 
+/* Whether mvp_kernel gives a lane twice T::UNR units a batch where a row
+ * takes more than one batch of a whole warp (the 8,192-wide down
+ * projection: Q4_K's row is then one batch, loaded before the PDL wait, and
+ * Q8_0's two batches, not four): the types Q4_K and Q8_0, whose registers
+ * allow it under mvp_kernel's cap of 128; HEARTH_CUDA_MVP_WIDE=0 never
+ * (read once). */
+template <class T>
+static constexpr bool mvp_wide_type = std::is_same<T, tr_q4_k>::value || std::is_same<T, tr_q8_0>::value;
+static bool mvp_wide_on(void)
+{
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_MVP_WIDE", "0");
+}
+
 /* A norm folded into mvp_kernel's staging of X (w NULL: none). */
 struct mnorm {
     const float *w = nullptr;
     float eps = 0.0f;
 };
 
-/* mvp_kernel<T, Q8, LW, MT> in blocks of mvp_warps() warps, per_warp rows
- * a warp at a time. */
-template <class T, bool Q8, int LW, int MT>
+/* mvp_kernel<T, Q8, LW, MT, U> in blocks of mvp_warps() warps, per_warp
+ * rows a warp at a time, U units a lane in a batch. */
+template <class T, bool Q8, int LW, int MT, int U = T::UNR>
 static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K,
                              int kc, int post, int64_t per_warp, size_t smem, const mnorm &nm, const mrope &rp)
 {
@@ -852,9 +867,9 @@ static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t
     int64_t blocks = (nr + per - 1) / per;
     blocks = blocks < cap ? blocks : cap;
     if (w == 16)
-        return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 16>, dim3((unsigned)blocks), dim3(16 * 32), smem, c->s,
+        return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 16, U>, dim3((unsigned)blocks), dim3(16 * 32), smem, c->s,
                          g, X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp, mvp_opt());
-    return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 8>, dim3((unsigned)blocks), dim3(8 * 32), smem, c->s, g,
+    return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 8, U>, dim3((unsigned)blocks), dim3(8 * 32), smem, c->s, g,
                      X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp, mvp_opt());
 }
 
@@ -871,11 +886,19 @@ static int mvp_go(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M
     const int kc = chunk_for(g.v[0].kp);
     if constexpr (q8dot<T>::on) {
         if (mv_q8()) {
-            const bool half = mv_half() && g.v[0].kp / T::EPU <= 16 * T::UNR;
+            const int64_t nu = g.v[0].kp / T::EPU;
+            const bool half = mv_half() && nu <= 16 * T::UNR;
             const size_t smem = MT * q8_smem(kc);
-            cudaError_t e = half ? mvp_start<T, true, 16, MT>(c, g, X, ldx, M, nr, K, kc, post, 2, smem, nm, rp)
-                                 : mvp_start<T, true, 32, MT>(c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm, rp);
-            return cu_fail("mvp_kernel (q8)", e);
+            if (half)
+                return cu_fail("mvp_kernel (q8)",
+                               mvp_start<T, true, 16, MT>(c, g, X, ldx, M, nr, K, kc, post, 2, smem, nm, rp));
+            if constexpr (MT == 1 && mvp_wide_type<T>) {
+                if (nu > 32 * T::UNR && mvp_wide_on())
+                    return cu_fail("mvp_kernel (q8, wide)", mvp_start<T, true, 32, 1, 2 * T::UNR>(
+                                                                c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm, rp));
+            }
+            return cu_fail("mvp_kernel (q8)",
+                           mvp_start<T, true, 32, MT>(c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm, rp));
         }
     }
     if constexpr (MT == 1) {

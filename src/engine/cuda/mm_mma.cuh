@@ -421,13 +421,13 @@ struct q8dot<tr_q4_k> {
 
 /* ---- the pipelined mat-vec (M = 1, X staged once) ---- */
 
-/* Batch u0 (this lane's units u0, u0 + LW, ... below nu, T::UNR of them) of
- * a row into r; LW: the lanes that share a row (mvp_kernel). */
-template <class T, int LW>
-__device__ __forceinline__ void mvp_load(typename T::R (&r)[T::UNR], const mview &v, int64_t row, int u0, int nu)
+/* Batch u0 (this lane's units u0, u0 + LW, ... below nu, U of them) of a
+ * row into r; LW: the lanes that share a row (mvp_kernel). */
+template <class T, int LW, int U>
+__device__ __forceinline__ void mvp_load(typename T::R (&r)[U], const mview &v, int64_t row, int u0, int nu)
 {
 #pragma unroll
-    for (int j = 0; j < T::UNR; j++)
+    for (int j = 0; j < U; j++)
         if (u0 + LW * j < nu)
             r[j] = T::load(v, row, u0 + LW * j);
 }
@@ -435,13 +435,13 @@ __device__ __forceinline__ void mvp_load(typename T::R (&r)[T::UNR], const mview
 /* acc += the batch's products with X: with floats in mvg_kernel's order
  * (a row's result is the same bit for bit whichever kernel ran it; LW = 32
  * there); Q8, with the q8a X, which only this kernel has. */
-template <class T, bool Q8, int LW, int MT>
-__device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const float4 *xs, int kc, int u0, int nu,
-                                        int M, float (&acc)[MT])
+template <class T, bool Q8, int LW, int MT, int U>
+__device__ __forceinline__ void mvp_dot(const typename T::R (&r)[U], const float4 *xs, int kc, int u0, int nu, int M,
+                                        float (&acc)[MT])
 {
     static_assert(Q8 || MT == 1, "mvp_kernel: rows of X take the q8a X");
 #pragma unroll
-    for (int j = 0; j < T::UNR; j++) {
+    for (int j = 0; j < U; j++) {
         if (u0 + LW * j >= nu)
             break;
         if (Q8) {
@@ -690,7 +690,8 @@ __device__ __forceinline__ bool mvp_stage_norm1(float4 *xs, int kc, const float 
 }
 
 /* mvg_kernel at M = 1 with the weight stream kept going: each lane group
- * walks its rows' batches (T::UNR units a lane) with the next batch's loads
+ * walks its rows' batches (U units a lane: T::UNR, or twice that where
+ * mm.cu's mvp_go widens a long row's batches) with the next batch's loads
  * issued before the current one is multiplied, across row ends too, so no
  * warp waits on memory with nothing in flight (mvg_kernel issues a row's
  * loads only after the last row's products and sum). Two register sets of
@@ -702,7 +703,7 @@ __device__ __forceinline__ bool mvp_stage_norm1(float4 *xs, int kc, const float 
  * move together (every group's row has the same units), so the loop is
  * warp-uniform; a group past nr computes and stores nothing. W: warps a
  * block (8 or 16: mm.cu's mvp_warps), 16 warps an SM either way. */
-template <class T, bool Q8, int LW, int MT, int W>
+template <class T, bool Q8, int LW, int MT, int W, int U>
 __global__ void __launch_bounds__(W * 32, 16 / W)
     mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t nr, int64_t K, int kc, int post,
                const float *__restrict__ nw, float eps, mrope rp, unsigned opt)
@@ -712,17 +713,17 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
     constexpr int G = 32 / LW; /* rows a warp walks at once */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gl = lane % LW, gi = lane / LW;
     const int64_t kp = gr.v[0].kp;
-    const int nu = (int)(kp / T::EPU), step = LW * T::UNR;
+    const int nu = (int)(kp / T::EPU), step = LW * U;
     const bool pairs = (post == MVP_SWIGLU || post == MVP_ROPE) && G == 1;
     const int64_t rstep = (int64_t)gridDim.x * W * G;
     const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
-    typename T::R ra[T::UNR], rb[T::UNR];
+    typename T::R ra[U], rb[U];
     /* row: this group's; the loop runs on the warp's first group's (row - gi) */
     int64_t row = ((int64_t)blockIdx.x * W + warp) * (pairs ? 2 : G) + gi;
     int u = gl;
     if (row < nr) {
         const mseg sv = mvp_seg(gr, row, post);
-        mvp_load<T, LW>(ra, sv.v, sv.local, u, nu);
+        mvp_load<T, LW, U>(ra, sv.v, sv.local, u, nu);
     }
     cu_pdl_wait();
     /* nw: X is normed first (M = 1; the host sends no norm with rows of X) */
@@ -750,10 +751,10 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         mvp_next(row, u, gl, step, nu, rstep, pairs, row2, u2);
         if (row2 < nr) {
             const mseg sv = mvp_seg(gr, row2, post);
-            mvp_load<T, LW>(rb, sv.v, sv.local, u2, nu);
+            mvp_load<T, LW, U>(rb, sv.v, sv.local, u2, nu);
         }
         if (row < nr)
-            mvp_dot<T, Q8, LW, MT>(ra, xs, kc, u, nu, M, acc);
+            mvp_dot<T, Q8, LW, MT, U>(ra, xs, kc, u, nu, M, acc);
         if (row2 != row)
             mvp_store<LW, MT>(gr, row, acc, post, held, row < nr, M, rp);
         if (row2 - gi >= nr)
@@ -761,10 +762,10 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         mvp_next(row2, u2, gl, step, nu, rstep, pairs, row3, u3);
         if (row3 < nr) {
             const mseg sv = mvp_seg(gr, row3, post);
-            mvp_load<T, LW>(ra, sv.v, sv.local, u3, nu);
+            mvp_load<T, LW, U>(ra, sv.v, sv.local, u3, nu);
         }
         if (row2 < nr)
-            mvp_dot<T, Q8, LW, MT>(rb, xs, kc, u2, nu, M, acc);
+            mvp_dot<T, Q8, LW, MT, U>(rb, xs, kc, u2, nu, M, acc);
         if (row3 != row2)
             mvp_store<LW, MT>(gr, row2, acc, post, held, row2 < nr, M, rp);
         row = row3;
