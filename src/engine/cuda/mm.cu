@@ -850,15 +850,36 @@ static bool mvp_wide_on(void)
     return !cu_env_is(&seen, "HEARTH_CUDA_MVP_WIDE", "0");
 }
 
+/* Whether mvp_kernel holds three batches of loads, not two, where a warp
+ * walks three batches or more (gate/up, the output projection): the types
+ * of mvp_wide_type, whose registers allow it (at most 128, no spills, by
+ * ptxas). HEARTH_CUDA_MVP_DEEP=0: never (read once). */
+static bool mvp_deep_on(void)
+{
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_MVP_DEEP", "0");
+}
+
+/* The batches a warp of mvp_kernel walks over nr rows, per_warp rows a
+ * warp at a time and a row's nu units bu a batch, with the grid at its cap
+ * (mvp_start's). */
+static int64_t mvp_batches(cu_ctx *c, int64_t nr, int64_t per_warp, int64_t nu, int64_t bu)
+{
+    const int w = mvp_warps();
+    const int64_t slots = (16 / w) * (int64_t)sm_count(c->ordinal) * w * per_warp;
+    return (nr + slots - 1) / slots * ((nu + bu - 1) / bu);
+}
+
 /* A norm folded into mvp_kernel's staging of X (w NULL: none). */
 struct mnorm {
     const float *w = nullptr;
     float eps = 0.0f;
 };
 
-/* mvp_kernel<T, Q8, LW, MT, U> in blocks of mvp_warps() warps, per_warp
- * rows a warp at a time, U units a lane in a batch. */
-template <class T, bool Q8, int LW, int MT, int U = T::UNR>
+/* mvp_kernel<T, Q8, LW, MT, U, NB> in blocks of mvp_warps() warps,
+ * per_warp rows a warp at a time, U units a lane in a batch, NB batches of
+ * loads held. */
+template <class T, bool Q8, int LW, int MT, int U = T::UNR, int NB = 2>
 static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K,
                              int kc, int post, int64_t per_warp, size_t smem, const mnorm &nm, const mrope &rp)
 {
@@ -867,9 +888,9 @@ static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t
     int64_t blocks = (nr + per - 1) / per;
     blocks = blocks < cap ? blocks : cap;
     if (w == 16)
-        return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 16, U>, dim3((unsigned)blocks), dim3(16 * 32), smem, c->s,
+        return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 16, U, NB>, dim3((unsigned)blocks), dim3(16 * 32), smem, c->s,
                          g, X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp, mvp_opt());
-    return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 8, U>, dim3((unsigned)blocks), dim3(8 * 32), smem, c->s, g,
+    return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 8, U, NB>, dim3((unsigned)blocks), dim3(8 * 32), smem, c->s, g,
                      X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp, mvp_opt());
 }
 
@@ -889,12 +910,21 @@ static int mvp_go(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M
             const int64_t nu = g.v[0].kp / T::EPU;
             const bool half = mv_half() && nu <= 16 * T::UNR;
             const size_t smem = MT * q8_smem(kc);
-            if (half)
+            if (half) {
+                if constexpr (MT == 1 && mvp_wide_type<T>) {
+                    if (mvp_deep_on() && mvp_batches(c, nr, 2, nu, 16 * T::UNR) >= 3)
+                        return cu_fail("mvp_kernel (q8, deep)", mvp_start<T, true, 16, 1, T::UNR, 3>(
+                                                                    c, g, X, ldx, M, nr, K, kc, post, 2, smem, nm, rp));
+                }
                 return cu_fail("mvp_kernel (q8)",
                                mvp_start<T, true, 16, MT>(c, g, X, ldx, M, nr, K, kc, post, 2, smem, nm, rp));
+            }
             if constexpr (MT == 1 && mvp_wide_type<T>) {
                 if (nu > 32 * T::UNR && mvp_wide_on())
                     return cu_fail("mvp_kernel (q8, wide)", mvp_start<T, true, 32, 1, 2 * T::UNR>(
+                                                                c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm, rp));
+                if (mvp_deep_on() && mvp_batches(c, nr, 1, nu, 32 * T::UNR) >= 3)
+                    return cu_fail("mvp_kernel (q8, deep)", mvp_start<T, true, 32, 1, T::UNR, 3>(
                                                                 c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm, rp));
             }
             return cu_fail("mvp_kernel (q8)",

@@ -703,7 +703,7 @@ __device__ __forceinline__ bool mvp_stage_norm1(float4 *xs, int kc, const float 
  * move together (every group's row has the same units), so the loop is
  * warp-uniform; a group past nr computes and stores nothing. W: warps a
  * block (8 or 16: mm.cu's mvp_warps), 16 warps an SM either way. */
-template <class T, bool Q8, int LW, int MT, int W, int U>
+template <class T, bool Q8, int LW, int MT, int W, int U, int NB>
 __global__ void __launch_bounds__(W * 32, 16 / W)
     mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t nr, int64_t K, int kc, int post,
                const float *__restrict__ nw, float eps, mrope rp, unsigned opt)
@@ -717,13 +717,17 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
     const bool pairs = (post == MVP_SWIGLU || post == MVP_ROPE) && G == 1;
     const int64_t rstep = (int64_t)gridDim.x * W * G;
     const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
-    typename T::R ra[U], rb[U];
-    /* row: this group's; the loop runs on the warp's first group's (row - gi) */
-    int64_t row = ((int64_t)blockIdx.x * W + warp) * (pairs ? 2 : G) + gi;
-    int u = gl;
-    if (row < nr) {
-        const mseg sv = mvp_seg(gr, row, post);
-        mvp_load<T, LW, U>(ra, sv.v, sv.local, u, nu);
+    /* NB batches of loads: rs[b] holds batch (rw[b], uu[b]); the next NB - 1
+     * to multiply are in flight while one is multiplied */
+    typename T::R rs[NB][U];
+    int64_t rw[NB];
+    int uu[NB];
+    /* rw[0]: this group's first row; the walk runs on the warp's first group's (row - gi) */
+    rw[0] = ((int64_t)blockIdx.x * W + warp) * (pairs ? 2 : G) + gi;
+    uu[0] = gl;
+    if (rw[0] < nr) {
+        const mseg sv = mvp_seg(gr, rw[0], post);
+        mvp_load<T, LW, U>(rs[0], sv.v, sv.local, uu[0], nu);
     }
     cu_pdl_wait();
     /* nw: X is normed first (M = 1; the host sends no norm with rows of X) */
@@ -745,31 +749,35 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
 #pragma unroll
     for (int m = 0; m < MT; m++)
         acc[m] = held[m] = 0.0f;
-    while (row - gi < nr) {
-        int64_t row2, row3;
-        int u2, u3;
-        mvp_next(row, u, gl, step, nu, rstep, pairs, row2, u2);
-        if (row2 < nr) {
-            const mseg sv = mvp_seg(gr, row2, post);
-            mvp_load<T, LW, U>(rb, sv.v, sv.local, u2, nu);
+#pragma unroll
+    for (int b = 1; b < NB - 1; b++) { /* the rest of the first NB - 1 batches */
+        mvp_next(rw[b - 1], uu[b - 1], gl, step, nu, rstep, pairs, rw[b], uu[b]);
+        if (rw[b] < nr) {
+            const mseg sv = mvp_seg(gr, rw[b], post);
+            mvp_load<T, LW, U>(rs[b], sv.v, sv.local, uu[b], nu);
         }
-        if (row < nr)
-            mvp_dot<T, Q8, LW, MT, U>(ra, xs, kc, u, nu, M, acc);
-        if (row2 != row)
-            mvp_store<LW, MT>(gr, row, acc, post, held, row < nr, M, rp);
-        if (row2 - gi >= nr)
-            break;
-        mvp_next(row2, u2, gl, step, nu, rstep, pairs, row3, u3);
-        if (row3 < nr) {
-            const mseg sv = mvp_seg(gr, row3, post);
-            mvp_load<T, LW, U>(ra, sv.v, sv.local, u3, nu);
+    }
+    bool more = rw[0] - gi < nr;
+    while (more) {
+#pragma unroll
+        for (int b = 0; b < NB; b++) {
+            /* issue the batch after the newest in flight, multiply batch b, store its row's sums if the
+             * next batch starts another row, stop where the warp's next batch is past its rows */
+            const int nx = (b + NB - 1) % NB, pv = (b + NB - 2) % NB, nb = (b + 1) % NB;
+            mvp_next(rw[pv], uu[pv], gl, step, nu, rstep, pairs, rw[nx], uu[nx]);
+            if (rw[nx] < nr) {
+                const mseg sv = mvp_seg(gr, rw[nx], post);
+                mvp_load<T, LW, U>(rs[nx], sv.v, sv.local, uu[nx], nu);
+            }
+            if (rw[b] < nr)
+                mvp_dot<T, Q8, LW, MT, U>(rs[b], xs, kc, uu[b], nu, M, acc);
+            if (rw[nb] != rw[b])
+                mvp_store<LW, MT>(gr, rw[b], acc, post, held, rw[b] < nr, M, rp);
+            if (rw[nb] - gi >= nr) {
+                more = false;
+                break;
+            }
         }
-        if (row2 < nr)
-            mvp_dot<T, Q8, LW, MT, U>(rb, xs, kc, u2, nu, M, acc);
-        if (row3 != row2)
-            mvp_store<LW, MT>(gr, row2, acc, post, held, row2 < nr, M, rp);
-        row = row3;
-        u = u3;
     }
 }
 

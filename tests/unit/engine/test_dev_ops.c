@@ -270,6 +270,7 @@ static void op_matmul(void)
  * device may refuse a case (HEARTH_EUNSUPPORTED): then every Y must be
  * untouched. Returns whether the device ran it. */
 static int64_t g_ldx_pad = 5; /* fused_case's ldx - K: 5 leaves X's rows unaligned (a kernel's scalar path) */
+static int64_t g_rows = 0;    /* fused_case's rows of every weight where set (else 9, 33, 17; SwiGLU's 37) */
 
 static bool fused_case(hearth_dtype t, int n_w, int64_t M, int64_t K, enum hearth_mm_pre pre,
                        enum hearth_mm_post post)
@@ -277,6 +278,8 @@ static bool fused_case(hearth_dtype t, int n_w, int64_t M, int64_t K, enum heart
     int64_t ldx = K + g_ldx_pad, Ns[3] = {9, 33, 17}, ldy[3];
     if (post == HEARTH_MM_SWIGLU)
         Ns[1] = Ns[0] = 37;
+    if (g_rows)
+        Ns[0] = Ns[1] = Ns[2] = g_rows;
     float *X = frands(M * ldx), *nw = frands(K), *Xf = malloc((size_t)(M * ldx) * 4);
     for (int64_t m = 0; m < M; m++) {
         const float *x = X + m * ldx;
@@ -390,6 +393,15 @@ static void op_matmul_fused(void)
     fused_case(HEARTH_Q4_K, 2, 1, 8448, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
     fused_case(HEARTH_Q8_0, 1, 1, 2080, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
     fused_case(HEARTH_Q8_0, 2, 1, 8224, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
+    /* long walks: each warp of a mat-vec over all the GPU's SMs takes three batches or more (CUDA:
+     * mvp_kernel's three batches of loads held), the rows no multiple of the grid's; half warps (Q4_K
+     * 2,048, Q8_0 1,024) and whole ones (Q4_K 4,096, Q8_0 2,048) */
+    g_rows = 4500;
+    fused_case(HEARTH_Q4_K, 2, 1, 2048, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_SWIGLU);
+    fused_case(HEARTH_Q4_K, 1, 1, 4096, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
+    fused_case(HEARTH_Q8_0, 3, 1, 1024, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_STORE);
+    fused_case(HEARTH_Q8_0, 1, 1, 2048, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
+    g_rows = 0;
     /* X wider than one staged chunk of the mat-vec (48 KiB of floats) */
     fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_STORE);
     fused_case(HEARTH_F16, 1, 1, 12544, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
