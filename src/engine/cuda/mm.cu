@@ -211,7 +211,6 @@ extern "C" {
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <type_traits>
 
 #define MM_TILE_MAX ((size_t)64 << 20)   /* a dequantized f16 tile of W */
 #define MM_BLAS_WS ((size_t)32 << 20)    /* cuBLAS's own workspace (its Hopper advice) */
@@ -836,50 +835,15 @@ static unsigned mvp_opt(void)
            (cu_env_is(&s2, "HEARTH_CUDA_NORM1", "0") ? 0u : MVP_NORM1);
 }
 
-/* Whether mvp_kernel gives a lane twice T::UNR units a batch where a row
- * takes more than one batch of a whole warp (the 8,192-wide down
- * projection: Q4_K's row is then one batch, loaded before the PDL wait, and
- * Q8_0's two batches, not four): the types Q4_K and Q8_0, whose registers
- * allow it under mvp_kernel's cap of 128; HEARTH_CUDA_MVP_WIDE=0 never
- * (read once). */
-template <class T>
-static constexpr bool mvp_wide_type = std::is_same<T, tr_q4_k>::value || std::is_same<T, tr_q8_0>::value;
-static bool mvp_wide_on(void)
-{
-    static int seen = -1;
-    return !cu_env_is(&seen, "HEARTH_CUDA_MVP_WIDE", "0");
-}
-
-/* Whether mvp_kernel holds three batches of loads, not two, where a warp
- * walks three batches or more (gate/up, the output projection): the types
- * of mvp_wide_type, whose registers allow it (at most 128, no spills, by
- * ptxas). HEARTH_CUDA_MVP_DEEP=0: never (read once). */
-static bool mvp_deep_on(void)
-{
-    static int seen = -1;
-    return !cu_env_is(&seen, "HEARTH_CUDA_MVP_DEEP", "0");
-}
-
-/* The batches a warp of mvp_kernel walks over nr rows, per_warp rows a
- * warp at a time and a row's nu units bu a batch, with the grid at its cap
- * (mvp_start's). */
-static int64_t mvp_batches(cu_ctx *c, int64_t nr, int64_t per_warp, int64_t nu, int64_t bu)
-{
-    const int w = mvp_warps();
-    const int64_t slots = (16 / w) * (int64_t)sm_count(c->ordinal) * w * per_warp;
-    return (nr + slots - 1) / slots * ((nu + bu - 1) / bu);
-}
-
 /* A norm folded into mvp_kernel's staging of X (w NULL: none). */
 struct mnorm {
     const float *w = nullptr;
     float eps = 0.0f;
 };
 
-/* mvp_kernel<T, Q8, LW, MT, U, NB> in blocks of mvp_warps() warps,
- * per_warp rows a warp at a time, U units a lane in a batch, NB batches of
- * loads held. */
-template <class T, bool Q8, int LW, int MT, int U = T::UNR, int NB = 2>
+/* mvp_kernel<T, Q8, LW, MT> in blocks of mvp_warps() warps, per_warp rows
+ * a warp at a time. */
+template <class T, bool Q8, int LW, int MT>
 static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M, int64_t nr, int64_t K,
                              int kc, int post, int64_t per_warp, size_t smem, const mnorm &nm, const mrope &rp)
 {
@@ -888,9 +852,9 @@ static cudaError_t mvp_start(cu_ctx *c, const mgroup &g, const float *X, int64_t
     int64_t blocks = (nr + per - 1) / per;
     blocks = blocks < cap ? blocks : cap;
     if (w == 16)
-        return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 16, U, NB>, dim3((unsigned)blocks), dim3(16 * 32), smem, c->s,
+        return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 16>, dim3((unsigned)blocks), dim3(16 * 32), smem, c->s,
                          g, X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp, mvp_opt());
-    return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 8, U, NB>, dim3((unsigned)blocks), dim3(8 * 32), smem, c->s, g,
+    return cu_launch(cu_pdl_on(), mvp_kernel<T, Q8, LW, MT, 8>, dim3((unsigned)blocks), dim3(8 * 32), smem, c->s, g,
                      X, ldx, M, nr, K, kc, post, nm.w, nm.eps, rp, mvp_opt());
 }
 
@@ -907,28 +871,11 @@ static int mvp_go(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M
     const int kc = chunk_for(g.v[0].kp);
     if constexpr (q8dot<T>::on) {
         if (mv_q8()) {
-            const int64_t nu = g.v[0].kp / T::EPU;
-            const bool half = mv_half() && nu <= 16 * T::UNR;
+            const bool half = mv_half() && g.v[0].kp / T::EPU <= 16 * T::UNR;
             const size_t smem = MT * q8_smem(kc);
-            if (half) {
-                if constexpr (MT == 1 && mvp_wide_type<T>) {
-                    if (mvp_deep_on() && mvp_batches(c, nr, 2, nu, 16 * T::UNR) >= 3)
-                        return cu_fail("mvp_kernel (q8, deep)", mvp_start<T, true, 16, 1, T::UNR, 3>(
-                                                                    c, g, X, ldx, M, nr, K, kc, post, 2, smem, nm, rp));
-                }
-                return cu_fail("mvp_kernel (q8)",
-                               mvp_start<T, true, 16, MT>(c, g, X, ldx, M, nr, K, kc, post, 2, smem, nm, rp));
-            }
-            if constexpr (MT == 1 && mvp_wide_type<T>) {
-                if (nu > 32 * T::UNR && mvp_wide_on())
-                    return cu_fail("mvp_kernel (q8, wide)", mvp_start<T, true, 32, 1, 2 * T::UNR>(
-                                                                c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm, rp));
-                if (mvp_deep_on() && mvp_batches(c, nr, 1, nu, 32 * T::UNR) >= 3)
-                    return cu_fail("mvp_kernel (q8, deep)", mvp_start<T, true, 32, 1, T::UNR, 3>(
-                                                                c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm, rp));
-            }
-            return cu_fail("mvp_kernel (q8)",
-                           mvp_start<T, true, 32, MT>(c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm, rp));
+            cudaError_t e = half ? mvp_start<T, true, 16, MT>(c, g, X, ldx, M, nr, K, kc, post, 2, smem, nm, rp)
+                                 : mvp_start<T, true, 32, MT>(c, g, X, ldx, M, nr, K, kc, post, 1, smem, nm, rp);
+            return cu_fail("mvp_kernel (q8)", e);
         }
     }
     if constexpr (MT == 1) {

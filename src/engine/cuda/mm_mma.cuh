@@ -421,13 +421,13 @@ struct q8dot<tr_q4_k> {
 
 /* ---- the pipelined mat-vec (M = 1, X staged once) ---- */
 
-/* Batch u0 (this lane's units u0, u0 + LW, ... below nu, U of them) of a
- * row into r; LW: the lanes that share a row (mvp_kernel). */
-template <class T, int LW, int U>
-__device__ __forceinline__ void mvp_load(typename T::R (&r)[U], const mview &v, int64_t row, int u0, int nu)
+/* Batch u0 (this lane's units u0, u0 + LW, ... below nu, T::UNR of them) of
+ * a row into r; LW: the lanes that share a row (mvp_kernel). */
+template <class T, int LW>
+__device__ __forceinline__ void mvp_load(typename T::R (&r)[T::UNR], const mview &v, int64_t row, int u0, int nu)
 {
 #pragma unroll
-    for (int j = 0; j < U; j++)
+    for (int j = 0; j < T::UNR; j++)
         if (u0 + LW * j < nu)
             r[j] = T::load(v, row, u0 + LW * j);
 }
@@ -435,13 +435,13 @@ __device__ __forceinline__ void mvp_load(typename T::R (&r)[U], const mview &v, 
 /* acc += the batch's products with X: with floats in mvg_kernel's order
  * (a row's result is the same bit for bit whichever kernel ran it; LW = 32
  * there); Q8, with the q8a X, which only this kernel has. */
-template <class T, bool Q8, int LW, int MT, int U>
-__device__ __forceinline__ void mvp_dot(const typename T::R (&r)[U], const float4 *xs, int kc, int u0, int nu, int M,
-                                        float (&acc)[MT])
+template <class T, bool Q8, int LW, int MT>
+__device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const float4 *xs, int kc, int u0, int nu,
+                                        int M, float (&acc)[MT])
 {
     static_assert(Q8 || MT == 1, "mvp_kernel: rows of X take the q8a X");
 #pragma unroll
-    for (int j = 0; j < U; j++) {
+    for (int j = 0; j < T::UNR; j++) {
         if (u0 + LW * j >= nu)
             break;
         if (Q8) {
@@ -690,8 +690,7 @@ __device__ __forceinline__ bool mvp_stage_norm1(float4 *xs, int kc, const float 
 }
 
 /* mvg_kernel at M = 1 with the weight stream kept going: each lane group
- * walks its rows' batches (U units a lane: T::UNR, or twice that where
- * mm.cu's mvp_go widens a long row's batches) with the next batch's loads
+ * walks its rows' batches (T::UNR units a lane) with the next batch's loads
  * issued before the current one is multiplied, across row ends too, so no
  * warp waits on memory with nothing in flight (mvg_kernel issues a row's
  * loads only after the last row's products and sum). Two register sets of
@@ -703,7 +702,7 @@ __device__ __forceinline__ bool mvp_stage_norm1(float4 *xs, int kc, const float 
  * move together (every group's row has the same units), so the loop is
  * warp-uniform; a group past nr computes and stores nothing. W: warps a
  * block (8 or 16: mm.cu's mvp_warps), 16 warps an SM either way. */
-template <class T, bool Q8, int LW, int MT, int W, int U, int NB>
+template <class T, bool Q8, int LW, int MT, int W>
 __global__ void __launch_bounds__(W * 32, 16 / W)
     mvp_kernel(mgroup gr, const float *__restrict__ X, int64_t ldx, int M, int64_t nr, int64_t K, int kc, int post,
                const float *__restrict__ nw, float eps, mrope rp, unsigned opt)
@@ -713,21 +712,17 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
     constexpr int G = 32 / LW; /* rows a warp walks at once */
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gl = lane % LW, gi = lane / LW;
     const int64_t kp = gr.v[0].kp;
-    const int nu = (int)(kp / T::EPU), step = LW * U;
+    const int nu = (int)(kp / T::EPU), step = LW * T::UNR;
     const bool pairs = (post == MVP_SWIGLU || post == MVP_ROPE) && G == 1;
     const int64_t rstep = (int64_t)gridDim.x * W * G;
     const bool vec = ((uintptr_t)X & 15) == 0 && ldx % 4 == 0;
-    /* NB batches of loads: rs[b] holds batch (rw[b], uu[b]); the next NB - 1
-     * to multiply are in flight while one is multiplied */
-    typename T::R rs[NB][U];
-    int64_t rw[NB];
-    int uu[NB];
-    /* rw[0]: this group's first row; the walk runs on the warp's first group's (row - gi) */
-    rw[0] = ((int64_t)blockIdx.x * W + warp) * (pairs ? 2 : G) + gi;
-    uu[0] = gl;
-    if (rw[0] < nr) {
-        const mseg sv = mvp_seg(gr, rw[0], post);
-        mvp_load<T, LW, U>(rs[0], sv.v, sv.local, uu[0], nu);
+    typename T::R ra[T::UNR], rb[T::UNR];
+    /* row: this group's; the loop runs on the warp's first group's (row - gi) */
+    int64_t row = ((int64_t)blockIdx.x * W + warp) * (pairs ? 2 : G) + gi;
+    int u = gl;
+    if (row < nr) {
+        const mseg sv = mvp_seg(gr, row, post);
+        mvp_load<T, LW>(ra, sv.v, sv.local, u, nu);
     }
     cu_pdl_wait();
     /* nw: X is normed first (M = 1; the host sends no norm with rows of X) */
@@ -749,35 +744,31 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
 #pragma unroll
     for (int m = 0; m < MT; m++)
         acc[m] = held[m] = 0.0f;
-#pragma unroll
-    for (int b = 1; b < NB - 1; b++) { /* the rest of the first NB - 1 batches */
-        mvp_next(rw[b - 1], uu[b - 1], gl, step, nu, rstep, pairs, rw[b], uu[b]);
-        if (rw[b] < nr) {
-            const mseg sv = mvp_seg(gr, rw[b], post);
-            mvp_load<T, LW, U>(rs[b], sv.v, sv.local, uu[b], nu);
+    while (row - gi < nr) {
+        int64_t row2, row3;
+        int u2, u3;
+        mvp_next(row, u, gl, step, nu, rstep, pairs, row2, u2);
+        if (row2 < nr) {
+            const mseg sv = mvp_seg(gr, row2, post);
+            mvp_load<T, LW>(rb, sv.v, sv.local, u2, nu);
         }
-    }
-    bool more = rw[0] - gi < nr;
-    while (more) {
-#pragma unroll
-        for (int b = 0; b < NB; b++) {
-            /* issue the batch after the newest in flight, multiply batch b, store its row's sums if the
-             * next batch starts another row, stop where the warp's next batch is past its rows */
-            const int nx = (b + NB - 1) % NB, pv = (b + NB - 2) % NB, nb = (b + 1) % NB;
-            mvp_next(rw[pv], uu[pv], gl, step, nu, rstep, pairs, rw[nx], uu[nx]);
-            if (rw[nx] < nr) {
-                const mseg sv = mvp_seg(gr, rw[nx], post);
-                mvp_load<T, LW, U>(rs[nx], sv.v, sv.local, uu[nx], nu);
-            }
-            if (rw[b] < nr)
-                mvp_dot<T, Q8, LW, MT, U>(rs[b], xs, kc, uu[b], nu, M, acc);
-            if (rw[nb] != rw[b])
-                mvp_store<LW, MT>(gr, rw[b], acc, post, held, rw[b] < nr, M, rp);
-            if (rw[nb] - gi >= nr) {
-                more = false;
-                break;
-            }
+        if (row < nr)
+            mvp_dot<T, Q8, LW, MT>(ra, xs, kc, u, nu, M, acc);
+        if (row2 != row)
+            mvp_store<LW, MT>(gr, row, acc, post, held, row < nr, M, rp);
+        if (row2 - gi >= nr)
+            break;
+        mvp_next(row2, u2, gl, step, nu, rstep, pairs, row3, u3);
+        if (row3 < nr) {
+            const mseg sv = mvp_seg(gr, row3, post);
+            mvp_load<T, LW>(ra, sv.v, sv.local, u3, nu);
         }
+        if (row2 < nr)
+            mvp_dot<T, Q8, LW, MT>(rb, xs, kc, u2, nu, M, acc);
+        if (row3 != row2)
+            mvp_store<LW, MT>(gr, row2, acc, post, held, row2 < nr, M, rp);
+        row = row3;
+        u = u3;
     }
 }
 

@@ -386,16 +386,16 @@ static void op_matmul_fused(void)
     fused_case(HEARTH_Q4_K, 2, 2, 2048, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
     fused_case(HEARTH_Q8_0, 2, 3, 2048, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
     fused_case(HEARTH_Q8_0, 1, 4, 4096, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
-    /* one row of X, rows of more than a warp's batch of units (CUDA: mvp_kernel's wide batches, twice the
-     * units a lane), ending mid-batch: one batch and a part (Q4_K 4,352: 136 units; Q8_0 2,080: 130), two
-     * and a part with SwiGLU's pairs (Q4_K 8,448; Q8_0 8,224) */
+    /* one row of X, rows of more than a warp's batch of units (CUDA's mvp_kernel: 32 lanes of 4 units),
+     * ending mid-batch: one batch and a part (Q4_K 4,352: 136 units; Q8_0 2,080: 130), two and a part with
+     * SwiGLU's pairs (Q4_K 8,448; Q8_0 8,224) */
     fused_case(HEARTH_Q4_K, 1, 1, 4352, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
     fused_case(HEARTH_Q4_K, 2, 1, 8448, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
     fused_case(HEARTH_Q8_0, 1, 1, 2080, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
     fused_case(HEARTH_Q8_0, 2, 1, 8224, HEARTH_MM_PRE_NONE, HEARTH_MM_SWIGLU);
-    /* long walks: each warp of a mat-vec over all the GPU's SMs takes three batches or more (CUDA:
-     * mvp_kernel's three batches of loads held), the rows no multiple of the grid's; half warps (Q4_K
-     * 2,048, Q8_0 1,024) and whole ones (Q4_K 4,096, Q8_0 2,048) */
+    /* long walks: each warp of a mat-vec over all the GPU's SMs takes three batches or more (CUDA's
+     * mvp_kernel: its two register sets of loads swap across row ends several times), the rows no multiple
+     * of the grid's; half warps (Q4_K 2,048, Q8_0 1,024) and whole ones (Q4_K 4,096, Q8_0 2,048) */
     g_rows = 4500;
     fused_case(HEARTH_Q4_K, 2, 1, 2048, HEARTH_MM_PRE_RMSNORM, HEARTH_MM_SWIGLU);
     fused_case(HEARTH_Q4_K, 1, 1, 4096, HEARTH_MM_PRE_NONE, HEARTH_MM_ADD);
