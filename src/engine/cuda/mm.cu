@@ -181,6 +181,18 @@
  * 1,067 against 1,104 without it, Q8_0 1,554 against 1,530, Q4_K 1,905
  * against 1,908 (two rounds); why F16 loses was not profiled.
  *
+ * Tried and dropped (stop 40, H100, one lease; tg128 two rounds against
+ * their switches, ncu on Q4_K serialized): for Q4_K and Q8_0 only, (a)
+ * twice T::UNR units a lane a batch where a row takes more than one
+ * batch of a whole warp (the 8,192-wide down projection: Q4_K's row one
+ * batch, all of it loaded before the PDL wait; 128 registers): Q4_K 1,694
+ * against 1,696, Q8_0 1,433 against 1,520, the down mat-vec 11.2 against
+ * 11.3 us; (b) three register sets of loads, not two, where a warp walks
+ * three batches or more (gate/up, the output; 112-126 registers): Q4_K
+ * 1,692 against 1,884, Q8_0 1,428 against 1,533, gate/up 14.9 against
+ * 13.8 us (each arm with the other change on). More loads in flight a
+ * warp did not shorten these kernels.
+ *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED (mma_kernel's
  * split-K buffer: it does not split).
@@ -194,8 +206,10 @@
  * or the fallback) against a double-precision oracle over
  * quant_ref.c's dequantization; the n-weight group equal to n single calls;
  * matmul_fused's epilogues at 1, 2, 4, 6, 12 and 17 rows (and 2-4 rows of
- * 2,048-4,096 wide weights, split over K); embed rows of every type;
- * ldx/ldy wider than the rows. */
+ * 2,048-4,096 wide weights, split over K; one row of Q4_K and Q8_0
+ * weights past a warp's batch of units, and of 4,500-row weights, whose
+ * warps each walk several batches); embed rows of every type; ldx/ldy
+ * wider than the rows. */
 #include "engine/cuda/cuda_int.h"
 #include "engine/cuda/mm_kernels.cuh"
 #include "engine/cuda/mm_mma.cuh"
