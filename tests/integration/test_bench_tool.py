@@ -224,17 +224,23 @@ def test_sse_ttft_and_itl():
     assert seen and seen[0]["model"] == "test-model" and seen[0]["stream"] is True, seen[:1]
     assert seen[0]["max_tokens"] == 10 and seen[0]["messages"][0]["role"] == "user", seen[0]
     # within 5% of the delays the server really kept (sleep overshoots on a
-    # busy machine), and near the nominal 50 and 20 ms. TTFT's p90 gets 10%:
-    # the server's clock starts once its Python thread has read the request,
-    # the bench's when it sent it, and on a busy machine the thread waits for
-    # the GIL in between (CI saw p90 54.9 ms against the server's 52.1, its
-    # p50 within 5%); gaps between events are timed alike on both sides.
+    # busy machine), and near the nominal 50 and 20 ms. TTFT's p90 is checked
+    # from below only (no less than 95% of the server's), with the nominal
+    # bound above: the server's clock starts once its Python thread has read
+    # the request, the bench's when it sent it, and on a busy machine the
+    # thread waits for the GIL in between, so the bench's TTFT is the
+    # server's plus a wait that only grows, and p90 of 16 samples is the
+    # second slowest (CI saw 54.9 ms against the server's 52.1, and 58.6
+    # against 50.4, its p50 within 5% both times); gaps between events are
+    # timed alike on both sides.
     for name, nominal in (("ttft", 50.0), ("itl", 20.0)):
         kept = [ms for n, ms in took if n == name]
         for key, q in (("p50", 0.5), ("p90", 0.9)):
-            got = j[name + "_ms"][key]
-            frac = 0.10 if (name, key) == ("ttft", "p90") else 0.05
-            assert within(got, quantile(kept, q), frac), (name, key, got, quantile(kept, q), out)
+            got, want = j[name + "_ms"][key], quantile(kept, q)
+            if (name, key) == ("ttft", "p90"):
+                assert got >= want * 0.95, (name, key, got, want, out)
+            else:
+                assert within(got, want, 0.05), (name, key, got, want, out)
             assert nominal * 0.98 <= got <= nominal * 1.5, (name, key, got, out)
     assert j["itl_ms"]["count"] == 9 * j["requests"] or j["itl_ms"]["count"] >= 9 * (j["requests"] - 2), out
     assert j["tokens"] == 10 * j["streams"], out
