@@ -6,7 +6,7 @@
 # right" and "which path is faster". Short lines on stdout (the device tool
 # returns the tail); logs under $OUT when set.
 #
-#   scripts/gpu-visit.sh [check|bench|frames|profile|all ...]   (default all: check bench frames)
+#   scripts/gpu-visit.sh [check|bench|frames|profile|stalls|all ...]   (default all: check bench frames)
 #
 #   check    make CUDA=1 check-cuda (every GPU suite)
 #   bench    the 1.04B llama shape: tg128/pp512 per type and path, served smoke test, batched decode
@@ -14,6 +14,9 @@
 #            Inference Protocol at 100 Hz (6000 frames, 10 ms deadline) and at 20 Hz with the
 #            keep-alive on and off (600 frames each, 50 ms deadline)
 #   profile  per-kernel times of F16 and Q4_K decode steps (ncu, clocks left alone)
+#   stalls   ncu's detail (throughput, occupancy, warp stall reasons, scheduler, memory) of the
+#            four mat-vecs of one decode layer, Q4_K and Q8_0: what bounds them, before a change
+#            to their loads (stop 40's two such changes lost)
 #
 # Environment: REPS (3), TYPES ("f16 q8_0 q4_k"), PAR ("16 64"): the
 # --parallel sizes of the batched-decode rows.
@@ -39,7 +42,7 @@ if want check; then
     fi
 fi
 M=/tmp/hearth-gpu-models
-if want bench || want profile; then
+if want bench || want profile || want stalls; then
 mkdir -p $M
 [ -f $M/f16.gguf ] || build-cuda/tests/models/test_llama_demo_tool write $M/f16.gguf llama f16 \
     "$HEARTH_SHARED/vocab/ggml-vocab-phi-3.gguf" 1b || exit 1
@@ -147,5 +150,19 @@ all_us = sum(tot.values())
 for k, v in sorted(tot.items(), key=lambda x: -x[1])[:14]:
     print("profile %s: %6.1f%% %9.1f us %5d x  %s" % (sys.argv[2], 100 * v / all_us, v, cnt[k], k))
 PY
+    done
+fi
+if want stalls; then
+    # mvp_kernel launches 65 times a step (16 layers x Q/K/V, Wo, gate/up, down, then the output):
+    # skipping 652 lands on step 10's first layer's gate/up, and four launches take down and the
+    # next layer's Q/K/V and Wo
+    for t in q4_k q8_0; do
+        HEARTH_CUDA_GRAPHS=0 timeout 200 ncu --clock-control none --kernel-name regex:mvp_kernel \
+            --launch-skip 652 --launch-count 4 --section SpeedOfLight --section Occupancy \
+            --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
+            $H run --bench -m $M/$t.gguf --device cuda -p 0 -n 20 -r 1 >"$OUT/stalls-$t.txt" 2>&1
+        echo "stalls $t: rc $? ($OUT/stalls-$t.txt)"
+        grep -E "mvp_kernel|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issued Warp|No Eligible|Eligible Warps|Warp Cycles Per Issued|L1/TEX Hit|L2 Hit|[Ss]tall" \
+            "$OUT/stalls-$t.txt" | sed "s/^/stalls $t: /" | head -60
     done
 fi
