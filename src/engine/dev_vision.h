@@ -33,6 +33,9 @@ typedef struct hearth_stream hearth_stream;
 
 /* The most dimensions a strided copy or a broadcast binary op takes. */
 #define HEARTH_VIS_DIMS 6
+/* Lanes and marks a device with lanes offers (lane_use below). */
+#define HEARTH_VIS_LANES 4
+#define HEARTH_VIS_MARKS 1024
 
 /* An activation fused into the conv's output (after the bias). */
 typedef enum hearth_act {
@@ -187,6 +190,21 @@ typedef struct hearth_dev_vision_ops {
      * the frame keep-alive between frames, so a GPU does not clock down.
      * Optional (NULL: nothing to keep warm, as on the CPU). */
     int (*keepalive)(hearth_stream *st);
+    /* Lanes: a frame's independent branches run side by side. Optional
+     * (all three NULL: one op at a time in call order, as on the CPU).
+     * lane_use(st, k) sends the ops after it to lane k: 0 is the stream
+     * itself (what uploads, downloads, syncs and a recorded graph use),
+     * 1 .. HEARTH_VIS_LANES - 1 are the context's others, each in order.
+     * lane_mark(st, k) sets mark k (0 .. HEARTH_VIS_MARKS - 1) at the point
+     * the current lane has reached; lane_after(st, k): the current lane's
+     * later ops wait for mark k's last setting before the call. A lane's
+     * first op must come after a mark (lane 0's work before the walk: the
+     * upload), and a walk ends on lane 0, after lane_after of a mark set at
+     * the end of every other lane it used: a graph recorded meanwhile then
+     * holds every lane's work, and a sync of the stream waits for it all. */
+    int (*lane_use)(hearth_stream *st, int lane);
+    int (*lane_mark)(hearth_stream *st, int mark);
+    int (*lane_after)(hearth_stream *st, int mark);
 } hearth_dev_vision_ops;
 
 #endif

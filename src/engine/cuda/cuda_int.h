@@ -136,6 +136,7 @@ typedef struct cu_ctx {
     cudaStream_t s;
     bool recording;           /* a graph is being captured on s: no allocation, no sync */
     void *mm;                 /* mm.cu's per-context state (cuBLAS handle, workspace), or NULL */
+    void *vis;                /* vision.cu's (a frame's lanes: while one is selected, s is its stream), or NULL */
 } cu_ctx;
 
 /* ---- mm.cu ---- */
@@ -225,6 +226,9 @@ int cu_embed_finish(cu_ctx *c, float *Y, const hearth_batch *b, int64_t n, const
 /* ---- vision*.cu ---- the conv-net ops (engine/dev_vision.h), the table
  * hearth_cuda_ops.vision points at; their internals are vision_int.h's. */
 extern const hearth_dev_vision_ops cu_vision_ops;
+/* Frees c->vis (the lanes' streams and marks), s back to the context's own
+ * stream; dev_cuda.cu calls it before destroying that stream. */
+void cu_vis_ctx_free(cu_ctx *c);
 
 /* The largest head ops.cu's attention takes (caps.head_dim_max). */
 #define CU_HEAD_DIM_MAX 256

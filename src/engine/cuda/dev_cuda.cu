@@ -244,6 +244,7 @@ static void ctx_free(thread_ctx *t)
         free(t->rt);
     }
     cu_mm_ctx_free(&t->c);
+    cu_vis_ctx_free(&t->c);
     cudaFree(t->arena);
     cudaFreeHost(t->staging);
     if (t->c.s)

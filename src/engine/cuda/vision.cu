@@ -1,6 +1,7 @@
 /* vision.cu: the CUDA device's conv-net op table (engine/dev_vision.h),
  * hung off hearth_cuda_ops.vision: argument checks here, kernels in
- * vision_conv.cu (Conv) and vision_ops.cu (the rest), and the keep-alive.
+ * vision_conv.cu (Conv) and vision_ops.cu (the rest), the keep-alive and
+ * the lanes (a frame's branches on streams of their own).
  *
  * How: each op finds its CUDA stream through the stream's per-thread
  * context (dev_cuda.cu's, st->impl, whose first member is the cu_ctx),
@@ -22,6 +23,8 @@
  * has); an empty kernel as the keep-alive (too little to hold the clocks
  * up); copying dev_cuda.cu's context lookup (two owners of one table). */
 #include "engine/cuda/vision_int.h"
+
+#include <stdlib.h>
 
 extern const hearth_dev_ops hearth_cuda_ops;
 
@@ -152,6 +155,95 @@ static int vis_keepalive(hearth_stream *st)
     return cu_launched("keepalive");
 }
 
+/* ---- lanes (dev_vision.h): streams beside the context's own, marks as
+ * events. Both are made on first use and never while a graph is being
+ * recorded (cu_ctx's rule): a frame's first run is never recorded
+ * (dev_cuda.cu's graph_begin), so by its recording every lane and mark it
+ * uses exists. While recording, a lane joins the capture through its first
+ * cudaStreamWaitEvent on a mark set in it, which is why a lane's first op
+ * must come after a mark. */
+struct cu_lanes {
+    cudaStream_t s[HEARTH_VIS_LANES]; /* s[0]: the context's own stream */
+    cudaEvent_t ev[HEARTH_VIS_MARKS];
+};
+
+static cu_lanes *lanes_of(cu_ctx *c)
+{
+    if (!c->vis && !c->recording) {
+        cu_lanes *l = (cu_lanes *)calloc(1, sizeof *l);
+        if (l)
+            l->s[0] = c->s;
+        c->vis = l;
+    }
+    return (cu_lanes *)c->vis;
+}
+
+static int vis_lane_use(hearth_stream *st, int lane)
+{
+    if (lane < 0 || lane >= HEARTH_VIS_LANES)
+        return HEARTH_EINVAL;
+    VIS_CTX(st);
+    cu_lanes *l = lanes_of(c);
+    if (!l)
+        return lane == 0 ? 0 : c->recording ? HEARTH_EUNSUPPORTED : HEARTH_ENOMEM;
+    if (!l->s[lane]) {
+        if (c->recording)
+            return HEARTH_EUNSUPPORTED;
+        if (cu_fail("cudaStreamCreateWithFlags (a frame lane)",
+                    cudaStreamCreateWithFlags(&l->s[lane], cudaStreamNonBlocking)))
+            return HEARTH_EDEVICE;
+    }
+    c->s = l->s[lane];
+    return 0;
+}
+
+static int vis_lane_mark(hearth_stream *st, int mark)
+{
+    if (mark < 0 || mark >= HEARTH_VIS_MARKS)
+        return HEARTH_EINVAL;
+    VIS_CTX(st);
+    cu_lanes *l = lanes_of(c);
+    if (!l)
+        return c->recording ? HEARTH_EUNSUPPORTED : HEARTH_ENOMEM;
+    if (!l->ev[mark]) {
+        if (c->recording)
+            return HEARTH_EUNSUPPORTED;
+        if (cu_fail("cudaEventCreateWithFlags (a frame mark)",
+                    cudaEventCreateWithFlags(&l->ev[mark], cudaEventDisableTiming)))
+            return HEARTH_EDEVICE;
+    }
+    return cu_fail("cudaEventRecord (a frame mark)", cudaEventRecord(l->ev[mark], c->s));
+}
+
+static int vis_lane_after(hearth_stream *st, int mark)
+{
+    if (mark < 0 || mark >= HEARTH_VIS_MARKS)
+        return HEARTH_EINVAL;
+    VIS_CTX(st);
+    cu_lanes *l = (cu_lanes *)c->vis;
+    if (!l || !l->ev[mark])
+        return HEARTH_EINVAL; /* never set */
+    return cu_fail("cudaStreamWaitEvent (a frame lane)", cudaStreamWaitEvent(c->s, l->ev[mark], 0));
+}
+
+void cu_vis_ctx_free(cu_ctx *c)
+{
+    cu_lanes *l = (cu_lanes *)c->vis;
+    if (!l)
+        return;
+    c->s = l->s[0];
+    for (int k = 1; k < HEARTH_VIS_LANES; k++)
+        if (l->s[k]) {
+            cudaStreamSynchronize(l->s[k]);
+            cudaStreamDestroy(l->s[k]);
+        }
+    for (int k = 0; k < HEARTH_VIS_MARKS; k++)
+        if (l->ev[k])
+            cudaEventDestroy(l->ev[k]);
+    free(l);
+    c->vis = NULL;
+}
+
 bool cu_vis_pdl(void)
 {
     static int seen = -1;
@@ -170,4 +262,7 @@ extern const hearth_dev_vision_ops cu_vision_ops = {
     .strided_copy = vis_strided_copy,
     .resize = vis_resize,
     .keepalive = vis_keepalive,
+    .lane_use = vis_lane_use,
+    .lane_mark = vis_lane_mark,
+    .lane_after = vis_lane_after,
 };
