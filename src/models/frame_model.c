@@ -8,7 +8,10 @@
  * buffer are allocated once. A frame is: upload the inputs into the arena,
  * walk the steps (on a GPU: recorded once per (state slot, parity) and
  * replayed as one graph, dev.h's graph_begin), download the outputs. It
- * allocates nothing.
+ * allocates nothing. Where the device has lanes (dev_vision.h), the steps
+ * are spread over them at open (onnx_lanes.c: a conv net's branches side
+ * by side) and the arena is laid out again for that order; each lane has
+ * its own conv work space.
  *
  * State: each slot holds two buffers per state pair; frame t reads
  * buf[parity] as the state input and writes buf[!parity] as the state
@@ -68,6 +71,8 @@ struct hearth_frame_model {
     char *in_sets;                /* IN_SETS sets of inputs (each input 64-byte aligned; pinned on a GPU), or NULL */
     size_t in_set_bytes;
     _Atomic unsigned in_free;     /* bit s: set s is not taken */
+    plan_lanes lanes;             /* the steps' lanes where the device has lanes (n_lanes 0: none, one at a time) */
+    size_t work_bytes;            /* a lane's share of work (each lane its own, so convs side by side never share it) */
 };
 
 const hearth_frame_info *hearth_frame_model_info(const hearth_frame_model *m)
@@ -167,6 +172,7 @@ void hearth_frame_model_close(hearth_frame_model *m)
         if (m->in_sets)
             m->ops->host_free(m->dev, m->in_sets);
     }
+    plan_lanes_free(&m->lanes);
     free(m->convs);
     free(m->mms);
     free(m->state);
@@ -176,6 +182,34 @@ void hearth_frame_model_close(hearth_frame_model *m)
     hearth_plan_free(p);
     hearth_onnx_close(m->onnx);
     free(m);
+}
+
+/* HEARTH_FRAME_LANES: the most lanes a frame's steps spread over on a
+ * device that has them (default HEARTH_VIS_LANES; 1: one at a time, for
+ * A/B runs). Read at each model's open. */
+static int lanes_max(void)
+{
+    const char *e = getenv("HEARTH_FRAME_LANES");
+    int n = e && *e ? atoi(e) : HEARTH_VIS_LANES;
+    return n < 1 ? 1 : n > HEARTH_VIS_LANES ? HEARTH_VIS_LANES : n;
+}
+
+/* Where the device has lanes: the steps scheduled on them and the arena
+ * laid out again for that order (onnx_lanes.c); kept only when the
+ * schedule uses two lanes or more. */
+static int lanes_plan(hearth_frame_model *m, hearth_err *err)
+{
+    int most = lanes_max();
+    if (!m->vo->lane_use || !m->vo->lane_mark || !m->vo->lane_after || most < 2)
+        return 0;
+    int rc = plan_lanes_build(&m->lanes, &m->plan, most, err);
+    if (!rc && m->lanes.n_lanes > 1)
+        rc = plan_arena(&m->plan, &m->lanes, err);
+    if (rc || m->lanes.n_lanes < 2) {
+        plan_lanes_free(&m->lanes);
+        return rc;
+    }
+    return 0;
 }
 
 static int place(hearth_frame_model *m, hearth_err *err)
@@ -205,9 +239,14 @@ static int place(hearth_frame_model *m, hearth_err *err)
         }
     }
     p->work_bytes = work;
+    m->work_bytes = (work + 63) / 64 * 64;
+    int rc = lanes_plan(m, err);
+    if (rc)
+        return rc;
+    int n_lanes = m->lanes.n_lanes > 1 ? m->lanes.n_lanes : 1;
     m->arena = m->ops->alloc(m->dev, p->arena_bytes ? p->arena_bytes : 64, err);
     m->consts = m->ops->alloc(m->dev, p->const_bytes ? p->const_bytes : 64, err);
-    m->work = work ? m->ops->alloc(m->dev, work, err) : NULL;
+    m->work = work ? m->ops->alloc(m->dev, m->work_bytes * (size_t)n_lanes, err) : NULL;
     if (!m->arena || !m->consts || (work && !m->work))
         return err ? err->code : HEARTH_ENOMEM;
     /* state buffers: two per pair per slot, and the scratch slot */
@@ -234,7 +273,7 @@ static int place(hearth_frame_model *m, hearth_err *err)
     }
     /* constants the steps read */
     hearth_stream st;
-    int rc = hearth_stream_init(&st, m->dev, m->pool, err);
+    rc = hearth_stream_init(&st, m->dev, m->pool, err);
     if (rc)
         return rc;
     for (int i = 0; i < p->n_v && !rc; i++)
@@ -323,8 +362,12 @@ hearth_frame_model *hearth_frame_model_open(const char *path, const hearth_frame
     int n_conv = 0;
     for (int i = 0; i < p->n_steps; i++)
         n_conv += p->steps[i].kind == STEP_CONV;
-    HLOG_INFO("frame: %s: %d nodes planned as %d steps (%d convs) on %s; arena %.1f MB, %d state pair%s", path,
-              m->onnx->n_nodes, p->n_steps, n_conv, m->device_name, (double)p->arena_bytes / 1e6, p->n_states,
+    char lanes[96] = "";
+    if (m->lanes.n_lanes > 1)
+        snprintf(lanes, sizeof lanes, ", on %d lanes (the longest chain %d steps, %d marks)", m->lanes.n_lanes,
+                 m->lanes.chain, m->lanes.n_marks);
+    HLOG_INFO("frame: %s: %d nodes planned as %d steps (%d convs) on %s%s; arena %.1f MB, %d state pair%s", path,
+              m->onnx->n_nodes, p->n_steps, n_conv, m->device_name, lanes, (double)p->arena_bytes / 1e6, p->n_states,
               p->n_states == 1 ? "" : "s");
     free(states_owned);
     return m;
@@ -352,43 +395,87 @@ static void *vptr(const hearth_frame_model *m, int id, int slot)
     return (char *)m->arena + r->off;
 }
 
+/* Before step i on lanes (l->n_lanes > 1): its lane, its waits. */
+static int lane_enter(const hearth_frame_model *m, hearth_stream *st, int i, int *cur)
+{
+    const plan_lanes *l = &m->lanes;
+    int rc = 0;
+    if (l->lane[i] != *cur && !(rc = m->vo->lane_use(st, l->lane[i])))
+        *cur = l->lane[i];
+    for (int w = l->wait_at[i]; w < l->wait_at[i + 1] && !rc; w++)
+        rc = m->vo->lane_after(st, l->waits[w]);
+    return rc;
+}
+
+/* The walk's end on lanes: back on lane 0, after every other lane. */
+static int lanes_join(const hearth_frame_model *m, hearth_stream *st, int cur)
+{
+    int rc = cur != 0 ? m->vo->lane_use(st, 0) : 0;
+    for (int k = 0; k < m->lanes.n_end && !rc; k++)
+        rc = m->vo->lane_after(st, m->lanes.end[k]);
+    return rc;
+}
+
+/* Step i's op, enqueued on the current lane. */
+static int run_step(hearth_frame_model *m, hearth_stream *st, int i, int slot, void *work)
+{
+    const hearth_plan *p = &m->plan;
+    const hearth_dev_vision_ops *vo = m->vo;
+    const plan_step *s = &p->steps[i];
+    float *a = vptr(m, s->a, slot), *y = vptr(m, s->y, slot);
+    switch (s->kind) {
+    case STEP_CONV: return vo->conv(st, m->convs[i], a, y, work);
+    case STEP_POOL: return vo->pool2d(st, &s->u.pool, a, y);
+    case STEP_BINARY: return vo->binary(st, &s->u.bin, a, vptr(m, s->b, slot), y);
+    case STEP_UNARY: return vo->unary(st, s->u.un.op, a, y, p->v[s->y].n, s->u.un.a, s->u.un.b);
+    case STEP_SOFTMAX: return vo->softmax(st, a, y, s->u.sm.outer, s->u.sm.len, s->u.sm.inner);
+    case STEP_COPY: return vo->strided_copy(st, &s->u.cp, a + s->a_off, y + s->y_off);
+    case STEP_RESIZE: return vo->resize(st, &s->u.rs, a, y);
+    case STEP_MATMUL: {
+        const hearth_weight *w = m->mms[i];
+        int64_t ys = s->u.mm.n;
+        return m->ops->matmul(st, &w, 1, a, s->u.mm.k, s->u.mm.m, &y, &ys);
+    }
+    }
+    return HEARTH_EINVAL;
+}
+
 static int walk(hearth_frame_model *m, hearth_stream *st, int slot, hearth_err *err)
 {
     const hearth_plan *p = &m->plan;
     const hearth_dev_vision_ops *vo = m->vo;
     uint64_t t_step = m->prof_step_ns ? hearth_now_ns() : 0;
-    for (int i = 0; i < p->n_steps; i++) {
-        const plan_step *s = &p->steps[i];
-        float *a = vptr(m, s->a, slot), *y = vptr(m, s->y, slot);
-        int rc;
-        switch (s->kind) {
-        case STEP_CONV: rc = vo->conv(st, m->convs[i], a, y, m->work); break;
-        case STEP_POOL: rc = vo->pool2d(st, &s->u.pool, a, y); break;
-        case STEP_BINARY: rc = vo->binary(st, &s->u.bin, a, vptr(m, s->b, slot), y); break;
-        case STEP_UNARY: rc = vo->unary(st, s->u.un.op, a, y, p->v[s->y].n, s->u.un.a, s->u.un.b); break;
-        case STEP_SOFTMAX: rc = vo->softmax(st, a, y, s->u.sm.outer, s->u.sm.len, s->u.sm.inner); break;
-        case STEP_COPY: rc = vo->strided_copy(st, &s->u.cp, a + s->a_off, y + s->y_off); break;
-        case STEP_RESIZE: rc = vo->resize(st, &s->u.rs, a, y); break;
-        case STEP_MATMUL: {
-            const hearth_weight *w = m->mms[i];
-            int64_t ys = s->u.mm.n;
-            rc = m->ops->matmul(st, &w, 1, a, s->u.mm.k, s->u.mm.m, &y, &ys);
-            break;
-        }
-        default: rc = HEARTH_EINVAL;
-        }
+    /* the step profile syncs after each step: one lane (the arena's order holds for step order too) */
+    const bool lanes = m->lanes.n_lanes > 1 && !m->prof_step_ns;
+    int cur = 0;
+    int rc = lanes ? vo->lane_mark(st, 0) : 0; /* the walk's start */
+    if (rc)
+        return hearth_err_set(err, rc, "frame: marking the walk's start failed on %s (status %d)", m->dev->caps.name,
+                              rc);
+    for (int i = 0; i < p->n_steps && !rc; i++) {
+        void *work = m->work ? (char *)m->work + (lanes ? (size_t)m->lanes.lane[i] * m->work_bytes : 0) : NULL;
+        rc = lanes ? lane_enter(m, st, i, &cur) : 0;
+        if (!rc)
+            rc = run_step(m, st, i, slot, work);
+        if (!rc && lanes && m->lanes.mark[i] >= 0)
+            rc = vo->lane_mark(st, m->lanes.mark[i]);
         if (!rc && m->prof_step_ns && !(rc = m->ops->sync(st))) {
             uint64_t now = hearth_now_ns();
             m->prof_step_ns[i] += now - t_step;
             t_step = now;
         }
         if (rc) {
-            const hearth_onnx_node *nd = &p->model->nodes[s->node];
-            return hearth_err_set(err, rc, "frame: step %d (node '%s', %s) failed on %s (status %d)", i, nd->name,
-                                  nd->op_type, m->dev->caps.name, rc);
+            const hearth_onnx_node *nd = &p->model->nodes[p->steps[i].node];
+            hearth_err_set(err, rc, "frame: step %d (node '%s', %s) failed on %s (status %d)", i, nd->name,
+                           nd->op_type, m->dev->caps.name, rc);
         }
     }
-    return 0;
+    if (lanes) {
+        int jr = rc ? vo->lane_use(st, 0) : lanes_join(m, st, cur); /* failed: lane 0 again, whatever else */
+        if (!rc && jr)
+            rc = hearth_err_set(err, jr, "frame: joining the lanes failed on %s (status %d)", m->dev->caps.name, jr);
+    }
+    return rc;
 }
 
 int hearth_frame_model_run(hearth_frame_model *m, int slot, bool reset, const void *const *in, void *const *out,

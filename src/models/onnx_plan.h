@@ -91,6 +91,45 @@ typedef struct hearth_plan {
 int hearth_plan_build(hearth_plan *p, const hearth_onnx *m, const char *shapes, const char *states, hearth_err *err);
 void hearth_plan_free(hearth_plan *p);
 
+/* A plan's steps spread over lanes that run side by side (onnx_lanes.c;
+ * a device's lanes: dev_vision.h's lane_use). Step i runs on lane[i] in
+ * step order, after the marks waits[wait_at[i] .. wait_at[i + 1]) and, on
+ * a lane other than 0, after the walk's start (mark 0, set on lane 0 before
+ * the first step, which a lane's first step waits for unless it waits for
+ * another mark); mark[i] >= 0 is set after step i. The walk ends on lane 0
+ * after end[0 .. n_end). hb: bitsets of words 64-bit words a step, bit j of
+ * step i set when step j is done before step i starts under that schedule:
+ * the order plan_memory's arena respects. */
+typedef struct plan_lanes {
+    int n_steps, n_lanes, n_marks, n_end;
+    int end[HEARTH_VIS_LANES];
+    signed char *lane;
+    int *mark, *wait_at, *waits;
+    uint64_t *hb;
+    int words;
+    int chain;                        /* steps on the longest chain of hb (the critical path, in steps) */
+} plan_lanes;
+
+/* Schedules p's steps on at most max_lanes lanes (1 .. HEARTH_VIS_LANES):
+ * a step depends on the steps that write what it reads or what it writes
+ * (copies into disjoint parts of one value excepted) and on those that read
+ * what it writes; it joins the lane whose last step it depends on, else a
+ * free lane, else the lane that has been busy least recently. 0, or
+ * HEARTH_ENOMEM / HEARTH_ELIMIT (more marks than HEARTH_VIS_MARKS) with err
+ * set. Free it with plan_lanes_free in every case. */
+int plan_lanes_build(plan_lanes *l, const hearth_plan *p, int max_lanes, hearth_err *err);
+void plan_lanes_free(plan_lanes *l);
+/* Bit j of a step's hb bitset. */
+static inline bool plan_hb(const plan_lanes *l, int i, int j)
+{
+    return (l->hb[(size_t)i * (size_t)l->words + (size_t)(j / 64)] >> (j % 64)) & 1;
+}
+
+/* Lays the arena out again so that two values share bytes only where every
+ * step touching one is done before any step writing the other starts, by
+ * l's order (NULL: step order, as hearth_plan_build lays it out). */
+int plan_arena(hearth_plan *p, const plan_lanes *l, hearth_err *err);
+
 /* Internal to the planner's files. */
 void *plan_alloc(hearth_plan *p, size_t bytes);           /* zeroed, owned by the plan; NULL on ENOMEM */
 int plan_find(const hearth_plan *p, const char *name);   /* value id or -1 */

@@ -6,6 +6,9 @@
  * bytes. Placement is greedy, largest first, each at the lowest offset
  * clear of every placed value it overlaps in time: for the chains of conv
  * nets this lands near the peak of live bytes, and it runs once at load.
+ * Under a lane schedule (onnx_lanes.c) "do not meet" is hb's: every step
+ * touching one value is done before any step writing the other starts, by
+ * the lanes' order and marks (step order is the one-lane case of it).
  * Constants that steps read on the device get offsets in their own block.
  *
  * Rejected: one buffer per value (UltraFace would take ~40 MB instead of
@@ -14,6 +17,7 @@
 #include "models/onnx_plan_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define ALIGN 64
 static size_t up(size_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
@@ -28,15 +32,10 @@ static int by_size(const void *a, const void *b)
     return x->id - y->id;
 }
 
-int plan_memory(hearth_plan *p, hearth_err *err)
+/* The values to place (roots that own storage in the arena), with their
+ * lives in step order (def, last) set as plan_memory documents. */
+static int place_items(hearth_plan *p, item *it)
 {
-    item *it = calloc((size_t)p->n_v + 1, sizeof *it);
-    int *placed = calloc((size_t)p->n_v + 1, sizeof *placed);
-    if (!it || !placed) {
-        free(it);
-        free(placed);
-        return hearth_err_set(err, HEARTH_ENOMEM, "onnx: out of memory");
-    }
     int n = 0;
     for (int i = 0; i < p->n_v; i++) {
         plan_value *v = &p->v[i];
@@ -55,19 +54,114 @@ int plan_memory(hearth_plan *p, hearth_err *err)
     /* an output's views also keep its root to the end */
     for (int i = 0; i < p->n_outputs; i++)
         p->v[p->v[p->outputs[i]].root].last = p->n_steps;
+    return n;
+}
+
+/* Under a lane schedule: per placed value (by index in it), the steps that
+ * touch it (acc) and the steps done before every step writing it starts
+ * (done: the intersection of its writers' hb; all ones for an input, which
+ * the upload writes before the walk, so nothing is done before it). */
+typedef struct order {
+    const plan_lanes *l;
+    uint64_t *acc, *done;
+    int words;
+} order;
+
+static int root_id(const hearth_plan *p, int id)
+{
+    if (id < 0 || p->v[id].is_const)
+        return -1;
+    return p->v[id].root;
+}
+
+static int order_make(order *o, const hearth_plan *p, const plan_lanes *l, const item *it, int n)
+{
+    o->l = l;
+    o->words = l->words;
+    o->acc = calloc((size_t)n * (size_t)o->words + 1, sizeof *o->acc);
+    o->done = calloc((size_t)n * (size_t)o->words + 1, sizeof *o->done);
+    int *slot = malloc(((size_t)p->n_v + 1) * sizeof *slot);
+    if (!o->acc || !o->done || !slot) {
+        free(slot);
+        return HEARTH_ENOMEM;
+    }
+    for (int i = 0; i < p->n_v; i++)
+        slot[i] = -1;
+    for (int a = 0; a < n; a++)
+        slot[it[a].id] = a;
+    bool *written = calloc((size_t)n + 1, 1);
+    if (!written) {
+        free(slot);
+        return HEARTH_ENOMEM;
+    }
+    for (int s = 0; s < p->n_steps; s++) {
+        const plan_step *st = &p->steps[s];
+        int ids[3] = {root_id(p, st->a), root_id(p, st->b), root_id(p, st->y)};
+        for (int k = 0; k < 3; k++) {
+            int a = ids[k] >= 0 ? slot[ids[k]] : -1;
+            if (a < 0)
+                continue;
+            o->acc[(size_t)a * o->words + s / 64] |= (uint64_t)1 << (s % 64);
+            if (k < 2)
+                continue;
+            uint64_t *d = o->done + (size_t)a * o->words;
+            const uint64_t *h = l->hb + (size_t)s * (size_t)l->words;
+            for (int w = 0; w < o->words; w++)
+                d[w] = written[a] ? d[w] & h[w] : h[w];
+            written[a] = true;
+        }
+    }
+    for (int a = 0; a < n; a++)
+        if (!written[a] || p->v[it[a].id].io == PLAN_INPUT) /* nothing can be done before it */
+            memset(o->done + (size_t)a * o->words, 0, (size_t)o->words * sizeof *o->done);
+    free(written);
+    free(slot);
+    return 0;
+}
+
+/* Whether placed value a (index in it) is wholly done before b is first
+ * written, under o's order (an output, or the storage an output views, is
+ * read after the walk: never; place_items keeps its life to the end). */
+static bool order_before(const order *o, const hearth_plan *p, const item *it, int a, int b)
+{
+    if (p->v[it[a].id].last >= p->n_steps)
+        return false;
+    const uint64_t *x = o->acc + (size_t)a * o->words, *d = o->done + (size_t)b * o->words;
+    for (int w = 0; w < o->words; w++)
+        if (x[w] & ~d[w])
+            return false;
+    return true;
+}
+
+int plan_arena(hearth_plan *p, const plan_lanes *l, hearth_err *err)
+{
+    item *it = calloc((size_t)p->n_v + 1, sizeof *it);
+    int *at = calloc((size_t)p->n_v + 1, sizeof *at); /* placed values, as indices in it */
+    order o = {0};
+    int rc = 0;
+    if (!it || !at) {
+        rc = hearth_err_set(err, HEARTH_ENOMEM, "onnx: out of memory");
+        goto out;
+    }
+    int n = place_items(p, it);
     qsort(it, (size_t)n, sizeof *it, by_size);
+    if (l && order_make(&o, p, l, it, n)) {
+        rc = hearth_err_set(err, HEARTH_ENOMEM, "onnx: out of memory");
+        goto out;
+    }
     size_t top = 0;
     int n_placed = 0;
     for (int a = 0; a < n; a++) {
         plan_value *v = &p->v[it[a].id];
         size_t off = 0;
-        /* the lowest offset clear of every placed value alive at the same time */
+        /* the lowest offset clear of every placed value whose use meets this one's */
         for (bool moved = true; moved;) {
             moved = false;
             for (int b = 0; b < n_placed; b++) {
-                plan_value *u = &p->v[placed[b]];
-                size_t ub = up((size_t)u->n * sizeof(float));
-                if (u->last < v->def || v->last < u->def)
+                plan_value *u = &p->v[it[at[b]].id];
+                size_t ub = it[at[b]].bytes;
+                if (l ? order_before(&o, p, it, at[b], a) || order_before(&o, p, it, a, at[b])
+                      : u->last < v->def || v->last < u->def)
                     continue;
                 if (off < (size_t)u->off + ub && (size_t)u->off < off + it[a].bytes) {
                     off = (size_t)u->off + ub;
@@ -76,11 +170,24 @@ int plan_memory(hearth_plan *p, hearth_err *err)
             }
         }
         v->off = (int64_t)off;
-        placed[n_placed++] = it[a].id;
+        at[n_placed++] = a;
         if (off + it[a].bytes > top)
             top = off + it[a].bytes;
     }
     p->arena_bytes = top;
+out:
+    free(o.acc);
+    free(o.done);
+    free(it);
+    free(at);
+    return rc;
+}
+
+int plan_memory(hearth_plan *p, hearth_err *err)
+{
+    int rc = plan_arena(p, NULL, err);
+    if (rc)
+        return rc;
     size_t c = 0;
     for (int i = 0; i < p->n_v; i++)
         if (p->v[i].is_const && p->v[i].const_off == -2) {
@@ -88,7 +195,5 @@ int plan_memory(hearth_plan *p, hearth_err *err)
             c += up((size_t)p->v[i].n * sizeof(float));
         }
     p->const_bytes = c;
-    free(it);
-    free(placed);
     return 0;
 }
