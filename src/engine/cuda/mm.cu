@@ -840,13 +840,16 @@ static int mvp_warps(void)
 }
 
 /* mvp_kernel's opt bits (mm_mma.cuh), each on unless its switch is 0:
- * HEARTH_CUDA_SQ_BATCH (the q8a staging's loads of X in batches) and
- * HEARTH_CUDA_NORM1 (a folded norm's X read once). Read once. */
+ * HEARTH_CUDA_SQ_BATCH (the q8a staging's loads of X in batches),
+ * HEARTH_CUDA_NORM1 (a folded norm's X read once) and
+ * HEARTH_CUDA_STEP_EARLY (the fused QK step's position, slot and angles
+ * read before the PDL wait). Read once. */
 static unsigned mvp_opt(void)
 {
-    static int s1 = -1, s2 = -1;
+    static int s1 = -1, s2 = -1, s3 = -1;
     return (cu_env_is(&s1, "HEARTH_CUDA_SQ_BATCH", "0") ? 0u : MVP_SQ_BATCH) |
-           (cu_env_is(&s2, "HEARTH_CUDA_NORM1", "0") ? 0u : MVP_NORM1);
+           (cu_env_is(&s2, "HEARTH_CUDA_NORM1", "0") ? 0u : MVP_NORM1) |
+           (cu_env_is(&s3, "HEARTH_CUDA_STEP_EARLY", "0") ? 0u : MVP_EARLY_STEP);
 }
 
 /* A norm folded into mvp_kernel's staging of X (w NULL: none). */

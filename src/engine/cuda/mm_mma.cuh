@@ -473,6 +473,7 @@ __device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const 
 /* mvp_kernel's opt bits (mm.cu's mvp_opt; each its switch, for A/B runs) */
 #define MVP_SQ_BATCH 1u /* stage_q8 loads X in batches */
 #define MVP_NORM1 2u    /* a folded norm's X staged from one read (mvp_stage_norm1) */
+#define MVP_EARLY_STEP 4u /* MVP_ROPE: the step block's position, slot, angles read before the wait */
 
 /* MVP_ROPE's arguments: the group is Q, K, V of one decode row (M = 1),
  * rows (2i, 2i + 1) of Q and K a RoPE pair (llama's NORM rotation, no
@@ -724,6 +725,27 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         const mseg sv = mvp_seg(gr, row, post);
         mvp_load<T, LW>(ra, sv.v, sv.local, u, nu);
     }
+    /* MVP_EARLY_STEP: the QK step's position, slot and angles come from the
+     * pass's step block, uploaded before its first kernel (which every
+     * later kernel starts after), so they are read before the wait, into
+     * shared memory (visible after the staging's __syncthreads), not at
+     * each row's store, where each was an L2 round trip on the step's
+     * critical path */
+    __shared__ float s_cs[CU_HEAD_DIM_MAX];
+    __shared__ int64_t s_pos;
+    __shared__ int32_t s_slot;
+    mrope rq = rp;
+    if (post == MVP_ROPE && (opt & MVP_EARLY_STEP) && rp.n_rot <= CU_HEAD_DIM_MAX) {
+        for (int i = threadIdx.x; i < rp.n_rot; i += blockDim.x)
+            s_cs[i] = rp.rope_cs[i];
+        if (threadIdx.x == 0) {
+            s_pos = *rp.pos;
+            s_slot = *rp.slot;
+        }
+        rq.rope_cs = s_cs;
+        rq.pos = &s_pos;
+        rq.slot = &s_slot;
+    }
     cu_pdl_wait();
     /* nw: X is normed first (M = 1; the host sends no norm with rows of X) */
     const bool one = nw && (opt & MVP_NORM1) && mvp_stage_norm1<W, Q8>(xs, kc, X, K, (int)kp, vec, nw, eps);
@@ -755,7 +777,7 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         if (row < nr)
             mvp_dot<T, Q8, LW, MT>(ra, xs, kc, u, nu, M, acc);
         if (row2 != row)
-            mvp_store<LW, MT>(gr, row, acc, post, held, row < nr, M, rp);
+            mvp_store<LW, MT>(gr, row, acc, post, held, row < nr, M, rq);
         if (row2 - gi >= nr)
             break;
         mvp_next(row2, u2, gl, step, nu, rstep, pairs, row3, u3);
@@ -766,7 +788,7 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         if (row2 < nr)
             mvp_dot<T, Q8, LW, MT>(rb, xs, kc, u2, nu, M, acc);
         if (row3 != row2)
-            mvp_store<LW, MT>(gr, row2, acc, post, held, row2 < nr, M, rp);
+            mvp_store<LW, MT>(gr, row2, acc, post, held, row2 < nr, M, rq);
         row = row3;
         u = u3;
     }

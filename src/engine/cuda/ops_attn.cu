@@ -125,14 +125,44 @@ __device__ static inline float ldf(const __half *p, int64_t i)
  * registers of 1,024-thread blocks allow it), so a short context pays one
  * memory latency, not two; the warps' partials are merged with one expf
  * per warp (warp 0 weighs them), not 32 per thread. */
+/* The K (and, VPRE, V) elements of tile `base` at positions [lo, hi) into
+ * kv, vv (others untouched). */
+template <typename T, int DPL, bool VPRE>
+__device__ static inline void attend_load(float (&kv)[ATT_TILE][DPL], float (&vv)[VPRE ? ATT_TILE : 1][DPL],
+                                          const T *K, const T *V, int64_t stride, int64_t base, int64_t lo,
+                                          int64_t hi, int hd, int lane)
+{
+#pragma unroll
+    for (int i = 0; i < ATT_TILE; i++)
+#pragma unroll
+        for (int k = 0; k < DPL; k++) {
+            int d = lane + 32 * k;
+            if (base + i < lo)
+                continue;
+            bool in = base + i < hi && d < hd;
+            kv[i][k] = in ? ldf(K + (base + i) * stride, d) : 0.0f;
+            if (VPRE)
+                vv[VPRE ? i : 0][k] = in ? ldf(V + (base + i) * stride, d) : 0.0f;
+        }
+}
+
+/* pre: positions below it hold K/V the kernel before did not write (a
+ * single row's decode: every position but its own), so the warp's first
+ * tile of them is loaded before cu_pdl_wait(), which attend calls; the
+ * rest, q included, after it. */
 template <typename T, int DPL, int W = ATT_WARPS>
 __device__ static void attend(float *out, const float *q, const T *K, const T *V, int64_t stride, int64_t count,
-                              int hd, float scale)
+                              int hd, float scale, int64_t pre)
 {
     static_assert(W <= 32, "attend: warp 0 weighs the warps' partials, one a lane");
     constexpr bool VPRE = DPL <= 4;
     __shared__ float s_m[W], s_l[W], s_f[W], s_L, s_acc[W][CU_HEAD_DIM_MAX];
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int64_t first = (int64_t)w * ATT_TILE;
+    float kv[ATT_TILE][DPL], vv[VPRE ? ATT_TILE : 1][DPL];
+    if (pre > 0)
+        attend_load<T, DPL, VPRE>(kv, vv, K, V, stride, first, 0, pre < count ? pre : count, hd, lane);
+    cu_pdl_wait(); /* q and position pre on are the kernel before's */
     float qv[DPL], acc[DPL];
     for (int k = 0; k < DPL; k++) {
         int d = lane + 32 * k;
@@ -140,18 +170,9 @@ __device__ static void attend(float *out, const float *q, const T *K, const T *V
         acc[k] = 0.0f;
     }
     float m = -INFINITY, l = 0.0f;
-    for (int64_t base = (int64_t)w * ATT_TILE; base < count; base += (int64_t)W * ATT_TILE) {
-        float s[ATT_TILE], kv[ATT_TILE][DPL], vv[VPRE ? ATT_TILE : 1][DPL];
-#pragma unroll
-        for (int i = 0; i < ATT_TILE; i++)
-#pragma unroll
-            for (int k = 0; k < DPL; k++) {
-                int d = lane + 32 * k;
-                bool in = base + i < count && d < hd;
-                kv[i][k] = in ? ldf(K + (base + i) * stride, d) : 0.0f;
-                if (VPRE)
-                    vv[VPRE ? i : 0][k] = in ? ldf(V + (base + i) * stride, d) : 0.0f;
-            }
+    for (int64_t base = first; base < count; base += (int64_t)W * ATT_TILE) {
+        float s[ATT_TILE];
+        attend_load<T, DPL, VPRE>(kv, vv, K, V, stride, base, base == first && pre > 0 ? pre : 0, count, hd, lane);
 #pragma unroll
         for (int i = 0; i < ATT_TILE; i++) {
             float dot = 0.0f;
@@ -237,6 +258,7 @@ typedef struct cached_args {
     int tile_heads;     /* query heads of one GQA group per tiled block */
     bool vec;           /* K/V rows load 4 elements at a time (hd % 4 == 0, aligned cache) */
     bool vec8;          /* tiled_mma_kernel's: f16 K/V rows copy 16 bytes at a time (hd % 8 == 0, 16-byte aligned) */
+    bool early;         /* one row, a dependent: pos, slot and the older K/V rows read before the wait (attn_early) */
 } cached_args;
 
 /* ---- the prompt path: tiles of rows sharing K/V ---- */
@@ -486,7 +508,8 @@ template <typename T, int DP> __global__ static void __launch_bounds__(TL_THREAD
  * slot's block in layer; kv head h / group. */
 template <typename T, int DPL, int W> __global__ static void __launch_bounds__(W * 32) cached_kernel(cached_args a)
 {
-    cu_pdl_wait(); /* launched as a dependent (cu_launch) */
+    if (!a.early)
+        cu_pdl_wait(); /* launched as a dependent (cu_launch) */
     cu_pdl_trigger(); /* Wo's mat-vec may start streaming its weights */
     int64_t r = blockIdx.x / a.n_head;
     int h = (int)(blockIdx.x % a.n_head), hd = a.hd;
@@ -504,7 +527,7 @@ template <typename T, int DPL, int W> __global__ static void __launch_bounds__(W
                  (size_t)(h / a.group) * hd;
     int64_t qd = (int64_t)a.n_head * hd;
     attend<T, DPL, W>(a.out + r * qd + (int64_t)h * hd, a.Q + r * qd + (int64_t)h * hd, (const T *)a.kc + blk,
-                      (const T *)a.vc + blk, a.kv_dim, count, hd, a.scale);
+                      (const T *)a.vc + blk, a.kv_dim, count, hd, a.scale, a.early ? count - 1 : 0);
 }
 
 template <typename T, int W> static cudaError_t launch_cached_w(const cached_args &a, int64_t blocks, cudaStream_t s)
@@ -574,6 +597,20 @@ static bool attn_mma_on(void)
     return !cu_env_is(&seen, "HEARTH_CUDA_ATTN_MMA", "0");
 }
 
+/* HEARTH_CUDA_ATTN_EARLY=0: a single row's decode attention reads
+ * everything after its PDL wait. By default it reads what the kernel
+ * before cannot have written first: the row's position and slot (the
+ * pass's step block, uploaded before its first kernel, which every later
+ * kernel starts after) and the warp's first tile of K/V rows below the
+ * row's own position (written by earlier passes), then waits, then reads q
+ * and its own K/V row, which the Q/K/V mat-vec just stored. The critical
+ * path of the step loses those loads' latency once a layer. Read once. */
+static bool attn_early_on(void)
+{
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_ATTN_EARLY", "0");
+}
+
 int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *kv, int64_t layer,
                    const hearth_batch *b, int64_t n_head, int64_t n_head_kv, int64_t hd, float scale)
 {
@@ -586,7 +623,8 @@ int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *k
         return 0;
     cached_args a = {out,    Q,      kv->k,   kv->v,      kv->n_ctx,          kv->n_layer, layer,
                      kv->kv_dim, b->pos, b->slot, (int)n_head, (int)(n_head / n_head_kv), (int)hd, scale,
-                     b->n,   0,      0,       false,      false};
+                     b->n,   0,      0,       false,      false,       false};
+    a.early = b->n == 1 && cu_pdl_rows(1) && attn_early_on();
     /* A prompt's rows: tiles of consecutive rows spanning at most
      * TL_SLOTS_MAX slots go to the tiled kernel, the others (a decode
      * step's rows, one per slot) stay with the per-row kernel; which is
@@ -659,7 +697,7 @@ template <int DPL> __global__ static void __launch_bounds__(ATT_WARPS * 32) pack
     int64_t r0 = a.seq_start[lo], len = a.seq_start[lo + 1] - r0;
     const float *base = a.QKV + r0 * 3 * H + (int64_t)h * hd;
     attend<float, DPL>(a.ctx + r * H + (int64_t)h * hd, a.QKV + r * 3 * H + (int64_t)h * hd, base + H, base + 2 * H,
-                       3 * H, len, hd, a.scale);
+                       3 * H, len, hd, a.scale, 0);
 }
 
 int cu_attn_packed(cu_ctx *c, float *ctx, float *QKV, const float *bq, const float *bk, const float *bv,
