@@ -842,8 +842,9 @@ static int mvp_warps(void)
 /* mvp_kernel's opt bits (mm_mma.cuh), each on unless its switch is 0:
  * HEARTH_CUDA_SQ_BATCH (the q8a staging's loads of X in batches),
  * HEARTH_CUDA_NORM1 (a folded norm's X read once) and
- * HEARTH_CUDA_STEP_EARLY (the fused QK step's position, slot and angles
- * read before the PDL wait). Read once. */
+ * HEARTH_CUDA_STEP_EARLY (read before the PDL wait: the fused QK step's
+ * position, slot and angles, from the pass's step block, and a folded
+ * norm's weight). Read once. */
 static unsigned mvp_opt(void)
 {
     static int s1 = -1, s2 = -1, s3 = -1;

@@ -473,7 +473,7 @@ __device__ __forceinline__ void mvp_dot(const typename T::R (&r)[T::UNR], const 
 /* mvp_kernel's opt bits (mm.cu's mvp_opt; each its switch, for A/B runs) */
 #define MVP_SQ_BATCH 1u /* stage_q8 loads X in batches */
 #define MVP_NORM1 2u    /* a folded norm's X staged from one read (mvp_stage_norm1) */
-#define MVP_EARLY_STEP 4u /* MVP_ROPE: the step block's position, slot, angles read before the wait */
+#define MVP_EARLY_STEP 4u /* read before the wait: MVP_ROPE's position, slot, angles; a folded norm's weight */
 
 /* MVP_ROPE's arguments: the group is Q, K, V of one decode row (M = 1),
  * rows (2i, 2i + 1) of Q and K a RoPE pair (llama's NORM rotation, no
@@ -645,23 +645,41 @@ __device__ __forceinline__ float mvp_rms_inv(const float *__restrict__ X, int64_
  * x * inv * w from its registers. Only where every float4 fits one batch
  * (kp / 4 <= SQ_BATCH threads; K % 4 == 0, X and w 16-byte aligned): else
  * false, nothing done, and the caller stages in two reads. M = 1. */
-template <int W, bool Q8>
-__device__ __forceinline__ bool mvp_stage_norm1(float4 *xs, int kc, const float *__restrict__ X, int64_t K, int kp,
-                                                bool vec, const float *__restrict__ nw, float eps)
+/* Whether mvp_stage_norm1 takes this X (known before any read of it). */
+__device__ __forceinline__ bool mvp_norm1_fits(int64_t K, int kp, bool vec, const float *nw)
 {
-    const int n4 = kp / 4;
-    if (!vec || K % 4 != 0 || ((uintptr_t)nw & 15) != 0 || n4 > SQ_BATCH * (int)blockDim.x)
-        return false;
+    return vec && K % 4 == 0 && ((uintptr_t)nw & 15) == 0 && kp / 4 <= SQ_BATCH * (int)blockDim.x;
+}
+
+/* This thread's float4s of the norm's weight, as mvp_stage_norm1 reads
+ * them: constant, so loadable before the PDL wait (MVP_EARLY_STEP). */
+__device__ __forceinline__ void mvp_norm1_w(float4 (&w)[SQ_BATCH], const float *__restrict__ nw, int64_t K)
+{
     const int K4 = (int)(K / 4);
-    float4 x[SQ_BATCH], w[SQ_BATCH];
 #pragma unroll
     for (int j = 0; j < SQ_BATCH; j++) {
         const int i = threadIdx.x + j * blockDim.x;
-        x[j] = w[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (i < K4) {
-            x[j] = __ldg((const float4 *)X + i);
-            w[j] = __ldg((const float4 *)nw + i);
-        }
+        w[j] = i < K4 ? __ldg((const float4 *)nw + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+}
+
+/* w: mvp_norm1_w's, loaded already (have_w), else loaded here with X. */
+template <int W, bool Q8>
+__device__ __forceinline__ bool mvp_stage_norm1(float4 *xs, int kc, const float *__restrict__ X, int64_t K, int kp,
+                                                bool vec, const float *__restrict__ nw, float eps,
+                                                float4 (&w)[SQ_BATCH], bool have_w)
+{
+    const int n4 = kp / 4;
+    if (!mvp_norm1_fits(K, kp, vec, nw))
+        return false;
+    const int K4 = (int)(K / 4);
+    float4 x[SQ_BATCH];
+    if (!have_w)
+        mvp_norm1_w(w, nw, K);
+#pragma unroll
+    for (int j = 0; j < SQ_BATCH; j++) {
+        const int i = threadIdx.x + j * blockDim.x;
+        x[j] = i < K4 ? __ldg((const float4 *)X + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     float ss = 0.0f;
 #pragma unroll
@@ -746,9 +764,14 @@ __global__ void __launch_bounds__(W * 32, 16 / W)
         rq.pos = &s_pos;
         rq.slot = &s_slot;
     }
+    /* and a folded norm's weight (constant) */
+    float4 nwv[SQ_BATCH];
+    const bool have_w = nw && (opt & MVP_NORM1) && (opt & MVP_EARLY_STEP) && mvp_norm1_fits(K, (int)kp, vec, nw);
+    if (have_w)
+        mvp_norm1_w(nwv, nw, K);
     cu_pdl_wait();
     /* nw: X is normed first (M = 1; the host sends no norm with rows of X) */
-    const bool one = nw && (opt & MVP_NORM1) && mvp_stage_norm1<W, Q8>(xs, kc, X, K, (int)kp, vec, nw, eps);
+    const bool one = nw && (opt & MVP_NORM1) && mvp_stage_norm1<W, Q8>(xs, kc, X, K, (int)kp, vec, nw, eps, nwv, have_w);
     const float inv = nw && !one ? mvp_rms_inv<W>(X, K, eps, vec) : 0.0f;
     if (!one && Q8) {
         int8_t *xq = (int8_t *)xs;
