@@ -604,7 +604,10 @@ static bool attn_mma_on(void)
  * kernel starts after) and the warp's first tile of K/V rows below the
  * row's own position (written by earlier passes), then waits, then reads q
  * and its own K/V row, which the Q/K/V mat-vec just stored. The critical
- * path of the step loses those loads' latency once a layer. Read once. */
+ * path of the step loses those loads' latency once a layer. With
+ * HEARTH_CUDA_STEP_EARLY (mm.cu), tg128 on the H100 (1.04B, two rounds,
+ * both off against both on): Q8_0 1,401 against 1,554, Q4_K 1,760 against
+ * 2,051 tok/s (bench/RESULTS.md, stop 41). Read once. */
 static bool attn_early_on(void)
 {
     static int seen = -1;
