@@ -160,9 +160,33 @@ if want stalls; then
         HEARTH_CUDA_GRAPHS=0 timeout 200 ncu --clock-control none --kernel-name regex:mvp_kernel \
             --launch-skip 652 --launch-count 4 --section SpeedOfLight --section Occupancy \
             --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section LaunchStats \
-            $H run --bench -m $M/$t.gguf --device cuda -p 0 -n 20 -r 1 >"$OUT/stalls-$t.txt" 2>&1
-        echo "stalls $t: rc $? ($OUT/stalls-$t.txt)"
-        grep -E "mvp_kernel|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issued Warp|No Eligible|Eligible Warps|Warp Cycles Per Issued|L1/TEX Hit|L2 Hit|[Ss]tall" \
-            "$OUT/stalls-$t.txt" | sed "s/^/stalls $t: /" | head -60
+            --section SourceCounters --import-source yes \
+            --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' -f -o "$OUT/stalls-$t" \
+            $H run --bench -m $M/$t.gguf --device cuda -p 0 -n 20 -r 1 >"$OUT/stalls-$t.log" 2>&1
+        echo "stalls $t: rc $? ($OUT/stalls-$t.*)"
+        ncu --import "$OUT/stalls-$t.ncu-rep" --page details >"$OUT/stalls-$t.txt" 2>&1
+        ncu --import "$OUT/stalls-$t.ncu-rep" --page raw --csv >"$OUT/stalls-$t-raw.csv" 2>&1
+        # per-instruction stall samples of the SASS (with -lineinfo's source lines)
+        ncu --import "$OUT/stalls-$t.ncu-rep" --page source --csv --print-source sass,cuda >"$OUT/stalls-$t-sass.csv" 2>&1 ||
+            ncu --import "$OUT/stalls-$t.ncu-rep" --page source --csv --print-source sass >"$OUT/stalls-$t-sass.csv" 2>&1
+        grep -E "mvp_kernel|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issued Warp|No Eligible|Eligible Warps|Warp Cycles Per Issued" \
+            "$OUT/stalls-$t.txt" | sed "s/^/stalls $t: /" | head -40
+        python3 - "$OUT/stalls-$t-raw.csv" "$t" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+if len(rows) < 3:
+    print("stalls %s: no raw rows" % sys.argv[2]); sys.exit()
+h = rows[0]
+for r in rows[2:]:
+    st = []
+    for i, name in enumerate(h):
+        if name.startswith("smsp__average_warps_issue_stalled_") and i < len(r):
+            try:
+                st.append((float(r[i].replace(",", "")), name[34:].replace("_per_issue_active.ratio", "")))
+            except ValueError:
+                pass
+    st.sort(reverse=True)
+    print("stalls %s launch: %s" % (sys.argv[2], " ".join("%s %.2f" % (n, v) for v, n in st[:8])))
+PY
     done
 fi
