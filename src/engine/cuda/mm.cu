@@ -224,6 +224,7 @@ extern "C" {
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <type_traits>
 #include <string.h>
 
 #define MM_TILE_MAX ((size_t)64 << 20)   /* a dequantized f16 tile of W */
@@ -903,10 +904,21 @@ static int mvp_go(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int M
     return HEARTH_EUNSUPPORTED;
 }
 
+/* HEARTH_CUDA_Q8_WIDE=0: the decode mat-vec reads Q8_0 in units of 16
+ * (tr_q8_0) rather than whole blocks (tr_q8_0w). Read once. */
+static bool mv_q8_wide(void)
+{
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_Q8_WIDE", "0");
+}
+
 template <class T>
 static int mvp_launch(cu_ctx *c, const mgroup &g, const float *X, int64_t ldx, int64_t nr, int64_t K, int post,
                       const mnorm &nm = mnorm{}, const mrope &rp = mrope{})
 {
+    if constexpr (std::is_same<T, tr_q8_0>::value)
+        if (mv_q8_wide() && mv_q8() && g.v[0].kp % 32 == 0)
+            return mvp_go<tr_q8_0w, 1>(c, g, X, ldx, 1, nr, K, post, nm, rp);
     return mvp_go<T, 1>(c, g, X, ldx, 1, nr, K, post, nm, rp);
 }
 

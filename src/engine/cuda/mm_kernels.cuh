@@ -169,6 +169,41 @@ struct tr_q8_0 {
     __device__ static int64_t eo(int64_t u, int g) { return 16 * u; }
 };
 
+/* Q8_0 a whole block a unit (32 int8, one scale): the decode mat-vec's
+ * (mm.cu's mv_q8_wide), where tr_q8_0's units of 16 cost each 16 weights
+ * a scale load, a shared-memory load of X's scale and a conversion and FMA
+ * of the dot product; here 32 weights share them. A lane's two 16-byte
+ * loads are adjacent, a warp's span 1 KiB (the sectors' other halves come
+ * from L1, as tr_half's 32 bytes a lane). */
+struct tr_q8_0w {
+    static constexpr int EPU = 32, G = 2;
+    static constexpr bool MIN = false;
+    static constexpr int UNR = 2; /* units a lane has in flight: tr_q8_0's bytes */
+    static constexpr int OCC1 = 4;
+    struct R {
+        uint4 w0, w1;
+        float d;
+    };
+    __device__ static R load(const mview &v, int64_t row, int64_t u)
+    {
+        R r;
+        const uint4 *q = (const uint4 *)(v.q + row * v.kp + 32 * u);
+        r.w0 = __ldg(q);
+        r.w1 = __ldg(q + 1);
+        r.d = half_at(v.s, row * (v.kp / 32) + u);
+        return r;
+    }
+    __device__ static void group(const R &r, int g, float q[16], float &a, float &b)
+    {
+        const uint4 h = g ? r.w1 : r.w0;
+        const uint32_t w[4] = {h.x ^ 0x80808080u, h.y ^ 0x80808080u, h.z ^ 0x80808080u, h.w ^ 0x80808080u};
+        bytes16(w, TWO23 + 128.0f, q);
+        a = r.d;
+        b = 0.0f;
+    }
+    __device__ static int64_t eo(int64_t u, int g) { return 32 * u + 16 * g; }
+};
+
 /* Q4_0: one block per unit; byte j holds element j (low) and j + 16 (high). */
 struct tr_q4_0 {
     static constexpr int EPU = 32, G = 2;

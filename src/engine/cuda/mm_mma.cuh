@@ -384,6 +384,17 @@ struct q8dot<tr_q8_0> {
     }
 };
 template <>
+struct q8dot<tr_q8_0w> {
+    static constexpr bool on = true;
+    __device__ static void dot(const tr_q8_0w::R &r, int u, const int8_t *xq, const float *xd, const float *x16,
+                               float &acc)
+    {
+        const int e = 32 * u; /* the weight's block is X's q8a block u */
+        const int s = dp16(r.w0.x, r.w0.y, r.w0.z, r.w0.w, xq + e) + dp16(r.w1.x, r.w1.y, r.w1.z, r.w1.w, xq + e + 16);
+        acc = fmaf(r.d * xd[u], (float)s, acc);
+    }
+};
+template <>
 struct q8dot<tr_q4_0> {
     static constexpr bool on = true;
     __device__ static void dot(const tr_q4_0::R &r, int u, const int8_t *xq, const float *xd, const float *x16,
