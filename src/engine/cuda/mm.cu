@@ -193,6 +193,20 @@
  * 13.8 us (each arm with the other change on). More loads in flight a
  * warp did not shorten these kernels.
  *
+ * Stop 41 (H100, bench/gpu_ab.sh, tg128 medians of two rounds; the
+ * figures and gpu.sh's comparison with llama.cpp in bench/RESULTS.md):
+ * - reads moved before the PDL wait, of data the kernel before cannot have
+ *   written (the pass's step block is uploaded before its first kernel,
+ *   and every later kernel starts after that one; weights are constant):
+ *   the fused QK step's position, slot and angles, a folded norm's weight
+ *   (HEARTH_CUDA_STEP_EARLY), and the decode attention's (ops_attn.cu):
+ *   Q8_0 1,401 against 1,554, Q4_K 1,760 against 2,051 (both off / on).
+ * - Q8_0 read a whole block a unit in the decode mat-vec (mm_kernels.cuh's
+ *   tr_q8_0w, HEARTH_CUDA_Q8_WIDE=0 tr_q8_0's units of 16): 1,564 against
+ *   1,672. ncu (stalls mode, Q4_K) had the mat-vecs at 0.43-0.47 issues a
+ *   cycle per scheduler with long-scoreboard, wait and selection stalls
+ *   about even: each instruction a weight takes counts.
+ *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED (mma_kernel's
  * split-K buffer: it does not split).
