@@ -648,14 +648,6 @@ __device__ __forceinline__ float mvp_rms_inv(const float *__restrict__ X, int64_
     return mvp_rms_finish<W>(ss, K, eps);
 }
 
-/* MVP_NORM1: the normed X staged from one read of X. mvp_rms_inv reads X
- * (an L2 round trip), reduces, and the staging then reads it again (a
- * second round trip, after the reduction): here each thread loads its
- * float4s of X and of the norm's weight once (those of mvp_rms_inv's loop,
- * so the sum and inv are its bit for bit), sums, reduces, and stages
- * x * inv * w from its registers. Only where every float4 fits one batch
- * (kp / 4 <= SQ_BATCH threads; K % 4 == 0, X and w 16-byte aligned): else
- * false, nothing done, and the caller stages in two reads. M = 1. */
 /* Whether mvp_stage_norm1 takes this X (known before any read of it). */
 __device__ __forceinline__ bool mvp_norm1_fits(int64_t K, int kp, bool vec, const float *nw)
 {
@@ -674,7 +666,16 @@ __device__ __forceinline__ void mvp_norm1_w(float4 (&w)[SQ_BATCH], const float *
     }
 }
 
-/* w: mvp_norm1_w's, loaded already (have_w), else loaded here with X. */
+/* MVP_NORM1: the normed X staged from one read of X. mvp_rms_inv reads X
+ * (an L2 round trip), reduces, and the staging then reads it again (a
+ * second round trip, after the reduction): here each thread loads its
+ * float4s of X and of the norm's weight once (those of mvp_rms_inv's loop,
+ * so the sum and inv are its bit for bit), sums, reduces, and stages
+ * x * inv * w from its registers. Only where every float4 fits one batch
+ * (kp / 4 <= SQ_BATCH threads; K % 4 == 0, X and w 16-byte aligned): else
+ * false, nothing done, and the caller stages in two reads. M = 1. w:
+ * mvp_norm1_w's, loaded already (have_w: before the PDL wait), else loaded
+ * here with X. */
 template <int W, bool Q8>
 __device__ __forceinline__ bool mvp_stage_norm1(float4 *xs, int kc, const float *__restrict__ X, int64_t K, int kp,
                                                 bool vec, const float *__restrict__ nw, float eps,

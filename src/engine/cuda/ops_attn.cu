@@ -119,12 +119,6 @@ __device__ static inline float ldf(const __half *p, int64_t i)
     return __half2float(p[i]);
 }
 
-/* out (hd) = softmax(q K^T * scale) V over count keys: row j of K at K + j *
- * stride, of V likewise. Called by the whole block (ATT_WARPS warps). A
- * tile's V rows are loaded with its K rows (VPRE, heads up to 128: the
- * registers of 1,024-thread blocks allow it), so a short context pays one
- * memory latency, not two; the warps' partials are merged with one expf
- * per warp (warp 0 weighs them), not 32 per thread. */
 /* The K (and, VPRE, V) elements of tile `base` at positions [lo, hi) into
  * kv, vv (others untouched). */
 template <typename T, int DPL, bool VPRE>
@@ -146,10 +140,16 @@ __device__ static inline void attend_load(float (&kv)[ATT_TILE][DPL], float (&vv
         }
 }
 
-/* pre: positions below it hold K/V the kernel before did not write (a
- * single row's decode: every position but its own), so the warp's first
- * tile of them is loaded before cu_pdl_wait(), which attend calls; the
- * rest, q included, after it. */
+/* out (hd) = softmax(q K^T * scale) V over count keys: row j of K at K + j *
+ * stride, of V likewise. Called by the whole block (ATT_WARPS warps). A
+ * tile's V rows are loaded with its K rows (VPRE, heads up to 128: the
+ * registers of 1,024-thread blocks allow it), so a short context pays one
+ * memory latency, not two; the warps' partials are merged with one expf
+ * per warp (warp 0 weighs them), not 32 per thread. pre: positions below
+ * it hold K/V the kernel before did not write (a single row's decode:
+ * every position but its own), so the warp's first tile of them is loaded
+ * before cu_pdl_wait(), which attend calls; the rest, q included, after
+ * it. */
 template <typename T, int DPL, int W = ATT_WARPS>
 __device__ static void attend(float *out, const float *q, const T *K, const T *V, int64_t stride, int64_t count,
                               int hd, float scale, int64_t pre)
