@@ -196,20 +196,22 @@ static int lanes_max(void)
 
 /* Where the device has lanes: the steps scheduled on them and the arena
  * laid out again for that order (onnx_lanes.c); kept only when the
- * schedule uses two lanes or more. */
-static int lanes_plan(hearth_frame_model *m, hearth_err *err)
+ * schedule uses two lanes or more. A schedule that cannot be made (out of
+ * memory, more marks than the device has) leaves the steps one at a time
+ * over the arena as planned, with a warning: slower, not wrong. */
+static void lanes_plan(hearth_frame_model *m)
 {
     int most = lanes_max();
     if (!m->vo->lane_use || !m->vo->lane_mark || !m->vo->lane_after || most < 2)
-        return 0;
-    int rc = plan_lanes_build(&m->lanes, &m->plan, most, err);
+        return;
+    hearth_err e = {0};
+    int rc = plan_lanes_build(&m->lanes, &m->plan, most, &e);
     if (!rc && m->lanes.n_lanes > 1)
-        rc = plan_arena(&m->plan, &m->lanes, err);
-    if (rc || m->lanes.n_lanes < 2) {
+        rc = plan_arena(&m->plan, &m->lanes, &e); /* fails before it moves anything */
+    if (rc)
+        HLOG_WARN("frame: %d steps run one at a time: %s", m->plan.n_steps, e.msg);
+    if (rc || m->lanes.n_lanes < 2)
         plan_lanes_free(&m->lanes);
-        return rc;
-    }
-    return 0;
 }
 
 static int place(hearth_frame_model *m, hearth_err *err)
@@ -240,9 +242,7 @@ static int place(hearth_frame_model *m, hearth_err *err)
     }
     p->work_bytes = work;
     m->work_bytes = (work + 63) / 64 * 64;
-    int rc = lanes_plan(m, err);
-    if (rc)
-        return rc;
+    lanes_plan(m);
     int n_lanes = m->lanes.n_lanes > 1 ? m->lanes.n_lanes : 1;
     m->arena = m->ops->alloc(m->dev, p->arena_bytes ? p->arena_bytes : 64, err);
     m->consts = m->ops->alloc(m->dev, p->const_bytes ? p->const_bytes : 64, err);
@@ -273,7 +273,7 @@ static int place(hearth_frame_model *m, hearth_err *err)
     }
     /* constants the steps read */
     hearth_stream st;
-    rc = hearth_stream_init(&st, m->dev, m->pool, err);
+    int rc = hearth_stream_init(&st, m->dev, m->pool, err);
     if (rc)
         return rc;
     for (int i = 0; i < p->n_v && !rc; i++)

@@ -109,6 +109,20 @@ static void add_done(const plan_lanes *l, uint64_t *b, int j)
     set_bit(b, j);
 }
 
+/* Step j's mark, given on first need; -1 (err set) past HEARTH_VIS_MARKS. */
+static int mark_of(plan_lanes *l, int j, hearth_err *err)
+{
+    if (l->mark[j] < 0) {
+        if (l->n_marks >= HEARTH_VIS_MARKS) {
+            hearth_err_set(err, HEARTH_ELIMIT, "onnx: more than %d marks to schedule %d steps on lanes",
+                           HEARTH_VIS_MARKS, l->n_steps);
+            return -1;
+        }
+        l->mark[j] = l->n_marks++;
+    }
+    return l->mark[j];
+}
+
 int plan_lanes_build(plan_lanes *l, const hearth_plan *p, int max_lanes, hearth_err *err)
 {
     memset(l, 0, sizeof *l);
@@ -173,15 +187,12 @@ int plan_lanes_build(plan_lanes *l, const hearth_plan *p, int max_lanes, hearth_
                 longest = depth[j];
             if (has_bit(cur, j))
                 continue;
-            if (l->mark[j] < 0) {
-                if (l->n_marks >= HEARTH_VIS_MARKS) {
-                    rc = hearth_err_set(err, HEARTH_ELIMIT, "onnx: more than %d marks to schedule %d steps on lanes",
-                                        HEARTH_VIS_MARKS, n);
-                    goto out;
-                }
-                l->mark[j] = l->n_marks++;
+            int mk = mark_of(l, j, err);
+            if (mk < 0) {
+                rc = HEARTH_ELIMIT;
+                goto out;
             }
-            l->waits[nw++] = l->mark[j];
+            l->waits[nw++] = mk;
             add_done(l, cur, j);
         }
         if (lane > 0 && tip[lane] < 0 && nw == l->wait_at[i])
@@ -205,15 +216,12 @@ int plan_lanes_build(plan_lanes *l, const hearth_plan *p, int max_lanes, hearth_
         if (best < 0)
             break;
         int j = tip[best];
-        if (l->mark[j] < 0) {
-            if (l->n_marks >= HEARTH_VIS_MARKS) {
-                rc = hearth_err_set(err, HEARTH_ELIMIT, "onnx: more than %d marks to schedule %d steps on lanes",
-                                    HEARTH_VIS_MARKS, n);
-                goto out;
-            }
-            l->mark[j] = l->n_marks++;
+        int mk = mark_of(l, j, err);
+        if (mk < 0) {
+            rc = HEARTH_ELIMIT;
+            goto out;
         }
-        l->end[l->n_end++] = l->mark[j];
+        l->end[l->n_end++] = mk;
         add_done(l, cur, j);
     }
 out:
