@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+typedef struct hearth_dev hearth_dev;
+
 #define HEARTH_FRAME_MAX_DIMS 8
 #define HEARTH_FRAME_MAX_IO 32
 
@@ -44,6 +46,7 @@ typedef struct hearth_frame_info {
 
 typedef struct hearth_frame_opts {
     const char *device;               /* "cpu" (NULL), "cuda", "cuda:N" */
+    hearth_dev *dev;                  /* a device the caller holds, used instead of device's (NULL: device's) */
     hearth_pool *pool;                /* CPU threads the frames run on (borrowed; NULL: the caller alone) */
     const char *shapes;               /* values for dynamic dims: "input=1x3x320x320[,name=...]" (NULL: none) */
     const char *states;               /* state pairs "IN=OUT[,IN2=OUT2]" (NULL: the .state file beside the model, if any) */

@@ -304,7 +304,7 @@ hearth_frame_model *hearth_frame_model_open(const char *path, const hearth_frame
     }
     m->pool = o->pool;
     m->uid = hearth_dev_uid();
-    m->dev = hearth_dev_find(o->device ? o->device : "cpu", err);
+    m->dev = o->dev ? o->dev : hearth_dev_find(o->device ? o->device : "cpu", err);
     if (!m->dev)
         goto fail;
     m->ops = m->dev->ops;
@@ -354,7 +354,7 @@ hearth_frame_model *hearth_frame_model_open(const char *path, const hearth_frame
     m->profile = prof && *prof && strcmp(prof, "0") != 0;
     if (prof && !strcmp(prof, "steps"))
         m->prof_step_ns = calloc((size_t)(p->n_steps > 0 ? p->n_steps : 1), sizeof *m->prof_step_ns);
-    snprintf(m->device_name, sizeof m->device_name, "%s", o->device ? o->device : "cpu");
+    snprintf(m->device_name, sizeof m->device_name, "%s", o->dev ? o->dev->caps.name : o->device ? o->device : "cpu");
     m->info = (hearth_frame_info){.path = path, .platform = "onnxruntime_onnx", .opset = m->onnx->opset,
                                   .n_inputs = p->n_inputs, .n_outputs = p->n_outputs, .inputs = m->ins,
                                   .outputs = m->outs, .n_states = p->n_states, .n_slots = m->n_slots,
