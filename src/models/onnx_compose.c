@@ -26,11 +26,6 @@ static bool internal_only(const hearth_plan *p, int r)
     return true;
 }
 
-static int root_of(const hearth_plan *p, int id)
-{
-    return id < 0 || p->v[id].is_const ? -1 : p->v[id].root;
-}
-
 /* How many steps write root r, and how many read it (the last reader in
  * *reader). */
 static void uses(const hearth_plan *p, int r, int *writers, int *readers, int *reader)
@@ -38,8 +33,8 @@ static void uses(const hearth_plan *p, int r, int *writers, int *readers, int *r
     *writers = *readers = 0;
     for (int s = 0; s < p->n_steps; s++) {
         const plan_step *t = &p->steps[s];
-        *writers += root_of(p, t->y) == r;
-        if (root_of(p, t->a) == r || root_of(p, t->b) == r) {
+        *writers += plan_root(p, t->y) == r;
+        if (plan_root(p, t->a) == r || plan_root(p, t->b) == r) {
             (*readers)++;
             *reader = s;
         }
@@ -78,7 +73,7 @@ static void lifetimes(hearth_plan *p)
         const plan_step *t = &p->steps[s];
         int ids[3] = {t->a, t->b, t->y};
         for (int k = 0; k < 3; k++) {
-            int r = root_of(p, ids[k]);
+            int r = plan_root(p, ids[k]);
             if (r < 0)
                 continue;
             if (k == 2 && (p->v[r].def < 0 || p->v[r].def > s))
@@ -97,7 +92,7 @@ void plan_compose_copies(hearth_plan *p)
     bool changed = false;
     for (int i = 0; i < p->n_steps; i++) {
         plan_step *s1 = &p->steps[i];
-        int r = root_of(p, s1->y);
+        int r = plan_root(p, s1->y);
         if (s1->kind != STEP_COPY || r < 0 || !internal_only(p, r) || !writes_dense(s1, p->v[r].n))
             continue;
         int writers, readers, j = -1;
@@ -106,7 +101,7 @@ void plan_compose_copies(hearth_plan *p)
             !moves_whole(&p->steps[j], p->v[r].n))
             continue;
         const plan_step *s2 = &p->steps[j];
-        if (root_of(p, s1->a) == root_of(p, s2->y))
+        if (plan_root(p, s1->a) == plan_root(p, s2->y))
             continue;
         for (int k = 0; k < s1->u.cp.ndim; k++)
             s1->u.cp.dst_stride[k] *= s2->u.cp.dst_stride[0];

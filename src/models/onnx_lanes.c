@@ -35,15 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The storage root of value id, or -1 when it has none the walk writes
- * (none, a constant). */
-static int root_of(const hearth_plan *p, int id)
-{
-    if (id < 0 || p->v[id].is_const)
-        return -1;
-    return p->v[id].root;
-}
-
 /* The element range [lo, hi) a copy step writes in its output's root. */
 static void copy_span(const plan_step *s, int64_t *lo, int64_t *hi)
 {
@@ -63,8 +54,8 @@ static void copy_span(const plan_step *s, int64_t *lo, int64_t *hi)
 static bool depends(const hearth_plan *p, int i, int j)
 {
     const plan_step *si = &p->steps[i], *sj = &p->steps[j];
-    int yi = root_of(p, si->y), ai = root_of(p, si->a), bi = root_of(p, si->b);
-    int yj = root_of(p, sj->y), aj = root_of(p, sj->a), bj = root_of(p, sj->b);
+    int yi = plan_root(p, si->y), ai = plan_root(p, si->a), bi = plan_root(p, si->b);
+    int yj = plan_root(p, sj->y), aj = plan_root(p, sj->a), bj = plan_root(p, sj->b);
     if (yj >= 0 && (yj == ai || yj == bi))
         return true; /* i reads what j writes */
     if (yi >= 0 && (yi == aj || yi == bj))

@@ -119,6 +119,13 @@ typedef struct plan_lanes {
  * set. Free it with plan_lanes_free in every case. */
 int plan_lanes_build(plan_lanes *l, const hearth_plan *p, int max_lanes, hearth_err *err);
 void plan_lanes_free(plan_lanes *l);
+/* The storage root of value id, or -1 when it has none a step writes (no
+ * value, a constant). */
+static inline int plan_root(const hearth_plan *p, int id)
+{
+    return id < 0 || p->v[id].is_const ? -1 : p->v[id].root;
+}
+
 /* Bit j of a step's hb bitset. */
 static inline bool plan_hb(const plan_lanes *l, int i, int j)
 {

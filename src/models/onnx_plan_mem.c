@@ -59,24 +59,15 @@ static int place_items(hearth_plan *p, item *it)
 
 /* Under a lane schedule: per placed value (by index in it), the steps that
  * touch it (acc) and the steps done before every step writing it starts
- * (done: the intersection of its writers' hb; all ones for an input, which
- * the upload writes before the walk, so nothing is done before it). */
+ * (done: the intersection of its writers' hb; empty for an input, which the
+ * upload writes before the walk: nothing is done before it). */
 typedef struct order {
-    const plan_lanes *l;
     uint64_t *acc, *done;
     int words;
 } order;
 
-static int root_id(const hearth_plan *p, int id)
-{
-    if (id < 0 || p->v[id].is_const)
-        return -1;
-    return p->v[id].root;
-}
-
 static int order_make(order *o, const hearth_plan *p, const plan_lanes *l, const item *it, int n)
 {
-    o->l = l;
     o->words = l->words;
     o->acc = calloc((size_t)n * (size_t)o->words + 1, sizeof *o->acc);
     o->done = calloc((size_t)n * (size_t)o->words + 1, sizeof *o->done);
@@ -96,7 +87,7 @@ static int order_make(order *o, const hearth_plan *p, const plan_lanes *l, const
     }
     for (int s = 0; s < p->n_steps; s++) {
         const plan_step *st = &p->steps[s];
-        int ids[3] = {root_id(p, st->a), root_id(p, st->b), root_id(p, st->y)};
+        int ids[3] = {plan_root(p, st->a), plan_root(p, st->b), plan_root(p, st->y)};
         for (int k = 0; k < 3; k++) {
             int a = ids[k] >= 0 ? slot[ids[k]] : -1;
             if (a < 0)
