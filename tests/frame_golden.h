@@ -19,7 +19,7 @@
 #include <string.h>
 
 /* A golden file's floats (n expected), or NULL (the test fails naming it). */
-static float *golden_read(const char *rel, size_t n)
+static inline float *golden_read(const char *rel, size_t n)
 {
     char path[1024];
     if (!hearth_test_shared_path(path, sizeof path, rel))
@@ -41,7 +41,7 @@ static float *golden_read(const char *rel, size_t n)
  * Also that a third run of the same frame (on a GPU, a graph replay) is
  * bit-identical to the first. Returns models
  * checked. */
-static int frame_golden_check(const char *device, hearth_pool *pool, double max_abs, double frob)
+static inline int frame_golden_check(const char *device, hearth_pool *pool, double max_abs, double frob)
 {
     char ipath[1024];
     if (!hearth_test_shared_path(ipath, sizeof ipath, "vision/golden/index.json"))

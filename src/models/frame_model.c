@@ -186,12 +186,20 @@ void hearth_frame_model_close(hearth_frame_model *m)
 
 /* HEARTH_FRAME_LANES: the most lanes a frame's steps spread over on a
  * device that has them (default HEARTH_VIS_LANES; 1: one at a time, for
- * A/B runs). Read at each model's open. */
+ * A/B runs; counts outside 1 .. HEARTH_VIS_LANES are clamped, anything
+ * else is warned about and ignored). Read at each model's open. */
 static int lanes_max(void)
 {
     const char *e = getenv("HEARTH_FRAME_LANES");
-    int n = e && *e ? atoi(e) : HEARTH_VIS_LANES;
-    return n < 1 ? 1 : n > HEARTH_VIS_LANES ? HEARTH_VIS_LANES : n;
+    if (!e || !*e)
+        return HEARTH_VIS_LANES;
+    char *end;
+    long n = strtol(e, &end, 10);
+    if (*end) {
+        HLOG_WARN("frame: HEARTH_FRAME_LANES=%s is not a count: %d lanes", e, HEARTH_VIS_LANES);
+        return HEARTH_VIS_LANES;
+    }
+    return n < 1 ? 1 : n > HEARTH_VIS_LANES ? HEARTH_VIS_LANES : (int)n;
 }
 
 /* Where the device has lanes: the steps scheduled on them and the arena
