@@ -115,7 +115,7 @@ const char *hearth_op_name(hearth_op op)
 {
     static const char *const names[HEARTH_OP_COUNT_] = {
         "matmul", "embed", "rmsnorm", "add", "add_rmsnorm", "swiglu", "qk_rope_store",
-        "attn_cached", "add_layernorm", "bias_gelu", "attn_packed", "pool", "argmax",
+        "attn_cached", "add_layernorm", "bias_gelu", "attn_packed", "pool", "argmax", "argmax_feed",
     };
     return (int)op >= 0 && op < HEARTH_OP_COUNT_ ? names[op] : "?";
 }

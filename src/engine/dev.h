@@ -71,6 +71,7 @@ typedef enum hearth_op {
     HEARTH_OP_ATTN_PACKED,
     HEARTH_OP_POOL,
     HEARTH_OP_ARGMAX,
+    HEARTH_OP_ARGMAX_FEED,
     HEARTH_OP_COUNT_
 } hearth_op;
 
@@ -88,6 +89,8 @@ typedef struct hearth_dev_caps {
     bool host_memory;          /* device memory is host memory: a host pointer is a device pointer */
     double matmul_round;       /* the largest relative rounding MATMUL may apply to each product's inputs
                                   (0: f32 throughout; a tensor-core path rounds X to half or bfloat16) */
+    bool graph_runs;           /* graph_begin records a whole run of greedy passes with their draws as one
+                                  record (hearth_graph_key.steps), replayed with one call */
 } hearth_dev_caps;
 
 struct hearth_dev {
@@ -178,6 +181,7 @@ typedef struct hearth_qk {
 typedef struct hearth_graph_key {
     uint64_t model, cache;
     int64_t rows, out_rows;
+    int64_t steps;             /* 0: one pass; > 1: a run of that many passes and their draws (caps.graph_runs) */
 } hearth_graph_key;
 
 /* What matmul_fused folds into a matmul (decode's neighbours of the
@@ -319,6 +323,15 @@ struct hearth_dev_ops {
      * lowest index of equals), made where the logits are, so a greedy
      * step downloads 4 bytes a row instead of 4 n. ids: device memory. */
     int (*argmax_rows)(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n);
+    /* Optional, beside argmax_rows (NULL or not supported: the caller
+     * copies): argmax_rows' draws into ids, then the next pass's step block
+     * made where it lies: next[w] = src[w] for the words rows <= w < words,
+     * next[r] = ids[r] for r < rows (a block's tokens come first:
+     * hearth_batch_layout). A run of greedy passes (llama_forward.c) then
+     * uploads its blocks once and copies nothing between passes. next, src:
+     * device memory, apart. */
+    int (*argmax_feed)(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n, int32_t *next,
+                       const int32_t *src, int64_t words);
     /* For each row r < b->n of Q (n, n_head*hd), K, V (n, n_head_kv*hd), in
      * place: + biases, QK-norm per head, RoPE at b->rope_cs[r] over the first
      * n_rot dims of each head; then K[r], V[r] stored in kv at (b->slot[r],

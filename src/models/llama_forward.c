@@ -134,7 +134,9 @@ static int pass_open(llama_pass *p, hearth_llama *m, hearth_kv *kv, hearth_pool 
     p->cap = cap;
     p->block_bytes = hearth_batch_layout(&p->hb, NULL, cap, rope_stride(hp), 0);
     p->block_stride = (p->block_bytes + 63) & ~(size_t)63;
-    o[9] = carve(&at, p->block_bytes);
+    /* the device's block, and behind it a run's other blocks (argmax_feed
+     * makes each pass's block from the one behind it) */
+    o[9] = carve(&at, runs ? HEARTH_LLAMA_STEPS_MAX * p->block_stride : p->block_bytes);
     o[10] = carve(&at, runs ? HEARTH_LLAMA_STEPS_MAX * c : 0);
     if ((rc = p->D->scratch(&p->st, at, p->block_stride * (runs ? HEARTH_LLAMA_STEPS_MAX : 1))))
         return hearth_err_set(err, rc, "llama: out of memory for activations of %lld tokens", (long long)cap);
@@ -377,6 +379,50 @@ static void block_fill(const hearth_llama *m, hearth_kv *kv, hearth_batch *hb, c
     }
 }
 
+/* Whether the model's device makes the next pass's block with its draws
+ * (argmax_feed). */
+static bool feeds(const hearth_llama *m)
+{
+    const hearth_dev *dev = m->dev;
+    return dev->ops->argmax_feed && dev->ops->supports(dev, HEARTH_OP_ARGMAX_FEED, HEARTH_F32);
+}
+
+/* Pass j's greedy draws into p->ids; with feed, pass j + 1's block made
+ * behind them from the one behind the device's (argmax_feed). */
+static int draw(llama_pass *p, int j, int steps, bool feed, int64_t n_out, const float *y, int64_t V, hearth_err *err)
+{
+    const hearth_dev_ops *D = p->D;
+    int32_t *drawn = p->ids + (size_t)j * (size_t)n_out;
+    int rc = feed && j + 1 < steps
+                 ? D->argmax_feed(&p->st, drawn, y, n_out, V, p->db.token,
+                                  (const int32_t *)((const char *)p->db.token + (size_t)(j + 1) * p->block_stride),
+                                  (int64_t)(p->block_bytes / sizeof(int32_t)))
+                 : D->argmax_rows(&p->st, drawn, y, n_out, V);
+    return rc ? hearth_err_set(err, rc, "llama: the greedy draws of %lld rows failed (%s)", (long long)n_out,
+                               hearth_status_name(rc))
+              : 0;
+}
+
+static int pass_failed(int rc, int64_t nc, hearth_err *err)
+{
+    return err && err->code ? rc
+                            : hearth_err_set(err, rc, "llama: a pass of %lld tokens failed (%s)", (long long)nc,
+                                             hearth_status_name(rc));
+}
+
+/* A fed run's passes and draws, enqueued one after another. */
+static int run_ops(hearth_llama *m, llama_pass *p, int64_t nc, int steps, int64_t n_out, float *y, hearth_err *err)
+{
+    for (int j = 0; j < steps; j++) {
+        int rc = pass_ops(m, p, nc, y, err);
+        if (rc)
+            return pass_failed(rc, nc, err);
+        if ((rc = draw(p, j, steps, true, n_out, y, m->hp.n_vocab, err)))
+            return rc;
+    }
+    return 0;
+}
+
 /* Runs tokens [0, nc) (a chunk of the batch) and writes the logits rows they
  * want, from row out_base of logits on, or with ids their greedy draws from
  * ids[out_base] on. want: (nc) whether each wants them. With steps > 1
@@ -384,7 +430,20 @@ static void block_fill(const hearth_llama *m, hearth_kv *kv, hearth_batch *hb, c
  * runs with pass j - 1's draws as its tokens, copied on the device, so the
  * passes follow each other on the device with nothing between them from
  * the host: every block is built and the whole run enqueued before one
- * download of its steps x nc draws and one wait. */
+ * download of its steps x nc draws and one wait. Where the device has
+ * argmax_feed, the run's blocks are uploaded at once, behind the device's
+ * block, and each pass's draw makes the next pass's block (its tokens the
+ * draws): a pass is its recorded launches and one kernel, not also an
+ * upload and a copy, each of which waited on the pass before. A fed run of
+ * one row (a single sequence's decode) is, where the device records runs
+ * (caps.graph_runs), one record of all its passes and draws: one launch a
+ * run, not two a pass, and no gap at each pass's end. On the H100 (1.04B,
+ * tg128, six reps each, stop 42): Q8_0 1,680-1,688 pass by pass against
+ * 1,688-1,698, Q4_K 2,080-2,086 against 2,095-2,101 tok/s; each length of
+ * run is a record of its own (3.5-4.3 ms to instantiate 7 or 8 passes),
+ * which the scheduler's warm-up makes before serving (gen_sched.h). Runs
+ * of several rows stay pass by pass: their lengths times their row counts
+ * would be too many records. */
 static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const int32_t *tokens, const int32_t *slot,
                          const bool *want, int64_t nc, int steps, float *logits, int32_t *ids, int64_t out_base,
                          hearth_err *err)
@@ -402,12 +461,34 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const in
     p->db.n_out = p->hb.n_out;
     int64_t n_out = p->hb.n_out;
     float *dst = logits ? logits + (size_t)out_base * (size_t)V : NULL, *y = p->logits ? p->logits : dst;
-    hearth_graph_key key = {m->uid, kv->uid, nc, n_out};
+    hearth_graph_key key = {m->uid, kv->uid, nc, n_out, 0};
     int rc = 0;
-    for (int j = 0; j < steps; j++) {
+    const bool feed = steps > 1 && ids && n_out == nc && feeds(m);
+    const bool whole = feed && nc == 1 && m->dev->caps.graph_runs && D->graph_begin;
+    if (feed && (rc = D->upload(st, p->db.token, p->st.staging, (size_t)steps * p->block_stride)))
+        return hearth_err_set(err, rc, "llama: the blocks of a run of %d steps cannot be uploaded", steps);
+    if (whole) {
+        hearth_graph_key rk = key;
+        rk.steps = steps;
+        int g = D->graph_begin(st, &rk);
+        if (g < 0)
+            return hearth_err_set(err, g, "llama: a recorded run of %d passes cannot be launched (%s)", steps,
+                                  hearth_status_name(g));
+        if (g == 0) {
+            rc = run_ops(m, p, nc, steps, n_out, y, err);
+            if (D->graph_end && (rc = D->graph_end(st, &rk, rc)) == HEARTH_EAGAIN)
+                rc = run_ops(m, p, nc, steps, n_out, y, err);
+            if (rc)
+                return err && err->code ? rc
+                                        : hearth_err_set(err, rc, "llama: a run of %d passes failed (%s)", steps,
+                                                         hearth_status_name(rc));
+        }
+    }
+    for (int j = 0; j < steps && !whole; j++) {
         const void *block = (const char *)p->st.staging + (size_t)j * p->block_stride;
-        if ((rc = D->upload(st, p->db.token, block, p->block_bytes)) ||
-            (j > 0 && (rc = D->copy(st, p->db.token, p->ids + (size_t)(j - 1) * (size_t)n_out, (size_t)nc * 4))))
+        if (!feed &&
+            ((rc = D->upload(st, p->db.token, block, p->block_bytes)) ||
+             (j > 0 && (rc = D->copy(st, p->db.token, p->ids + (size_t)(j - 1) * (size_t)n_out, (size_t)nc * 4)))))
             return hearth_err_set(err, rc, "llama: the step's block of %lld tokens cannot be uploaded", (long long)nc);
         /* the pass, recorded and replayed where the device does that (dev.h) */
         int g = D->graph_begin ? D->graph_begin(st, &key) : 0;
@@ -419,14 +500,11 @@ static int chunk_forward(hearth_llama *m, hearth_kv *kv, llama_pass *p, const in
             if (D->graph_end && (rc = D->graph_end(st, &key, rc)) == HEARTH_EAGAIN)
                 rc = pass_ops(m, p, nc, y, err);
             if (rc)
-                return err && err->code ? rc
-                                        : hearth_err_set(err, rc, "llama: a pass of %lld tokens failed (%s)",
-                                                         (long long)nc, hearth_status_name(rc));
+                return pass_failed(rc, nc, err);
         }
         /* the draws, made where the logits are */
-        if (ids && n_out && (rc = D->argmax_rows(st, p->ids + (size_t)j * (size_t)n_out, y, n_out, V)))
-            return hearth_err_set(err, rc, "llama: the greedy draws of %lld rows failed (%s)", (long long)n_out,
-                                  hearth_status_name(rc));
+        if (ids && n_out && (rc = draw(p, j, steps, feed, n_out, y, V, err)))
+            return rc;
     }
     if (ids && n_out) {
         if ((rc = D->download(st, ids + out_base, p->ids, (size_t)steps * (size_t)n_out * sizeof(int32_t))))

@@ -267,6 +267,7 @@ static const hearth_dev_ops cpu_ops = {
     .add_rmsnorm = cpu_add_rmsnorm,
     .swiglu = cpu_swiglu,
     .argmax_rows = cpu_argmax_rows,
+    .argmax_feed = cpu_argmax_feed,
     .qk_rope_store = cpu_qk_rope_store,
     .attn_cached = cpu_attn_cached,
     .add_layernorm = cpu_add_layernorm,

@@ -56,6 +56,8 @@ int cpu_add(hearth_stream *st, float *X, const float *A, int64_t rows, int64_t n
 int cpu_add_rmsnorm(hearth_stream *st, float *X, float *H, int64_t rows, int64_t n, const float *w, float eps);
 int cpu_swiglu(hearth_stream *st, float *G, const float *U, int64_t rows, int64_t n);
 int cpu_argmax_rows(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n);
+int cpu_argmax_feed(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n, int32_t *next,
+                    const int32_t *src, int64_t words);
 int cpu_qk_rope_store(hearth_stream *st, float *Q, float *K, float *V, const hearth_qk *qk, const hearth_dev_kv *kv,
                       int64_t layer, const hearth_batch *b);
 int cpu_add_layernorm(hearth_stream *st, float *X, float *Y, const float *bias, int64_t rows, int64_t n,

@@ -156,6 +156,22 @@ int cpu_argmax_rows(hearth_stream *st, int32_t *ids, const float *X, int64_t row
     return 0;
 }
 
+/* argmax_rows, then the next pass's block (dev.h's argmax_feed): the CPU's
+ * memory is the host's, so this saves nothing here; it is the same
+ * contract, so the run of passes that uses it on a GPU runs in CI too. */
+int cpu_argmax_feed(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n, int32_t *next,
+                    const int32_t *src, int64_t words)
+{
+    if (words < rows)
+        return HEARTH_EINVAL;
+    int rc = cpu_argmax_rows(st, ids, X, rows, n);
+    if (rc || rows < 1)
+        return rc;
+    memcpy(next + rows, src + rows, (size_t)(words - rows) * sizeof *next);
+    memcpy(next, ids, (size_t)rows * sizeof *next);
+    return 0;
+}
+
 /* ---- the QK step ---- */
 
 /* Rotates the first n_rot dims of each of n_heads heads of x by the angles

@@ -197,7 +197,9 @@ int cu_rmsnorm(cu_ctx *c, float *Y, const float *X, const int32_t *rows, int64_t
 int cu_add(cu_ctx *c, float *X, const float *A, int64_t rows, int64_t n);
 int cu_add_rmsnorm(cu_ctx *c, float *X, float *H, int64_t rows, int64_t n, const float *w, float eps);
 int cu_swiglu(cu_ctx *c, float *G, const float *U, int64_t rows, int64_t n);
-int cu_argmax_rows(cu_ctx *c, int32_t *ids, const float *X, int64_t rows, int64_t n);
+/* next: NULL, or dev.h's argmax_feed's block (words int32s from src). */
+int cu_argmax_rows(cu_ctx *c, int32_t *ids, const float *X, int64_t rows, int64_t n, int32_t *next,
+                   const int32_t *src, int64_t words);
 /* K/V stored as kv->type (F32 or F16, round to nearest even). */
 int cu_qk_rope_store(cu_ctx *c, float *Q, float *K, float *V, const hearth_qk *qk, const hearth_dev_kv *kv,
                      int64_t layer, const hearth_batch *b);

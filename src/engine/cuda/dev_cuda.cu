@@ -105,6 +105,15 @@ int hearth_dev_cuda_ordinal(const hearth_dev *dev)
     return dev && dev->ops == &hearth_cuda_ops ? ((const cuda_dev *)dev)->ordinal : -1;
 }
 
+/* HEARTH_CUDA_RUN_GRAPH=0: a run of greedy passes is recorded pass by
+ * pass, each replay launched on its own with its draw after it, not as one
+ * record of the whole run (caps.graph_runs). */
+static bool graph_runs_on(void)
+{
+    const char *e = getenv("HEARTH_CUDA_RUN_GRAPH");
+    return !(e && strcmp(e, "0") == 0);
+}
+
 int hearth_dev_cuda_list(hearth_dev **out, int max)
 {
     hearth_gpu_list l;
@@ -122,6 +131,7 @@ int hearth_dev_cuda_list(hearth_dev **out, int max)
         d->dev.caps.matmul_group_max = MM_GROUP_MAX;
         d->dev.caps.fused_rows_max = cu_fused_rows_max(); /* mm.cu: the epilogues of batched steps too */
         d->dev.caps.host_memory = false;
+        d->dev.caps.graph_runs = graph_runs_on();
         /* rows of X on tensor cores: rounded to bfloat16 for BF16 weights
          * (7 fraction bits: half an ulp is 2^-8 of the value; until
          * 2026-12-03 this said 2^-9, which test_dev_ops first caught at 12
@@ -220,6 +230,11 @@ static void replay_times_launch(thread_ctx *t)
 static pthread_key_t ctx_key;
 static pthread_once_t ctx_once = PTHREAD_ONCE_INIT;
 static bool graphs_on = true;
+/* HEARTH_CUDA_GRAPH_LOG=1: each record's first sight, capture and
+ * instantiation (with its time) and each eviction logged as a warning (a
+ * diagnostic asked for by name: `hearth run` shows no info lines), to see
+ * whether a workload keeps recording. */
+static bool graph_log_on = false;
 
 static void graphs_drop(thread_ctx *t)
 {
@@ -268,6 +283,8 @@ static void ctx_key_make(void)
     graphs_on = !(g && strcmp(g, "0") == 0);
     const char *rt = getenv("HEARTH_CUDA_REPLAY_TIMES");
     replay_times_on = rt && strcmp(rt, "1") == 0;
+    const char *gl = getenv("HEARTH_CUDA_GRAPH_LOG");
+    graph_log_on = gl && strcmp(gl, "1") == 0;
 }
 
 /* This thread's context on st's device, made on first use. */
@@ -456,7 +473,8 @@ static void cuda_stream_deinit(hearth_stream *st)
 
 static bool key_eq(const hearth_graph_key *a, const hearth_graph_key *b)
 {
-    return a->model == b->model && a->cache == b->cache && a->rows == b->rows && a->out_rows == b->out_rows;
+    return a->model == b->model && a->cache == b->cache && a->rows == b->rows && a->out_rows == b->out_rows &&
+           a->steps == b->steps;
 }
 
 static graph_rec *graph_find(thread_ctx *t, const hearth_graph_key *key)
@@ -480,6 +498,9 @@ static graph_rec *graph_add(thread_ctx *t, const hearth_graph_key *key)
                 r = &t->graphs[i];
         if (r->state == 2)
             cudaGraphExecDestroy(r->exec);
+        if (graph_log_on)
+            hearth_log(HEARTH_LOG_WARN, "cuda graph: evicted %lld rows x %lld steps", (long long)r->key.rows,
+                       (long long)r->key.steps);
     }
     memset(r, 0, sizeof *r);
     r->key = *key;
@@ -499,6 +520,9 @@ static int cuda_graph_begin(hearth_stream *st, const hearth_graph_key *key)
         r->state = 1;
     }
     r->used = ++t->tick;
+    if (graph_log_on && first)
+        hearth_log(HEARTH_LOG_WARN, "cuda graph: first sight of %lld rows x %lld steps", (long long)key->rows,
+                   (long long)key->steps);
     if (first || r->state == -1)
         return 0; /* plain: a first run sizes the workspaces */
     if (r->state == 2) {
@@ -534,9 +558,13 @@ static int cuda_graph_end(hearth_stream *st, const hearth_graph_key *key, int st
     c->recording = false;
     t->capturing = NULL;
     cudaGraph_t g = NULL;
+    const uint64_t t0 = graph_log_on ? hearth_now_ns() : 0;
     cudaError_t e = cudaStreamEndCapture(c->s, &g);
     if (e == cudaSuccess && status == 0)
         e = cudaGraphInstantiate(&r->exec, g, 0);
+    if (graph_log_on)
+        hearth_log(HEARTH_LOG_WARN, "cuda graph: recorded %lld rows x %lld steps, instantiated in %.2f ms",
+                   (long long)key->rows, (long long)key->steps, (double)(hearth_now_ns() - t0) / 1e6);
     if (g)
         cudaGraphDestroy(g);
     if (e != cudaSuccess || status != 0) {
@@ -662,6 +690,15 @@ static bool argmax_on(void)
     return !cu_env_is(&seen, "HEARTH_CUDA_ARGMAX", "0");
 }
 
+/* HEARTH_CUDA_FEED=0: no argmax_feed, so a run of greedy passes uploads
+ * each pass's block and copies the last draws into it, as before stop 42
+ * (read once). */
+static bool feed_on(void)
+{
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_FEED", "0");
+}
+
 static bool cuda_supports(const hearth_dev *dev, hearth_op op, hearth_dtype t)
 {
     switch (op) {
@@ -670,6 +707,7 @@ static bool cuda_supports(const hearth_dev *dev, hearth_op op, hearth_dtype t)
     case HEARTH_OP_QK_ROPE_STORE:
     case HEARTH_OP_ATTN_CACHED: return t == HEARTH_F32 || t == HEARTH_F16;
     case HEARTH_OP_ARGMAX: return t == HEARTH_F32 && argmax_on();
+    case HEARTH_OP_ARGMAX_FEED: return t == HEARTH_F32 && argmax_on() && feed_on();
     default: return (int)op >= 0 && op < HEARTH_OP_COUNT_ && t == HEARTH_F32;
     }
 }
@@ -801,7 +839,14 @@ static int cuda_add_rmsnorm(hearth_stream *st, float *X, float *H, int64_t rows,
 static int cuda_argmax_rows(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n)
 {
     CTX(st);
-    return cu_argmax_rows(c, ids, X, rows, n);
+    return cu_argmax_rows(c, ids, X, rows, n, NULL, NULL, 0);
+}
+
+static int cuda_argmax_feed(hearth_stream *st, int32_t *ids, const float *X, int64_t rows, int64_t n, int32_t *next,
+                            const int32_t *src, int64_t words)
+{
+    CTX(st);
+    return cu_argmax_rows(c, ids, X, rows, n, next, src, words);
 }
 
 static int cuda_swiglu(hearth_stream *st, float *G, const float *U, int64_t rows, int64_t n)
@@ -916,6 +961,7 @@ extern const hearth_dev_ops hearth_cuda_ops = {
     .add_rmsnorm = cuda_add_rmsnorm,
     .swiglu = cuda_swiglu,
     .argmax_rows = cuda_argmax_rows,
+    .argmax_feed = cuda_argmax_feed,
     .qk_rope_store = cuda_qk_rope_store,
     .attn_cached = cuda_attn_cached,
     .add_layernorm = cuda_add_layernorm,

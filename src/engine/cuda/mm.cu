@@ -207,6 +207,20 @@
  *   cycle per scheduler with long-scoreboard, wait and selection stalls
  *   about even: each instruction a weight takes counts.
  *
+ * Stop 42 (H100; bench/RESULTS.md). ncu, Q8_0, one decode step's kernels
+ * serialized: Q/K/V 8.8 us, attention 6.3, Wo 6.7, gate/up 17.9 (35.6 MB:
+ * 2.0 TB/s), down 13.3 (17.8 MB: 1.3 TB/s), the output 29.5, its argmax
+ * 6.3, the embedding row 3.9; a step in the graph takes 590 us against
+ * 883 summed, and without the attention launch (HEARTH_CUDA_DIAG_NO_ATTN,
+ * ops_attn.cu) 4.8% less. A pass's embedding rows launch as a dependent
+ * (cu_embed_rows below). Tried and dropped, tg128 medians of two rounds
+ * against the default: both register sets' loads before the PDL wait for
+ * Q8_0 (1,676 against 1,673, three rounds; Q4_K 2,065 against 2,070);
+ * blocks of 8 warps, one an SM, so that the next launch's blocks fit
+ * beside them and issue their loads early (Q8_0 -23%, Q4_K -31%, F16
+ * -15%; with those loads doubled -23% Q8_0): a launch's own bytes in
+ * flight matter more than the next one's head start.
+ *
  * Graph rule: during capture (c->recording) nothing is allocated, freed or
  * created; a workspace too small then is HEARTH_EUNSUPPORTED (mma_kernel's
  * split-K buffer: it does not split).
@@ -570,11 +584,34 @@ static int dequant(cu_ctx *c, const cu_weight *w, const int32_t *tok, int64_t r0
 #undef DQ_CALL
 }
 
+/* HEARTH_CUDA_EMBED_DEP=0: a pass's embedding rows launch plainly, after
+ * the kernel before them ends and before the first mat-vec may launch.
+ * By default they launch as a programmatic dependent that lets the next
+ * kernel launch at once: the first Q/K/V mat-vec's blocks are resident
+ * and issue their first weight loads while the rows are gathered (and, in
+ * a run recorded whole, the rows' launch overlaps the last pass's draw).
+ * tg128 on the H100 (1.04B, two rounds): Q8_0 1,685 against 1,698, Q4_K
+ * 2,010 against 2,025 tok/s (stop 42). Read once. */
+static bool embed_dep_on(void)
+{
+    static int seen = -1;
+    return !cu_env_is(&seen, "HEARTH_CUDA_EMBED_DEP", "0");
+}
+
 int cu_embed_rows(cu_ctx *c, float *Y, const cu_weight *table, const int32_t *tok, int64_t n)
 {
     if (n <= 0)
         return 0;
-    return dequant<float>(c, table, tok, 0, Y, table->n_in, n);
+    if (!cu_pdl_rows(n) || !embed_dep_on())
+        return dequant<float>(c, table, tok, 0, Y, table->n_in, n);
+    const mview v = view_of(table);
+    const int64_t units = n * (v.kp / 16); /* at most: every type's unit holds 16 elements or more */
+    const unsigned blocks = (unsigned)((units + 255) / 256);
+#define EMB_CALL(T)                                                                                                    \
+    cu_fail("deq_kernel (embedding rows)", cu_launch(true, deq_kernel<T, float, true>, dim3(blocks), dim3(256), 0,   \
+                                                     c->s, v, tok, (int64_t)0, Y, table->n_in, n, table->n_in))
+    MM_DISPATCH(table->type, EMB_CALL)
+#undef EMB_CALL
 }
 
 /* ---- cuBLAS, opened at run time ---- */

@@ -540,11 +540,18 @@ __device__ __forceinline__ void put16(__half *o, const float *w)
 }
 
 /* out[r] (ldo apart, K wide) = row src(r) of v, r < rows, where src(r) is
- * tok[r] when tok is given, else r0 + r. One thread per unit. */
-template <class T, class O>
+ * tok[r] when tok is given, else r0 + r. One thread per unit. DEP: launched
+ * as a programmatic dependent (a pass's embedding rows, mm.cu's
+ * cu_embed_rows): the next kernel may launch at once, and tok, the kernel
+ * before's, is read after the wait. */
+template <class T, class O, bool DEP = false>
 __global__ void deq_kernel(mview v, const int32_t *__restrict__ tok, int64_t r0, O *__restrict__ out, int64_t ldo,
                            int64_t rows, int64_t K)
 {
+    if (DEP) {
+        cu_pdl_trigger();
+        cu_pdl_wait();
+    }
     const int64_t upr = v.kp / T::EPU;
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows * upr)

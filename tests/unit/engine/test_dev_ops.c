@@ -762,6 +762,31 @@ static void op_argmax(void)
         }
         CHECK_EQ_INT(D->argmax_rows(&g_st, dids, dX, 0, n), 0);
         CHECK(D->argmax_rows(&g_st, dids, dX, r, 0) != 0);
+        if (D->argmax_feed && D->supports(g_dev, HEARTH_OP_ARGMAX_FEED, HEARTH_F32)) {
+            /* the next block: the draws, then src's words; a block of
+             * words bigger than a block of threads (8,197 > 1,024 x 8) */
+            const int64_t words = 8197;
+            int32_t *src = malloc((size_t)words * 4), *next = malloc((size_t)words * 4), feed_ids[9];
+            for (int64_t w = 0; w < words; w++)
+                src[w] = (int32_t)(w * 2654435761u ^ 0x5bd1e995u);
+            int32_t *dsrc = D->alloc(g_dev, (size_t)words * 4, NULL), *dnext = D->alloc(g_dev, (size_t)words * 4, NULL);
+            D->upload(&g_st, dsrc, src, (size_t)words * 4);
+            memset(next, 0xA5, (size_t)words * 4);
+            D->upload(&g_st, dnext, next, (size_t)words * 4);
+            CHECK_EQ_INT(D->argmax_feed(&g_st, dids, dX, r, n, dnext, dsrc, words), 0);
+            dget(feed_ids, dids, (size_t)r * sizeof(int32_t));
+            dget(next, dnext, (size_t)words * 4);
+            int bad = 0;
+            for (int64_t w = 0; w < words; w++)
+                bad += next[w] != (w < r ? got[w] : src[w]);
+            for (int64_t i = 0; i < r; i++)
+                bad += feed_ids[i] != got[i];
+            CHECK_MSG(bad == 0, "%s argmax_feed n=%lld: %d of %lld words or draws wrong", g_where, (long long)n, bad,
+                      (long long)words);
+            CHECK(D->argmax_feed(&g_st, dids, dX, r, n, dnext, dsrc, r - 1) != 0); /* fewer words than rows */
+            free(src), free(next);
+            dfree(dsrc), dfree(dnext);
+        }
         hearth_sampler_free(sm);
         free(X);
         dfree(dX), dfree(dids);

@@ -10,6 +10,7 @@
 #include "harness.h"
 #include "stories_golden.h"
 
+#include "engine/cpu/dev_cpu.h"
 #include "engine/cpu/quant.h"
 #include "engine/dev.h"
 #include "models/gguf.h"
@@ -573,6 +574,83 @@ static void runs_of_steps_draw_as_steps(void)
     hearth_llama_close(m);
 }
 
+/* (6) a run recorded whole (caps.graph_runs, llama_forward.c's run_ops):
+ * the CPU under a device that says it records runs and records nothing
+ * (graph_begin 0: the walk enqueues the ops, here run at once), so the
+ * run's passes and draws come in run_ops' order with each pass fed by the
+ * draw before: stories260K's golden ids in runs of 7, each run asking for
+ * one record keyed by its length and one row, no pass asking for its own. */
+static hearth_graph_key g_keys[32];
+static int g_n_keys, g_ends;
+
+static int rec_begin(hearth_stream *st, const hearth_graph_key *key)
+{
+    if (g_n_keys < 32)
+        g_keys[g_n_keys] = *key;
+    g_n_keys++;
+    return 0;
+}
+
+static int rec_end(hearth_stream *st, const hearth_graph_key *key, int status)
+{
+    g_ends++;
+    return status;
+}
+
+static void runs_recorded_whole(void)
+{
+    int want[60];
+    float want5[5];
+    char p[1024];
+    if (!stories(p, sizeof p) || hearth_test_read_golden(want5, want))
+        return;
+    static hearth_dev dev;
+    static hearth_dev_ops ops;
+    dev = *hearth_dev_cpu();
+    ops = *dev.ops;
+    ops.graph_begin = rec_begin;
+    ops.graph_end = rec_end;
+    dev.ops = &ops;
+    dev.caps.graph_runs = true;
+    hearth_llama_open_opts lo = {.dev = &dev};
+    hearth_llama *m = NULL;
+    hearth_err e = {0};
+    CHECK_MSG(hearth_llama_open_with(&m, p, &lo, &e) == 0, "%s", e.msg);
+    hearth_kv *kv = m ? hearth_kv_new(m, 1, 64, &e) : NULL;
+    if (!kv) {
+        hearth_llama_close(m);
+        return;
+    }
+    int32_t tok = 1, slot = 0, ids[HEARTH_LLAMA_STEPS_MAX];
+    hearth_llama_batch b = {.n = 1, .tokens = &tok, .slot = &slot, .argmax = ids};
+    CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &b, NULL, &e), 0);
+    int got = ids[0] == want[0], rc = 0, runs = 0;
+    g_n_keys = g_ends = 0;
+    while (got > 0 && got < 60 && rc == 0) {
+        tok = ids[b.steps > 1 ? b.steps - 1 : 0];
+        b.steps = 60 - got < 7 ? 60 - got : 7;
+        if ((rc = hearth_llama_forward(m, kv, NULL, &b, NULL, &e)))
+            break;
+        CHECK_MSG(g_n_keys == runs + 1 && g_keys[runs].steps == b.steps && g_keys[runs].rows == 1,
+                  "run %d of %d steps: %d records asked for, the last %lld rows x %lld steps", runs, b.steps, g_n_keys,
+                  (long long)g_keys[runs < 32 ? runs : 31].rows, (long long)g_keys[runs < 32 ? runs : 31].steps);
+        runs++;
+        int j = 0;
+        while (j < b.steps && ids[j] == want[got])
+            j++, got++;
+        if (j < b.steps) {
+            CHECK_MSG(0, "token %d: got %d, want %d", got, ids[j], want[got]);
+            break;
+        }
+    }
+    CHECK_MSG(rc == 0, "%s", e.msg);
+    CHECK_EQ_INT(got, 60);
+    CHECK_EQ_INT(g_ends, g_n_keys);
+    CHECK_EQ_INT(hearth_kv_len(kv, 0), 60);
+    hearth_kv_free(kv);
+    hearth_llama_close(m);
+}
+
 static void open_errors_name_file_and_tensor(void)
 {
     char p[256];
@@ -641,6 +719,7 @@ int main(void)
     RUN(overflow_refused_cache_unchanged);
     RUN(truncate_and_copy_prefix);
     RUN(runs_of_steps_draw_as_steps);
+    RUN(runs_recorded_whole);
     RUN(open_errors_name_file_and_tensor);
     RUN(device_limits_refused_at_open);
     TEST_EXIT();
