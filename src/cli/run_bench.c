@@ -205,6 +205,8 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
     printf("| %.24s | ---------: | ---------: | ------ | ------: | -------: | -------------------: | -------: |\n",
            "------------------------------");
     double tg_mean = 0;
+    const char *each_env = getenv("HEARTH_BENCH_EACH");
+    const bool each = each_env && strcmp(each_env, "1") == 0;
     /* the threads column: the compute threads, or the device that computes */
     char where[16];
     if (o->dev && !o->dev->caps.host_memory)
@@ -216,7 +218,9 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
         if (n == 0 || (test == 2 && P == 1))
             continue;
         /* untimed: one run, two where the device records passes (the first
-         * sight of a shape runs op by op, the second is captured: dev.h) */
+         * sight of a shape runs op by op, the second is captured: dev.h;
+         * the scheduler's warm-up has recorded the decode steps and a lone
+         * sequence's runs of each length already, run_sched.c) */
         const int warm = o->dev && o->dev->ops->graph_begin ? 2 : 1;
         for (int r = -warm; r < o->reps; r++) {
             double sec;
@@ -228,6 +232,8 @@ int run_bench(const run_opts *o, hearth_llama *m, hearth_pool *pool)
             }
             if (r >= 0)
                 tps[r] = sec > 0 ? (test == 2 ? P : 1) * n / sec : 0;
+            if (r >= 0 && each) /* HEARTH_BENCH_EACH=1: every timed rep, to see a spread's shape */
+                fprintf(stderr, "hearth run --bench: test %d rep %d: %.2f t/s\n", test, r, tps[r]);
         }
         stats s = stats_of(tps, o->reps);
         char test_name[32], ts[48], gbs[16] = "-";

@@ -92,6 +92,7 @@ void run_model_table(run_model *rm, int n_slots, int64_t n_ctx, hearth_gen_batch
         out->forward_steps = adapt_forward_steps;
         out->steps_max = HEARTH_LLAMA_STEPS_MAX;
     }
+    out->records = rm->kv && rm->kv->dev && rm->kv->dev->ops->graph_begin; /* a GPU's graphs, as a served model's */
     out->truncate = adapt_truncate;
     out->detok_size = sizeof(hearth_detok);
     out->detok_init = adapt_detok_init;
@@ -151,7 +152,14 @@ hearth_gen_sched *run_sched_new(const hearth_gen_batch_model *m, const run_opts 
      * the server's operators; `hearth run` keeps stderr to its own lines. */
     if (hearth_log_get_level() < HEARTH_LOG_WARN)
         hearth_log_set_level(HEARTH_LOG_WARN);
-    hearth_gen_sched_config cfg = {
-        .n_parallel = m->n_slots, .max_queue = m->n_slots, .n_batch = o->n_batch, .pool = pool, .decode_steps = o->decode_steps};
+    /* warm_up: the shapes of the steps to come recorded before the first
+     * one, as `hearth serve` does (gen_sched.h), so the bench times what a
+     * served model runs after its warm-up */
+    hearth_gen_sched_config cfg = {.n_parallel = m->n_slots,
+                                   .max_queue = m->n_slots,
+                                   .n_batch = o->n_batch,
+                                   .pool = pool,
+                                   .decode_steps = o->decode_steps,
+                                   .warm_up = true};
     return hearth_gen_sched_new(m, &cfg, err);
 }

@@ -729,10 +729,23 @@ static void warm_up(hearth_gen_sched *s)
         }
     for (int i = 0; i < rows; i++)
         m->truncate(m->ctx, i, 0);
+    /* a lone sequence's runs, each length twice: a device may record a run
+     * of one row whole, keyed by its length (engine/dev.h's graph_runs) */
+    int runs = 0;
+    const int k_max = s->m.forward_steps ? s->cfg.decode_steps : 1;
+    for (int k = 2; k <= k_max && k < m->n_ctx && !rc; k++)
+        for (int rep = 0; rep < 2 && !rc; rep++) {
+            s->b_tokens[0] = 0;
+            s->b_slots[0] = 0;
+            if (!(rc = m->forward_steps(m->ctx, 1, s->b_tokens, s->b_slots, k, s->b_run, &err)))
+                runs++;
+            m->truncate(m->ctx, 0, 0);
+        }
     if (rc)
         HLOG_WARN("warm-up: a pass failed (%s): serving without the rest of it", err.msg);
-    HLOG_INFO("warm-up: %d passes (a %d-token prompt chunk, steps of 1 to %d rows twice) in %.0f ms", passes,
-              (int)chunk, rows, (double)(hearth_now_ns() - t0) / 1e6);
+    HLOG_INFO("warm-up: %d passes (a %d-token prompt chunk, steps of 1 to %d rows twice) and %d runs of one row "
+              "(2 to %d passes, twice) in %.0f ms",
+              passes, (int)chunk, rows, runs, k_max, (double)(hearth_now_ns() - t0) / 1e6);
 }
 
 static void *run(void *arg)

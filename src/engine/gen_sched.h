@@ -49,8 +49,12 @@
  * of n_batch tokens (the device sizes its scratch for the largest pass and
  * opens its GEMM library) and then decode steps of 1 .. n_parallel rows
  * (at most 64) twice each (the first runs plain, the second is recorded),
- * and empties the caches it used. On the H100 a served burst of 4 streams
- * without it met first-sight steps of 54 and 107 ms (stop 31).
+ * then runs of one row of 2 .. decode_steps passes twice each (a device may
+ * record a lone sequence's run whole, keyed by its length: 3.5-4.3 ms to
+ * instantiate an 8-pass record of the 1.04B on the H100, which a request
+ * would otherwise wait out), and empties the caches it used. On the H100 a
+ * served burst of 4 streams without it met first-sight steps of 54 and
+ * 107 ms (stop 31).
  *
  * The engine knows nothing of models or HTTP: the model comes in through
  * hearth_gen_batch_model (function pointers), the client through the

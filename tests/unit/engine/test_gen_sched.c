@@ -1049,6 +1049,39 @@ static void runs_of_steps_take_their_draws_as_steps(void)
               atomic_load(&f.argmax_forwards), atomic_load(&f.runs));
 }
 
+/* The warm-up runs a lone sequence's runs too, each length 2 .. the
+ * config's decode_steps twice (a device records them whole, keyed by
+ * length), and leaves every cache empty; then a greedy request's text is
+ * its steps' as ever. */
+static void warm_up_runs_the_run_lengths(void)
+{
+    fake f = {0};
+    hearth_gen_batch_model m = model_of(&f);
+    m.forward_argmax = fake_forward_argmax;
+    m.forward_steps = fake_forward_steps;
+    m.steps_max = 6;
+    m.records = true;
+    hearth_gen_sched_config cfg = {.n_parallel = 2, .max_queue = 4, .n_batch = 8, .decode_steps = 4, .warm_up = true};
+    hearth_gen_sched *s = hearth_gen_sched_new(&m, &cfg, NULL);
+    CHECK(s != NULL);
+    if (!s)
+        return;
+    CHECK_EQ_INT(atomic_load(&f.runs), 2 * 3);    /* lengths 2, 3, 4, twice each */
+    CHECK_EQ_INT(atomic_load(&f.run_passes), 2 * (2 + 3 + 4));
+    CHECK_EQ_INT(atomic_load(&f.longest_run), 4);
+    for (int i = 0; i < SLOTS; i++)
+        CHECK_EQ_INT((int)f.len[i], 0);
+    int32_t prompt[5] = {7, 3, 9, 4, 12};
+    treq t;
+    make(&t, prompt, 5, 9);
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, NULL), 0);
+    wait_done(&t);
+    char want[32];
+    expected_text(prompt, 5, 9, want);
+    CHECK_EQ_STR(t.text, want);
+    hearth_gen_sched_free(s);
+}
+
 static void warm_up_runs_the_step_shapes(void)
 {
     for (int k = 0; k < 3; k++) {
@@ -1089,6 +1122,7 @@ int main(void)
     RUN(slot_snapshot_and_jobs);
     RUN(context_shift_goes_on);
     RUN(warm_up_runs_the_step_shapes);
+    RUN(warm_up_runs_the_run_lengths);
     RUN(greedy_steps_draw_on_the_device);
     RUN(runs_of_steps_take_their_draws_as_steps);
     TEST_EXIT();
