@@ -87,11 +87,19 @@
  *
  * Rejected for decode: a block per (row, kv head) carrying the whole GQA
  * group (q and acc of G heads in registers: 128 per lane at G = 8,
- * hd = 256). */
+ * hd = 256). Tried and dropped (stop 42, H100, 1.04B, tg128 two rounds):
+ * decode blocks of 8 warps, small enough to share an SM with a mat-vec
+ * block (a 1,024-thread block of 63 registers a thread takes an SM's
+ * whole register file): Q8_0 -13%, Q4_K -14%, each warp then walking
+ * several tiles one after another; the final sum over only the warps that
+ * saw a key: no change (1,712 tok/s with it, 1,715 without). In the
+ * graph the decode attention costs 4.8% of a Q8_0 step
+ * (HEARTH_CUDA_DIAG_NO_ATTN). */
 #include "engine/cuda/cuda_int.h"
 
 #include <cuda_fp16.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -614,6 +622,23 @@ static bool attn_early_on(void)
     return !cu_env_is(&seen, "HEARTH_CUDA_ATTN_EARLY", "0");
 }
 
+/* HEARTH_CUDA_DIAG_NO_ATTN=1, a diagnostic that makes wrong text: a
+ * single row's decode attention is not launched (the Wo mat-vec reads what
+ * the buffer held), so a decode step's time with and without it says what
+ * the attention costs where it runs, between its mat-vecs, which ncu's
+ * serialized kernel times cannot. Said on stderr once. Read once. */
+static bool attn_skipped(void)
+{
+    static int seen = -1;
+    bool skip = cu_env_is(&seen, "HEARTH_CUDA_DIAG_NO_ATTN", "1");
+    static bool said;
+    if (skip && !said) {
+        said = true;
+        fprintf(stderr, "cuda: HEARTH_CUDA_DIAG_NO_ATTN=1: decode attention is skipped, the text is wrong\n");
+    }
+    return skip;
+}
+
 int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *kv, int64_t layer,
                    const hearth_batch *b, int64_t n_head, int64_t n_head_kv, int64_t hd, float scale)
 {
@@ -622,7 +647,7 @@ int cu_attn_cached(cu_ctx *c, float *out, const float *Q, const hearth_dev_kv *k
     if (n_head < 1 || n_head_kv < 1 || n_head % n_head_kv || hd < 1 || hd > CU_HEAD_DIM_MAX ||
         kv->kv_dim != n_head_kv * hd || layer < 0 || layer >= kv->n_layer || n_head > 65536)
         return HEARTH_EINVAL;
-    if (b->n == 0)
+    if (b->n == 0 || (b->n == 1 && attn_skipped()))
         return 0;
     cached_args a = {out,    Q,      kv->k,   kv->v,      kv->n_ctx,          kv->n_layer, layer,
                      kv->kv_dim, b->pos, b->slot, (int)n_head, (int)(n_head / n_head_kv), (int)hd, scale,
