@@ -499,6 +499,36 @@ static int open_broken(const breakage *br, char *path, size_t pn, hearth_err *e)
     return rc;
 }
 
+/* stories260K's 60 golden ids drawn from kv's slot 0 (empty): one pass
+ * from BOS, then runs of 7 steps (the last shorter), each fed the last
+ * draw; after_run (NULL: none) sees each run's length after it ran.
+ * Returns how many ids matched in order (60: all), checks each run. */
+static int golden_in_runs(hearth_llama *m, hearth_kv *kv, const int *want, void (*after_run)(int run, int steps))
+{
+    hearth_err e = {0};
+    int32_t tok = 1, slot = 0, ids[HEARTH_LLAMA_STEPS_MAX];
+    hearth_llama_batch b = {.n = 1, .tokens = &tok, .slot = &slot, .argmax = ids};
+    CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &b, NULL, &e), 0);
+    int got = ids[0] == want[0], rc = 0;
+    for (int run = 0; got > 0 && got < 60 && rc == 0; run++) {
+        tok = ids[b.steps > 1 ? b.steps - 1 : 0]; /* the last draw */
+        b.steps = 60 - got < 7 ? 60 - got : 7;
+        if ((rc = hearth_llama_forward(m, kv, NULL, &b, NULL, &e)))
+            break;
+        if (after_run)
+            after_run(run, b.steps);
+        int j = 0;
+        while (j < b.steps && ids[j] == want[got])
+            j++, got++;
+        if (j < b.steps) {
+            CHECK_MSG(0, "token %d: got %d, want %d", got, ids[j], want[got]);
+            break;
+        }
+    }
+    CHECK_MSG(rc == 0, "%s", e.msg);
+    return got;
+}
+
 /* (5) greedy draws and runs of steps (hearth_llama_batch's argmax and
  * steps; the CPU makes draws too): stories260K's golden ids drawn in runs
  * of 7, and on a random qwen3, three slots in one run of 9 steps equal to
@@ -512,26 +542,11 @@ static void runs_of_steps_draw_as_steps(void)
         CHECK(!hearth_llama_argmax_on_device(m)); /* the draws do not pay on the CPU: callers take logits */
         hearth_err e = {0};
         hearth_kv *kv = hearth_kv_new(m, 1, 64, &e);
-        int32_t tok = 1, slot = 0, ids[HEARTH_LLAMA_STEPS_MAX];
-        hearth_llama_batch b = {.n = 1, .tokens = &tok, .slot = &slot, .argmax = ids};
-        CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &b, NULL, &e), 0);
-        int got = ids[0] == want[0], rc = 0;
-        while (got > 0 && got < 60 && rc == 0) {
-            tok = ids[b.steps > 1 ? b.steps - 1 : 0]; /* the last draw */
-            b.steps = 60 - got < 7 ? 60 - got : 7;
-            if ((rc = hearth_llama_forward(m, kv, NULL, &b, NULL, &e)))
-                break;
-            int j = 0;
-            while (j < b.steps && ids[j] == want[got])
-                j++, got++;
-            if (j < b.steps) {
-                CHECK_MSG(0, "token %d: got %d, want %d", got, ids[j], want[got]);
-                break;
-            }
+        CHECK_MSG(kv != NULL, "%s", e.msg);
+        if (kv) {
+            CHECK_EQ_INT(golden_in_runs(m, kv, want, NULL), 60);
+            CHECK_EQ_INT(hearth_kv_len(kv, 0), 60);
         }
-        CHECK_MSG(rc == 0, "%s", e.msg);
-        CHECK_EQ_INT(got, 60);
-        CHECK_EQ_INT(hearth_kv_len(kv, 0), 60);
         hearth_kv_free(kv);
     }
     hearth_llama_close(m);
@@ -580,11 +595,15 @@ static void runs_of_steps_draw_as_steps(void)
  * run's passes and draws come in run_ops' order with each pass fed by the
  * draw before: stories260K's golden ids in runs of 7, each run asking for
  * one record keyed by its length and one row, no pass asking for its own. */
-static hearth_graph_key g_keys[32];
-static int g_n_keys, g_ends;
+static hearth_graph_key g_keys[32]; /* the runs' */
+static int g_n_keys, g_pass_keys, g_ends;
 
 static int rec_begin(hearth_stream *st, const hearth_graph_key *key)
 {
+    if (key->steps == 0) {
+        g_pass_keys++;
+        return 0;
+    }
     if (g_n_keys < 32)
         g_keys[g_n_keys] = *key;
     g_n_keys++;
@@ -595,6 +614,15 @@ static int rec_end(hearth_stream *st, const hearth_graph_key *key, int status)
 {
     g_ends++;
     return status;
+}
+
+/* After run `run` of `steps` passes: it asked for one record, of its length. */
+static void one_record_a_run(int run, int steps)
+{
+    const hearth_graph_key *k = &g_keys[run < 32 ? run : 31];
+    CHECK_MSG(g_n_keys == run + 1 && k->steps == steps && k->rows == 1,
+              "run %d of %d steps: %d records asked for, the last %lld rows x %lld steps", run, steps, g_n_keys,
+              (long long)k->rows, (long long)k->steps);
 }
 
 static void runs_recorded_whole(void)
@@ -621,31 +649,10 @@ static void runs_recorded_whole(void)
         hearth_llama_close(m);
         return;
     }
-    int32_t tok = 1, slot = 0, ids[HEARTH_LLAMA_STEPS_MAX];
-    hearth_llama_batch b = {.n = 1, .tokens = &tok, .slot = &slot, .argmax = ids};
-    CHECK_EQ_INT(hearth_llama_forward(m, kv, NULL, &b, NULL, &e), 0);
-    int got = ids[0] == want[0], rc = 0, runs = 0;
-    g_n_keys = g_ends = 0;
-    while (got > 0 && got < 60 && rc == 0) {
-        tok = ids[b.steps > 1 ? b.steps - 1 : 0];
-        b.steps = 60 - got < 7 ? 60 - got : 7;
-        if ((rc = hearth_llama_forward(m, kv, NULL, &b, NULL, &e)))
-            break;
-        CHECK_MSG(g_n_keys == runs + 1 && g_keys[runs].steps == b.steps && g_keys[runs].rows == 1,
-                  "run %d of %d steps: %d records asked for, the last %lld rows x %lld steps", runs, b.steps, g_n_keys,
-                  (long long)g_keys[runs < 32 ? runs : 31].rows, (long long)g_keys[runs < 32 ? runs : 31].steps);
-        runs++;
-        int j = 0;
-        while (j < b.steps && ids[j] == want[got])
-            j++, got++;
-        if (j < b.steps) {
-            CHECK_MSG(0, "token %d: got %d, want %d", got, ids[j], want[got]);
-            break;
-        }
-    }
-    CHECK_MSG(rc == 0, "%s", e.msg);
-    CHECK_EQ_INT(got, 60);
-    CHECK_EQ_INT(g_ends, g_n_keys);
+    g_n_keys = g_pass_keys = g_ends = 0;
+    CHECK_EQ_INT(golden_in_runs(m, kv, want, one_record_a_run), 60);
+    CHECK_EQ_INT(g_pass_keys, 1); /* the first pass alone: no pass of a run asks for its own */
+    CHECK_EQ_INT(g_ends, g_n_keys + g_pass_keys);
     CHECK_EQ_INT(hearth_kv_len(kv, 0), 60);
     hearth_kv_free(kv);
     hearth_llama_close(m);
