@@ -74,6 +74,8 @@ typedef struct hearth_api_config {
     double deadline_ms;          /* --deadline-ms: a frame's deadline when its request gives no timeout (0: none) */
     uint64_t seq_timeout_ms;     /* --sequence-timeout-ms: an idle sequence expires (5000) */
     bool keepalive;              /* --keepalive: keep a GPU's clocks up between frames (on) */
+    int frame_spin_us;           /* --frame-spin-us: frame models on a GPU: the frame thread and the I/O thread
+                                    poll this long around a frame instead of sleeping (1000; 0: sleep) */
 } hearth_api_config;
 
 typedef struct hearth_api {

@@ -86,6 +86,11 @@ int hearth_api_add_frame(hearth_api *api, const char *name, const char *path, he
     qo.max_jobs = c->max_concurrent > 0 ? c->max_concurrent : qo.max_jobs;
     qo.seq_idle_ns = c->seq_timeout_ms * 1000000ull;
     qo.keepalive = c->keepalive;
+    /* spinning pays where a frame takes a fraction of a millisecond (a GPU):
+     * a CPU's frame of milliseconds would have the threads burn a core
+     * beside the compute threads for nothing */
+    const uint64_t spin_ns = r.keepalive && c->frame_spin_us > 0 ? (uint64_t)c->frame_spin_us * 1000u : 0;
+    qo.spin_ns = spin_ns;
     hearth_frame_queue *q = hearth_frame_queue_new(&r, &qo, err);
     if (!q) {
         hearth_frame_model_close(m);
@@ -99,7 +104,8 @@ int hearth_api_add_frame(hearth_api *api, const char *name, const char *path, he
     info->created = hearth_unix_time();
     hearth_frame_entry *e = &st->frame_models[st->n_frame];
     *e = (hearth_frame_entry){.info = info, .model = m, .queue = q,
-                              .deadline_ns = c->deadline_ms > 0 ? (uint64_t)(c->deadline_ms * 1e6) : 0};
+                              .deadline_ns = c->deadline_ms > 0 ? (uint64_t)(c->deadline_ms * 1e6) : 0,
+                              .spin_ns = spin_ns};
     int rc = hearth_api_oip_add_model(api, e);
     if (rc) {
         hearth_frame_queue_free(q);

@@ -44,6 +44,7 @@ void hearth_api_config_default(hearth_api_config *cfg)
     cfg->n_predict = -1;
     cfg->seq_timeout_ms = 5000;
     cfg->keepalive = true;
+    cfg->frame_spin_us = 1000;
     hearth_sampler_params_default(&cfg->sampling);
 }
 

@@ -23,6 +23,8 @@ typedef struct hearth_frame_entry {
     hearth_frame_model *model;
     hearth_frame_queue *queue;   /* runs model's frames */
     uint64_t deadline_ns;        /* --deadline-ms default, 0 none */
+    uint64_t spin_ns;            /* --frame-spin-us on a GPU, else 0: the I/O thread polls through a frame and
+                                    this long after its expected end (oip.c) */
 } hearth_frame_entry;
 #endif
 

@@ -49,6 +49,7 @@
 #include "base/clock.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +83,8 @@ struct hearth_frame_queue {
     hearth_frame_job *head, *tail;
     int n_queued;
     uint64_t last_arrival_ns;  /* of the last frame submitted (keep-alive) */
+    uint64_t last_done_ns;     /* when the scheduler last ended a frame (its spin) */
+    atomic_uint_fast64_t n_submitted; /* frames pushed: what the spinning scheduler watches without the lock */
     uint64_t last_keepalive_ns;
     seq_slot *slots;
     gone_seq gone[GONE_RING];
@@ -100,6 +103,16 @@ void hearth_frame_queue_opts_default(hearth_frame_queue_opts *o)
     o->keepalive = true;
     o->keepalive_period_ns = 200000;
     o->keepalive_stop_ns = 1000000000ull;
+}
+
+/* A spin-wait's pause between polls (the CPU's hint where it has one). */
+static inline void spin_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
 }
 
 static struct timespec abs_ts(uint64_t ns)
@@ -400,6 +413,20 @@ static void *sched_main(void *arg)
         if (job) {
             q->st.queued = q->n_queued;
             run_job(q, job);
+            q->last_done_ns = hearth_now_ns();
+            continue;
+        }
+        /* idle right after a frame: poll for the next without the lock for
+         * o.spin_ns, so a closed loop's next frame starts without waiting
+         * for this thread to be woken (a futex wake-up's tail) */
+        if (q->o.spin_ns && q->last_done_ns && now - q->last_done_ns < q->o.spin_ns) {
+            const uint64_t end = q->last_done_ns + q->o.spin_ns;
+            const uint_fast64_t seen = atomic_load(&q->n_submitted);
+            pthread_mutex_unlock(&q->lock);
+            while (atomic_load_explicit(&q->n_submitted, memory_order_relaxed) == seen && hearth_now_ns() < end)
+                spin_pause();
+            pthread_mutex_lock(&q->lock);
+            q->last_done_ns = 0; /* one window a frame */
             continue;
         }
         /* idle: keep-alive, then sleep until the next tick, expiry or job */
@@ -526,6 +553,7 @@ void hearth_frame_queue_free(hearth_frame_queue *q)
         return;
     pthread_mutex_lock(&q->lock);
     q->stop = true;
+    atomic_fetch_add(&q->n_submitted, 1); /* ends a spin (sched_main) at once */
     pthread_cond_broadcast(&q->wake);
     pthread_cond_broadcast(&q->timer_wake);
     pthread_mutex_unlock(&q->lock);
@@ -570,6 +598,7 @@ int hearth_frame_queue_submit(hearth_frame_queue *q, hearth_frame_job *job)
         return 0;
     }
     list_push(q, job);
+    atomic_fetch_add(&q->n_submitted, 1);
     q->st.queued = q->n_queued;
     pthread_cond_signal(&q->wake);
     if (job->deadline_ns)

@@ -93,6 +93,8 @@ typedef struct hearth_frame_queue_opts {
     bool keepalive;                /* call runner->keepalive between frames (when it has one) */
     uint64_t keepalive_period_ns;  /* how often (0: 200 us) */
     uint64_t keepalive_stop_ns;    /* stop this long after the last frame (0: 1 s) */
+    uint64_t spin_ns;              /* after a frame, poll for the next this long before sleeping (0: sleep at
+                                      once): a frame that comes within it starts without a thread's wake-up */
 } hearth_frame_queue_opts;
 
 void hearth_frame_queue_opts_default(hearth_frame_queue_opts *o);

@@ -76,6 +76,7 @@ struct hearth_loop {
     void *wake_arg;
 
     uint64_t now_ms;
+    atomic_uint_fast64_t spin_until_ns; /* hearth_loop_spin: poll without sleeping until then */
     hearth_poller_event events[EVENTS_PER_WAIT];
 };
 
@@ -466,11 +467,22 @@ static void dispatch(hearth_loop *loop, int n)
     }
 }
 
+void hearth_loop_spin(hearth_loop *loop, uint64_t ns)
+{
+    const uint_fast64_t until = hearth_now_ns() + ns;
+    uint_fast64_t cur = atomic_load(&loop->spin_until_ns);
+    while (cur < until && !atomic_compare_exchange_weak(&loop->spin_until_ns, &cur, until))
+        ;
+}
+
 int hearth_loop_run(hearth_loop *loop)
 {
     for (;;) {
         loop->now_ms = hearth_now_ms();
-        int n = loop->ops->wait(loop->poller, loop->events, EVENTS_PER_WAIT, next_timeout(loop));
+        int timeout = next_timeout(loop);
+        if (timeout != 0 && atomic_load_explicit(&loop->spin_until_ns, memory_order_relaxed) > hearth_now_ns())
+            timeout = 0; /* spinning: poll, do not sleep */
+        int n = loop->ops->wait(loop->poller, loop->events, EVENTS_PER_WAIT, timeout);
         loop->now_ms = hearth_now_ms();
         if (n == HEARTH_EAGAIN)
             n = 0; /* a signal: timers may be due, then wait again */

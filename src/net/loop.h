@@ -72,6 +72,12 @@ void hearth_loop_set_wake_cb(hearth_loop *loop, hearth_wake_cb cb, void *arg);
  * give one callback (eventfd where the kernel has it, else a pipe). */
 void hearth_loop_wake(hearth_loop *loop);
 
+/* Any thread: for the next ns nanoseconds the loop polls without
+ * sleeping (its waits time out at once), so what comes then (a deferred
+ * answer's wake-up, the client's next request) is handled without a
+ * sleeping thread's wake-up latency; it burns its thread meanwhile. A
+ * later call extends the window, never shortens it. */
+void hearth_loop_spin(hearth_loop *loop, uint64_t ns);
 /* Runs until hearth_loop_stop. Returns 0, or negative if the poller failed. */
 int hearth_loop_run(hearth_loop *loop);
 /* Any thread: makes hearth_loop_run return after the current iteration. */

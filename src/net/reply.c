@@ -169,6 +169,12 @@ int hearth_reply_send(hearth_server *s, hearth_reply h, const hearth_response *r
     return post(s, h, REPLY_FULL, res->status, res->content_type, res->headers, res->body, res->body_len);
 }
 
+void hearth_reply_spin(hearth_server *s, hearth_reply h, uint64_t ns)
+{
+    if (h.slot >= 0 && h.slot < s->cfg.threads && ns)
+        hearth_loop_spin(s->io[h.slot].loop, ns);
+}
+
 int hearth_reply_error(hearth_server *s, hearth_reply h, int status, const char *type, const char *message)
 {
     hearth_buf body;

@@ -128,6 +128,11 @@ typedef void (*hearth_release_cb)(void *arg, bool cancelled);
 hearth_reply hearth_request_defer(hearth_request *req, hearth_release_cb on_release, void *arg);
 /* A complete response. Returns 0, or HEARTH_ENOTFOUND when the handle is stale. */
 int hearth_reply_send(hearth_server *s, hearth_reply h, const hearth_response *res);
+/* Any thread: the I/O thread that holds h's connection polls without
+ * sleeping for the next ns nanoseconds (net/loop.h's hearth_loop_spin): a
+ * deferred answer due within them, and the client's next request, are
+ * taken without that thread's wake-up. For latency-bound work (frames). */
+void hearth_reply_spin(hearth_server *s, hearth_reply h, uint64_t ns);
 /* A complete JSON error response, shaped as hearth_respond_error's. */
 int hearth_reply_error(hearth_server *s, hearth_reply h, int status, const char *type, const char *message);
 /* A streamed response: headers now (chunked transfer coding), then chunks, then end.

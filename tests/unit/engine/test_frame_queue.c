@@ -483,6 +483,41 @@ static void test_keepalive(void)
     hearth_frame_queue_free(q);
 }
 
+/* spin_ns: after a frame the scheduler polls for the next one; frames
+ * that come inside the window and after it run and answer as ever, and
+ * freeing the queue mid-spin ends the spin at once (not at the window's
+ * end, 500 ms here). */
+static void test_spin(void)
+{
+    fake_model m;
+    hearth_frame_queue_opts o;
+    hearth_frame_queue_opts_default(&o);
+    o.keepalive = false;
+    o.spin_ns = 500 * 1000000ull;
+    hearth_frame_queue *q = mk(&m, 0, &o);
+    tjob t[3];
+    for (int i = 0; i < 3; i++) {
+        tjob_init(&t[i], (float)(i + 1));
+        CHECK_EQ_INT(frame(q, &t[i]), 0); /* the second and third inside the first's window */
+        CHECK_NEAR(t[i].out[2], (float)(i + 1), 0);
+    }
+    sleep_ms(20); /* the scheduler spins */
+    uint64_t t0 = hearth_now_ns();
+    hearth_frame_queue_free(q);
+    double ms = (double)(hearth_now_ns() - t0) / 1e6;
+    CHECK_MSG(ms < 250, "freeing the queue mid-spin took %.0f ms (a 500 ms window)", ms);
+    /* and a frame after the window */
+    o.spin_ns = 5 * 1000000ull;
+    q = mk(&m, 0, &o);
+    tjob_init(&t[0], 7);
+    CHECK_EQ_INT(frame(q, &t[0]), 0);
+    sleep_ms(30);
+    tjob_init(&t[1], 8);
+    CHECK_EQ_INT(frame(q, &t[1]), 0);
+    CHECK_NEAR(t[1].out[2], 8.0f, 0);
+    hearth_frame_queue_free(q);
+}
+
 static void test_cancel_and_failure(void)
 {
     fake_model m;
@@ -565,6 +600,7 @@ int main(void)
     RUN(test_sequences_interleaved);
     RUN(test_late_start_starts_nothing);
     RUN(test_keepalive);
+    RUN(test_spin);
     RUN(test_cancel_and_failure);
     RUN(test_queue_full_and_free);
     RUN(test_bad_runner);

@@ -775,6 +775,51 @@ struct case_def {
     int wake_case; /* also run with the pipe wake-up */
 };
 
+/* ---- spinning ---- */
+
+static double thread_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* hearth_loop_spin: for its window the loop polls (its thread burns CPU),
+ * then sleeps again; a cross-thread wake is taken while it spins, and a
+ * later call's longer window wins over a shorter one. CPU bounds are
+ * loose (CI shares two cores between two test streams): a sleeping loop
+ * uses ~0 ms of CPU in 60 ms, a spinning one most of it. */
+static void spin_polls_then_sleeps(void)
+{
+    hearth_loop *l = new_loop();
+    if (!l)
+        return;
+    double c0 = thread_cpu_ms();
+    CHECK(run_for(l, 60));
+    double idle = thread_cpu_ms() - c0;
+    hearth_loop_spin(l, 40 * 1000000ull);
+    hearth_loop_spin(l, 1000000ull); /* shorter: the 40 ms stand */
+    c0 = thread_cpu_ms();
+    CHECK(run_for(l, 60));
+    double spun = thread_cpu_ms() - c0;
+    CHECK_MSG(idle < 8.0 && spun > 8.0, "CPU over 60 ms: %.1f ms asleep, %.1f ms with a 40 ms spin", idle, spun);
+    /* wakes from another thread while spinning */
+    static struct wake_state s;
+    memset(&s, 0, sizeof s);
+    s.loop = l;
+    s.target = 100;
+    hearth_loop_set_wake_cb(l, wake_cb, &s);
+    hearth_loop_spin(l, 200 * 1000000ull);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, ping_thread, &s) == 0);
+    int guard = run_for(l, 10000);
+    pthread_join(th, NULL);
+    CHECK(!guard);
+    CHECK_EQ_INT(s.rounds_lost, 0);
+    CHECK_EQ_INT(atomic_load(&s.acked), 100);
+    hearth_loop_free(l);
+}
+
 static const struct case_def cases[] = {
     {"readable_and_writable_dispatch", readable_and_writable_dispatch, 0},
     {"mod_fd_changes_interest", mod_fd_changes_interest, 0},
@@ -787,6 +832,7 @@ static const struct case_def cases[] = {
     {"wake_coalesces_and_loses_none", wake_coalesces_and_loses_none, 1},
     {"wake_ping_pong_loses_none", wake_ping_pong_loses_none, 1},
     {"stop_from_another_thread", stop_from_another_thread, 1},
+    {"spin_polls_then_sleeps", spin_polls_then_sleeps, 1},
     {"eintr_is_retried", eintr_is_retried, 0},
     {"no_ready_fd_starves", no_ready_fd_starves, 0},
     {"thousands_of_fds", thousands_of_fds, 0},
