@@ -8,7 +8,9 @@
  * parameters carry binary_data_size. Every input tensor is copied into a
  * buffer of its own (new, or the caller's: a GPU model's pinned set,
  * hearth_oip_parse_into): the request's body dies with the handler, the
- * frame runs later on the model's thread, and a copy also aligns the bytes.
+ * frame runs later on the model's thread, and a copy also aligns the bytes;
+ * unless its bytes were received there already (hearth_oip_parse_split:
+ * oip.c's infer_sink has the connection put them into the input set).
  * A tensor whose parameters name a system shared memory region
  * (shared_memory_region, _byte_size, _offset: oip_shm.h) is not copied: an
  * input is read where it is, an output's place is kept for the answer; the
@@ -515,7 +517,8 @@ static int parse_input(const hearth_frame_info *m, const char *name, const cJSON
                         "input '%s': binary_data_size %zu but only %zu bytes of binary data are left after the JSON header "
                         "(Inference-Header-Content-Length)",
                         io->name, bytes, bin_len - *bin_off);
-        memcpy(r->in[i], bin + *bin_off, bytes);
+        if (r->in[i] != bin + *bin_off) /* else received where it goes (hearth_oip_parse_split) */
+            memcpy(r->in[i], bin + *bin_off, bytes);
         *bin_off += bytes;
         return 0;
     }
@@ -540,17 +543,29 @@ int hearth_oip_parse(const hearth_frame_info *m, const char *name, const char *b
 int hearth_oip_parse_into(const hearth_frame_info *m, const char *name, const char *body, size_t len,
                           const char *header_len, void *const *dst, hearth_oip_request *r, char *msg, size_t msg_size)
 {
+    size_t json_len = len;
+    int st;
+    if (header_len && (st = hearth_oip_header_len(header_len, len, &json_len, msg, msg_size)) != 0) {
+        memset(r, 0, sizeof *r);
+        return st;
+    }
+    return hearth_oip_parse_split(m, name, body, json_len, header_len != NULL, body + json_len, len - json_len, dst, r,
+                                  msg, msg_size);
+}
+
+int hearth_oip_parse_split(const hearth_frame_info *m, const char *name, const char *json, size_t json_len,
+                           bool header, const char *bin, size_t bin_len, void *const *dst, hearth_oip_request *r,
+                           char *msg, size_t msg_size)
+{
     memset(r, 0, sizeof *r);
     for (int i = 0; dst && i < m->n_inputs && i < HEARTH_FRAME_MAX_IO; i++)
         r->dst[i] = dst[i];
-    size_t json_len = len;
+    const size_t len = json_len + bin_len;
     int st;
-    if (header_len && (st = hearth_oip_header_len(header_len, len, &json_len, msg, msg_size)) != 0)
-        return st;
     char jmsg[384];
-    cJSON *doc = hearth_json_body_parse(body, json_len, jmsg, sizeof jmsg);
+    cJSON *doc = hearth_json_body_parse(json, json_len, jmsg, sizeof jmsg);
     if (!doc)
-        return fail(msg, msg_size, 400, "the request's JSON%s: %s", header_len ? " header" : "", jmsg);
+        return fail(msg, msg_size, 400, "the request's JSON%s: %s", header ? " header" : "", jmsg);
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(doc, "id");
     if (id && !cJSON_IsNull(id)) {
         if (!cJSON_IsString(id)) {
@@ -577,8 +592,7 @@ int hearth_oip_parse_into(const hearth_frame_info *m, const char *name, const ch
         st = fail(msg, msg_size, 400, "\"inputs\" is missing or not a list");
         goto out;
     }
-    size_t bin_off = 0, bin_len = len - json_len;
-    const char *bin = body + json_len;
+    size_t bin_off = 0;
     int k = 0;
     for (const cJSON *t = inputs->child; t; t = t->next, k++)
         if ((st = parse_input(m, name, t, k, bin, bin_len, &bin_off, r, msg, msg_size)) != 0)

@@ -53,6 +53,14 @@ int hearth_oip_parse(const hearth_frame_info *m, const char *name, const char *b
  * dst NULL: new. */
 int hearth_oip_parse_into(const hearth_frame_info *m, const char *name, const char *body, size_t len,
                           const char *header_len, void *const *dst, hearth_oip_request *r, char *msg, size_t msg_size);
+/* The same with the body in its two parts: the JSON header (json_len bytes;
+ * header: an Inference-Header-Content-Length said so, for the messages) and
+ * the binary tensor data (bin_len bytes at bin). An input whose bytes are
+ * already where dst puts them (bin + its offset == dst[i]: received there,
+ * net/server.h's body sink) is not copied. */
+int hearth_oip_parse_split(const hearth_frame_info *m, const char *name, const char *json, size_t json_len,
+                           bool header, const char *bin, size_t bin_len, void *const *dst, hearth_oip_request *r,
+                           char *msg, size_t msg_size);
 /* The JSON header's bytes an Inference-Header-Content-Length value says
  * (text as sent, blanks around it allowed) for a body of len bytes: 0 with
  * *out set, or 400 with msg (n bytes; NULL with n 0: none) saying why. */

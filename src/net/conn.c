@@ -191,9 +191,20 @@ static size_t conn_keep_in(hearth_conn *c, bool open)
     return cap;
 }
 
+/* A sink whose request's handler never took it goes back to its route. */
+static void sink_drop(hearth_conn *c)
+{
+    if (!c->sinking)
+        return;
+    c->sinking = false;
+    if (c->sink.release)
+        c->sink.release(c->sink.user);
+}
+
 void hearth_conn_close(hearth_conn *c)
 {
     hearth_io *io = c->io;
+    sink_drop(c);
     if ((c->state == CONN_DEFERRED || c->state == CONN_STREAMING) && c->release) {
         hearth_release_cb cb = c->release;
         c->release = NULL;
@@ -409,6 +420,7 @@ static void reject(hearth_conn *c, int status, const char *type, const char *msg
     hearth_conn_request_done(c);
     c->state = CONN_CLOSING;
     c->read_paused = true;
+    sink_drop(c);
     set_timer(c, TIMER_IDLE); /* bounds how long a client that never reads can hold us */
 }
 
@@ -498,6 +510,7 @@ static void dispatch(hearth_conn *c, size_t *loop_body)
         req.body = c->in.data + c->head_len;
         req.body_len = c->body_len;
     }
+    req.sink = c->sinking ? &c->sink : NULL;
     c->is_head = http->method_len == 4 && memcmp(http->method, "HEAD", 4) == 0;
     req.is_head = c->is_head;
     req.log_line = c->log_line;
@@ -528,7 +541,7 @@ static void dispatch(hearth_conn *c, size_t *loop_body)
             hearth_respond_error(&req, 404, "not_found_error", "no route for %.*s", (int)(req.path_len > 128 ? 128 : req.path_len),
                                  req.path);
         }
-    } else if (hearth_offload_wanted(c, parsed = hearth_offload_parsed(c, &req, ri), *loop_body)) {
+    } else if (!c->sinking && hearth_offload_wanted(c, parsed = hearth_offload_parsed(c, &req, ri), *loop_body)) {
         int orc = hearth_offload_submit(c, &req, ri);
         if (orc == HEARTH_ELIMIT) {
             atomic_fetch_add_explicit(&s->shared->slot[io->gslot].offload_refused, 1, memory_order_relaxed);
@@ -546,6 +559,9 @@ static void dispatch(hearth_conn *c, size_t *loop_body)
             hearth_respond_error(&req, 500, "server_error", "the handler did not respond");
         }
     }
+    if (req.sink_taken)
+        c->sinking = false; /* the handler's now */
+    sink_drop(c);
     if (c->state == CONN_DEFERRED)
         return;
     hearth_conn_request_complete(c);
@@ -555,7 +571,7 @@ static void dispatch(hearth_conn *c, size_t *loop_body)
 static bool body_ready(hearth_conn *c)
 {
     if (!c->chunked)
-        return c->in.len - c->head_len >= c->body_len;
+        return c->in.len - c->head_len >= c->body_len && (!c->sinking || c->sink_got == c->sink_len);
     size_t avail = c->in.len - c->head_len;
     if (avail == 0)
         return false;
@@ -572,6 +588,54 @@ static bool body_ready(hearth_conn *c)
     c->in.len -= (size_t)n;
     c->in.data[c->in.len] = 0;
     return done;
+}
+
+/* The head of a Content-Length body is parsed (io->scratch): whether its
+ * route sinks the body's tail (server.h's hearth_server_route_body_sink).
+ * Body bytes that came with the head past the part kept are moved into
+ * the sink, pipelined bytes after the body closed up behind the part kept;
+ * from here on body_len counts the part kept. */
+static void maybe_sink(hearth_conn *c)
+{
+    hearth_server *s = c->io->s;
+    const hearth_http_request *http = &c->io->scratch;
+    bool known;
+    int ri = find_route(s, http->path, http->path_len, http->method, http->method_len, &known);
+    if (ri < 0 || !s->routes[ri].body_sink)
+        return;
+    hearth_request req = {.c = c, .http = http, .path = http->path, .path_len = http->path_len,
+                          .query = http->query, .query_len = http->query_len, .body_len = c->body_len,
+                          .log_line = c->log_line};
+    if (s->routes[ri].prefix_len) {
+        req.rest = req.path + s->routes[ri].prefix_len;
+        req.rest_len = req.path_len - s->routes[ri].prefix_len;
+    }
+    hearth_body_sink sk = {0};
+    if (!s->routes[ri].body_sink(&req, s->routes[ri].ctx, &sk))
+        return;
+    /* nothing to sink, or a kept part the handler pool would parse (the
+     * hop carries the connection's buffer, not a sink): the buffer takes
+     * it all, as without one */
+    if (!sk.dst || sk.keep >= c->body_len || (s->offload && sk.keep >= s->cfg.offload_body)) {
+        if (sk.release)
+            sk.release(sk.user);
+        return;
+    }
+    c->sinking = true;
+    c->sink = sk;
+    c->sink_len = c->body_len - sk.keep;
+    c->sink_got = 0;
+    c->body_len = sk.keep;
+    size_t have = c->in.len - c->head_len;
+    if (have > sk.keep) {
+        size_t extra = have - sk.keep, take = extra < c->sink_len ? extra : c->sink_len;
+        char *tail = c->in.data + c->head_len + sk.keep;
+        memcpy(sk.dst, tail, take);
+        memmove(tail, tail + take, extra - take);
+        c->sink_got = take;
+        c->in.len -= take;
+        c->in.data[c->in.len] = 0;
+    }
 }
 
 void hearth_conn_process(hearth_conn *c)
@@ -619,7 +683,9 @@ void hearth_conn_process(hearth_conn *c)
             }
             if (c->chunked)
                 hearth_http_chunked_init(&c->chunk);
-            bool has_body = c->chunked || c->body_len > 0;
+            else if (c->body_len > 0)
+                maybe_sink(c);
+            bool has_body = c->chunked || c->body_len > 0 || c->sinking;
             if (has_body && http->expect_continue && c->in.len == c->head_len && !c->sent_continue) {
                 hearth_buf_appends(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
                 c->sent_continue = true;
@@ -649,6 +715,23 @@ void hearth_conn_process(hearth_conn *c)
 static void on_readable(hearth_conn *c)
 {
     for (int round = 0; round < 4; round++) {
+        if (c->sinking && c->state == CONN_BODY && c->in.len - c->head_len >= c->body_len && c->sink_got < c->sink_len) {
+            /* the kept part is in: the tail goes straight to the sink, no further than its end */
+            size_t want = c->sink_len - c->sink_got;
+            ssize_t n = recv(c->fd, (char *)c->sink.dst + c->sink_got, want, 0);
+            if (n > 0) {
+                c->sink_got += (size_t)n;
+                if ((size_t)n < want)
+                    break;
+                continue;
+            }
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                break;
+            hearth_conn_close(c);
+            return;
+        }
         /* a body of known length gets its room at once, up to
          * BODY_RESERVE_MAX: one recv can take all that has arrived (a 921 KB
          * frame grew the buffer from 16 KiB by doubling, a realloc per
@@ -670,6 +753,9 @@ static void on_readable(hearth_conn *c)
             }
         }
         size_t room = c->in.cap - c->in.len - 1;
+        if (c->sinking && c->state == CONN_BODY && c->head_len + c->body_len > c->in.len &&
+            c->head_len + c->body_len - c->in.len < room)
+            room = c->head_len + c->body_len - c->in.len; /* the tail after it goes to the sink */
         ssize_t n = recv(c->fd, c->in.data + c->in.len, room, 0);
         if (n > 0) {
             c->in.len += (size_t)n;

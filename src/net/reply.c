@@ -57,6 +57,14 @@ const char *hearth_request_header(const hearth_request *req, const char *name, c
 
 bool hearth_request_is_head(const hearth_request *req) { return req->is_head; }
 
+const hearth_body_sink *hearth_request_take_sink(hearth_request *req)
+{
+    if (!req->sink || req->sink_taken)
+        return NULL;
+    req->sink_taken = true;
+    return req->sink;
+}
+
 const char *hearth_request_rest(const hearth_request *req, size_t *len)
 {
     *len = req->rest_len;

@@ -181,6 +181,16 @@ int hearth_server_route_parse_bytes(hearth_server *s, const char *method, const 
     return HEARTH_ENOTFOUND;
 }
 
+int hearth_server_route_body_sink(hearth_server *s, const char *method, const char *path, hearth_body_sink_fn fn)
+{
+    for (int i = 0; i < s->n_routes; i++)
+        if (strcmp(s->routes[i].method, method) == 0 && strcmp(s->routes[i].path, path) == 0) {
+            s->routes[i].body_sink = fn;
+            return HEARTH_OK;
+        }
+    return HEARTH_ENOTFOUND;
+}
+
 void hearth_server_on_process_init(hearth_server *s, hearth_process_init_cb cb, void *ctx)
 {
     s->init_cb = cb;

@@ -174,6 +174,32 @@ int hearth_server_route_flags(hearth_server *s, const char *method, const char *
 typedef size_t (*hearth_parse_bytes_fn)(const hearth_request *req, void *ctx);
 int hearth_server_route_parse_bytes(hearth_server *s, const char *method, const char *path, hearth_parse_bytes_fn fn);
 
+/* Where the tail of a request's body goes (Triton's binary tensor data,
+ * into the input buffer a model keeps): called on the loop thread once the
+ * head of a request to the route is parsed, with the request as its
+ * handler will see it but no body yet (body NULL, body_len the
+ * Content-Length; never for a chunked body). false: the body goes to the
+ * connection's buffer as ever. true with *sink filled: the body's first
+ * sink->keep bytes go to the buffer, the other body_len - keep straight
+ * into sink->dst (the kernel's copy out of the socket is then the only
+ * one). The handler sees body_len = keep and takes the tail with
+ * hearth_request_take_sink; a sink its request's handler did not take, or
+ * whose request never reached one (the client went, a 401), is given back
+ * by sink->release(sink->user) on the loop thread. Such a request never
+ * goes to the handler pool. */
+typedef struct hearth_body_sink {
+    size_t keep;
+    void *dst;
+    void (*release)(void *user);
+    void *user;
+} hearth_body_sink;
+typedef bool (*hearth_body_sink_fn)(const hearth_request *req, void *ctx, hearth_body_sink *sink);
+int hearth_server_route_body_sink(hearth_server *s, const char *method, const char *path, hearth_body_sink_fn fn);
+/* In a handler: its request's sink, now the handler's (sink->user is no
+ * longer released for it), or NULL where the body had none. The pointer
+ * holds while the handler runs. */
+const hearth_body_sink *hearth_request_take_sink(hearth_request *req);
+
 /* Called in each serving process (in workers: after fork), on a thread of its
  * own while the server already answers, to load models there rather than in
  * the supervisor; the api answers 503 until it is done. A non-zero return

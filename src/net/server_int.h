@@ -51,6 +51,7 @@ typedef struct hearth_route {
     void *ctx;
     unsigned flags;
     hearth_parse_bytes_fn parse_bytes; /* NULL: every body byte is parsed (hearth_server_route_parse_bytes) */
+    hearth_body_sink_fn body_sink;     /* NULL: bodies go to the connection's buffer (hearth_server_route_body_sink) */
 } hearth_route;
 
 /* ---- cross-thread reply messages ---- */
@@ -117,6 +118,9 @@ typedef struct hearth_conn {
     uint64_t start_ns;
     hearth_release_cb release;
     void *release_arg;
+    bool sinking;            /* the body's tail goes to sink.dst (route's body_sink); body_len counts the rest */
+    hearth_body_sink sink;
+    size_t sink_len, sink_got; /* the tail's bytes, and those received so far */
     char log_line[96];       /* "METHOD /path" for the access log of a deferred request */
     const char *cut_by;      /* why the server itself closed c mid-response (the log says so), or NULL */
 } hearth_conn;
@@ -160,6 +164,8 @@ struct hearth_request {
     size_t rest_len;
     const char *log_line;    /* "METHOD /path", for the handler's log lines */
     bool done;
+    const hearth_body_sink *sink; /* where the body's tail went (hearth_request_take_sink), or NULL */
+    bool sink_taken;
 };
 
 struct hearth_server {

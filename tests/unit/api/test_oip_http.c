@@ -50,15 +50,42 @@ __attribute__((weak)) const hearth_frame_info *hearth_frame_model_info(const hea
     return &INFO;
 }
 
+/* Two input sets, as a model keeps them (frame.h): taken and given back
+ * counted, so a test can see none is lost (a binary frame's body goes
+ * straight into one: oip.c's infer_sink). */
+#define SETS 2
+static float g_sets[SETS][4];
+static atomic_int g_set_used[SETS], g_takes, g_gives;
+
 __attribute__((weak)) int hearth_frame_model_inputs_take(hearth_frame_model *m, void **in)
 {
-    (void)m, (void)in;
+    (void)m;
+    for (int s = 0; s < SETS; s++) {
+        int free_ = 0;
+        if (atomic_compare_exchange_strong(&g_set_used[s], &free_, 1)) {
+            in[0] = g_sets[s];
+            atomic_fetch_add(&g_takes, 1);
+            return s;
+        }
+    }
     return -1;
 }
 
 __attribute__((weak)) void hearth_frame_model_inputs_give(hearth_frame_model *m, int set)
 {
-    (void)m, (void)set;
+    (void)m;
+    if (set < 0 || set >= SETS)
+        return;
+    CHECK_MSG(atomic_exchange(&g_set_used[set], 0) == 1, "input set %d given back twice", set);
+    atomic_fetch_add(&g_gives, 1);
+}
+
+/* Waits up to 2 s for every input set taken to be given back. */
+static bool sets_all_back(void)
+{
+    for (int i = 0; i < 2000 && atomic_load(&g_takes) != atomic_load(&g_gives); i++)
+        usleep(1000);
+    return atomic_load(&g_takes) == atomic_load(&g_gives);
 }
 
 static int fake_run(void *model, int slot, bool reset, const void *const *in, void *const *out, hearth_err *err)
@@ -250,6 +277,123 @@ static void test_infer_json_and_binary(void)
     free(r.body);
 }
 
+/* A binary frame's tensor bytes go straight into an input set (oip.c's
+ * infer_sink, net/server.h's body sink): sent whole, in pieces split
+ * inside the JSON header, at its end and inside the tensor bytes; two
+ * frames pipelined in one write behind each other; a client that leaves
+ * mid-tensor (its set comes back); a tensor of the wrong size (no sink:
+ * the parse's own error). Each answer carries its own input back (the
+ * fake adds no state without a sequence), and every set taken is given
+ * back. */
+static void binary_frame(char *body, size_t *len, const float x[4], char *extra, size_t extra_n)
+{
+    const char *hdr = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,4],\"parameters\":{\"binary_data_size\":16}}],"
+                      "\"parameters\":{\"binary_data_output\":true}}";
+    size_t hl = strlen(hdr);
+    memcpy(body, hdr, hl);
+    memcpy(body + hl, x, 16);
+    *len = hl + 16;
+    snprintf(extra, extra_n, "Inference-Header-Content-Length: %zu\r\n", hl);
+}
+
+/* The binary answer in r carries y == x. */
+static void check_binary_answer(const char *resp_body, size_t resp_len, const float x[4])
+{
+    const char *j = strstr(resp_body, "\"binary_data_size\":16");
+    CHECK_MSG(j != NULL && resp_len >= 16, "%.300s", resp_body);
+    if (j && resp_len >= 16)
+        CHECK_MSG(memcmp(resp_body + resp_len - 16, x, 16) == 0, "the answer's tensor is not the frame's");
+}
+
+static void test_binary_sink(void)
+{
+    char body[512], extra[128];
+    size_t len;
+    resp r;
+    const float x1[4] = {1.5f, -2, 3, 4e-20f}, x2[4] = {-1, 0.25f, 9, 7};
+    int takes0 = atomic_load(&g_takes);
+    binary_frame(body, &len, x1, extra, sizeof extra);
+    http("POST", "/v2/models/fake/infer", extra, body, len, &r);
+    CHECK_MSG(r.status == 200, "%s", r.body);
+    check_binary_answer(r.body, r.len, x1);
+    free(r.body);
+    CHECK(atomic_load(&g_takes) > takes0); /* the frame went through a set */
+
+    /* in pieces: inside the JSON, at its end, inside the tensor */
+    binary_frame(body, &len, x2, extra, sizeof extra);
+    size_t hl = len - 16;
+    size_t cuts[] = {0, 10, hl, hl + 1, hl + 7, len};
+    int fd = dial();
+    CHECK(fd >= 0);
+    char head[512];
+    int hn = snprintf(head, sizeof head,
+                      "POST /v2/models/fake/infer HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n%s\r\n",
+                      len, extra);
+    int before = atomic_load(&g_takes);
+    CHECK(write(fd, head, (size_t)hn) == hn);
+    usleep(50000);
+    /* taken with the head, before any body byte: the body goes straight into it */
+    CHECK_MSG(atomic_load(&g_takes) == before + 1, "%d input sets taken at the head", atomic_load(&g_takes) - before);
+    for (size_t i = 0; i + 1 < sizeof cuts / sizeof cuts[0]; i++) {
+        usleep(20000);
+        CHECK(write(fd, body + cuts[i], cuts[i + 1] - cuts[i]) == (ssize_t)(cuts[i + 1] - cuts[i]));
+    }
+    read_resp(fd, &r);
+    CHECK_MSG(r.status == 200, "%s", r.body);
+    check_binary_answer(r.body, r.len, x2);
+    free(r.body);
+
+    /* two frames pipelined in one write: the second's bytes follow the first's tensor */
+    char both[2048];
+    size_t n = 0, len2;
+    char body2[512], extra2[128];
+    binary_frame(body, &len, x1, extra, sizeof extra);
+    binary_frame(body2, &len2, x2, extra2, sizeof extra2);
+    n += (size_t)snprintf(both + n, sizeof both - n,
+                          "POST /v2/models/fake/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n%s\r\n", len, extra);
+    memcpy(both + n, body, len), n += len;
+    n += (size_t)snprintf(both + n, sizeof both - n,
+                          "POST /v2/models/fake/infer HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n%s\r\n",
+                          len2, extra2);
+    memcpy(both + n, body2, len2), n += len2;
+    fd = dial();
+    CHECK(fd >= 0);
+    CHECK(write(fd, both, n) == (ssize_t)n);
+    read_resp(fd, &r); /* both answers: the first's head, then its body and the second whole */
+    CHECK_MSG(r.status == 200, "%s", r.body);
+    const char *second = memmem(r.body, r.len, "HTTP/1.1 200", 12); /* the tensors hold zero bytes */
+    CHECK_MSG(second != NULL, "no second answer: %.300s", r.body);
+    if (second) {
+        check_binary_answer(r.body, (size_t)(second - r.body), x1);
+        const char *b2 = memmem(second, r.len - (size_t)(second - r.body), "\r\n\r\n", 4);
+        CHECK(b2 != NULL);
+        if (b2)
+            check_binary_answer(b2 + 4, r.len - (size_t)(b2 + 4 - r.body), x2);
+    }
+    free(r.body);
+
+    /* a client that leaves mid-tensor: its set comes back */
+    fd = dial();
+    CHECK(fd >= 0);
+    hn = snprintf(head, sizeof head, "POST /v2/models/fake/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n%s\r\n", len,
+                  extra);
+    CHECK(write(fd, head, (size_t)hn) == hn);
+    CHECK(write(fd, body, len - 9) == (ssize_t)(len - 9));
+    usleep(50000);
+    close(fd);
+    CHECK_MSG(sets_all_back(), "%d input sets taken, %d given back", atomic_load(&g_takes), atomic_load(&g_gives));
+
+    /* a tensor of the wrong size: no sink, the parse's own 400 */
+    const char *bad = "{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[1,4],\"parameters\":{\"binary_data_size\":16}}]}";
+    size_t bl = strlen(bad);
+    memcpy(body, bad, bl);
+    memset(body + bl, 0, 20);
+    snprintf(extra, sizeof extra, "Inference-Header-Content-Length: %zu\r\n", bl);
+    http("POST", "/v2/models/fake/infer", extra, body, bl + 20, &r);
+    check_error(&r, 400, "20 bytes follow the JSON header");
+    CHECK_MSG(sets_all_back(), "%d input sets taken, %d given back", atomic_load(&g_takes), atomic_load(&g_gives));
+}
+
 static void test_errors(void)
 {
     resp r;
@@ -412,6 +556,7 @@ int main(void)
     }
     RUN(test_health_and_metadata);
     RUN(test_infer_json_and_binary);
+    RUN(test_binary_sink);
     RUN(test_errors);
     RUN(test_sequences);
     RUN(test_cancel_and_queue_full);
