@@ -712,25 +712,39 @@ void hearth_conn_process(hearth_conn *c)
     flush(c);
 }
 
+/* One recv of up to room bytes into at, *got += what came: RX_MORE (it
+ * filled room: more may wait), RX_DONE (less, or nothing yet), RX_GONE (EOF
+ * or an error: the client is gone, c is closed and freed; a half-closed
+ * client gets no answer). */
+enum { RX_MORE, RX_DONE, RX_GONE };
+static int recv_some(hearth_conn *c, char *at, size_t room, size_t *got)
+{
+    for (;;) {
+        ssize_t n = recv(c->fd, at, room, 0);
+        if (n > 0) {
+            *got += (size_t)n;
+            return (size_t)n < room ? RX_DONE : RX_MORE;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return RX_DONE;
+        hearth_conn_close(c);
+        return RX_GONE;
+    }
+}
+
 static void on_readable(hearth_conn *c)
 {
     for (int round = 0; round < 4; round++) {
         if (c->sinking && c->state == CONN_BODY && c->in.len - c->head_len >= c->body_len && c->sink_got < c->sink_len) {
             /* the kept part is in: the tail goes straight to the sink, no further than its end */
-            size_t want = c->sink_len - c->sink_got;
-            ssize_t n = recv(c->fd, (char *)c->sink.dst + c->sink_got, want, 0);
-            if (n > 0) {
-                c->sink_got += (size_t)n;
-                if ((size_t)n < want)
-                    break;
-                continue;
-            }
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            int rx = recv_some(c, (char *)c->sink.dst + c->sink_got, c->sink_len - c->sink_got, &c->sink_got);
+            if (rx == RX_GONE)
+                return;
+            if (rx == RX_DONE)
                 break;
-            hearth_conn_close(c);
-            return;
+            continue;
         }
         /* a body of known length gets its room at once, up to
          * BODY_RESERVE_MAX: one recv can take all that has arrived (a 921 KB
@@ -756,21 +770,12 @@ static void on_readable(hearth_conn *c)
         if (c->sinking && c->state == CONN_BODY && c->head_len + c->body_len > c->in.len &&
             c->head_len + c->body_len - c->in.len < room)
             room = c->head_len + c->body_len - c->in.len; /* the tail after it goes to the sink */
-        ssize_t n = recv(c->fd, c->in.data + c->in.len, room, 0);
-        if (n > 0) {
-            c->in.len += (size_t)n;
-            c->in.data[c->in.len] = 0;
-            if ((size_t)n < room)
-                break;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        int rx = recv_some(c, c->in.data + c->in.len, room, &c->in.len);
+        if (rx == RX_GONE)
+            return;
+        c->in.data[c->in.len] = 0;
+        if (rx == RX_DONE)
             break;
-        /* EOF or error: the client is gone (a half-closed client gets no answer) */
-        hearth_conn_close(c);
-        return;
     }
     if (c->state == CONN_HEAD || c->state == CONN_BODY)
         hearth_conn_process(c);

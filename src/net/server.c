@@ -171,24 +171,31 @@ int hearth_server_route_flags(hearth_server *s, const char *method, const char *
     return HEARTH_OK;
 }
 
-int hearth_server_route_parse_bytes(hearth_server *s, const char *method, const char *path, hearth_parse_bytes_fn fn)
+/* The route registered as method and path, or NULL. */
+static hearth_route *registered(hearth_server *s, const char *method, const char *path)
 {
     for (int i = 0; i < s->n_routes; i++)
-        if (strcmp(s->routes[i].method, method) == 0 && strcmp(s->routes[i].path, path) == 0) {
-            s->routes[i].parse_bytes = fn;
-            return HEARTH_OK;
-        }
-    return HEARTH_ENOTFOUND;
+        if (strcmp(s->routes[i].method, method) == 0 && strcmp(s->routes[i].path, path) == 0)
+            return &s->routes[i];
+    return NULL;
+}
+
+int hearth_server_route_parse_bytes(hearth_server *s, const char *method, const char *path, hearth_parse_bytes_fn fn)
+{
+    hearth_route *r = registered(s, method, path);
+    if (!r)
+        return HEARTH_ENOTFOUND;
+    r->parse_bytes = fn;
+    return HEARTH_OK;
 }
 
 int hearth_server_route_body_sink(hearth_server *s, const char *method, const char *path, hearth_body_sink_fn fn)
 {
-    for (int i = 0; i < s->n_routes; i++)
-        if (strcmp(s->routes[i].method, method) == 0 && strcmp(s->routes[i].path, path) == 0) {
-            s->routes[i].body_sink = fn;
-            return HEARTH_OK;
-        }
-    return HEARTH_ENOTFOUND;
+    hearth_route *r = registered(s, method, path);
+    if (!r)
+        return HEARTH_ENOTFOUND;
+    r->body_sink = fn;
+    return HEARTH_OK;
 }
 
 void hearth_server_on_process_init(hearth_server *s, hearth_process_init_cb cb, void *ctx)

@@ -521,17 +521,14 @@ static void *ping_thread(void *arg)
     return NULL;
 }
 
-/* Each round waits for its callback: a wake lost in the window between the
- * loop's read and its lowering of the flag shows up as a round that stalls. */
-static void wake_ping_pong_loses_none(void)
+/* Runs target rounds of wake and wait-for-the-callback against l (each
+ * round checked); returns the callbacks made. */
+static int ping_pong(hearth_loop *l, int target)
 {
-    hearth_loop *l = new_loop();
-    if (!l)
-        return;
     static struct wake_state s;
     memset(&s, 0, sizeof s);
     s.loop = l;
-    s.target = 300;
+    s.target = target;
     hearth_loop_set_wake_cb(l, wake_cb, &s);
     pthread_t th;
     CHECK(pthread_create(&th, NULL, ping_thread, &s) == 0);
@@ -539,10 +536,21 @@ static void wake_ping_pong_loses_none(void)
     pthread_join(th, NULL);
     CHECK(!guard);
     CHECK_EQ_INT(s.rounds_lost, 0);
-    CHECK_EQ_INT(atomic_load(&s.acked), 300);
+    CHECK_EQ_INT(atomic_load(&s.acked), target);
+    return s.cbs;
+}
+
+/* Each round waits for its callback: a wake lost in the window between the
+ * loop's read and its lowering of the flag shows up as a round that stalls. */
+static void wake_ping_pong_loses_none(void)
+{
+    hearth_loop *l = new_loop();
+    if (!l)
+        return;
+    int cbs = ping_pong(l, 300);
     /* A wake made after the loop lowered the flag earns its own callback,
      * so up to three per round; never more than wakes made. */
-    CHECK_MSG(s.cbs >= 300 && s.cbs <= 900, "%d callbacks", s.cbs);
+    CHECK_MSG(cbs >= 300 && cbs <= 900, "%d callbacks", cbs);
     hearth_loop_free(l);
 }
 
@@ -804,19 +812,8 @@ static void spin_polls_then_sleeps(void)
     double spun = thread_cpu_ms() - c0;
     CHECK_MSG(idle < 8.0 && spun > 8.0, "CPU over 60 ms: %.1f ms asleep, %.1f ms with a 40 ms spin", idle, spun);
     /* wakes from another thread while spinning */
-    static struct wake_state s;
-    memset(&s, 0, sizeof s);
-    s.loop = l;
-    s.target = 100;
-    hearth_loop_set_wake_cb(l, wake_cb, &s);
     hearth_loop_spin(l, 200 * 1000000ull);
-    pthread_t th;
-    CHECK(pthread_create(&th, NULL, ping_thread, &s) == 0);
-    int guard = run_for(l, 10000);
-    pthread_join(th, NULL);
-    CHECK(!guard);
-    CHECK_EQ_INT(s.rounds_lost, 0);
-    CHECK_EQ_INT(atomic_load(&s.acked), 100);
+    ping_pong(l, 100);
     hearth_loop_free(l);
 }
 
