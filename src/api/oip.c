@@ -200,10 +200,9 @@ static bool ends_with(const char *s, size_t n, const char *tail)
 }
 
 /* Splits "{m}[/versions/{v}][/ready|/infer]" into the model (decoded into
- * name) and the action; the entry, or NULL after responding 404. */
-/* The model a /v2/models/{m}... path names, its action, and any version
- * it names (NULL: none); NULL when no frame model has that name. n: the
- * path's tail (hearth_request_rest), shortened to the name's bytes. */
+ * name), the action and any version (NULL: none); the entry, or NULL when
+ * no frame model has that name. *np: the path's tail's length
+ * (hearth_request_rest), shortened to the name's bytes. */
 static hearth_frame_entry *find_model(const char *rest, size_t *np, hearth_api *api, int *action, char *name,
                                       size_t name_size, const char **version, size_t *vlen)
 {
@@ -230,6 +229,7 @@ static hearth_frame_entry *find_model(const char *rest, size_t *np, hearth_api *
     return n && hearth_http_percent_decode(rest, n, name, name_size) >= 0 ? hearth_api_find_frame(api, name) : NULL;
 }
 
+/* find_model for a request: the entry, or NULL after responding 404. */
 static hearth_frame_entry *model_of(hearth_request *req, hearth_api *api, int *action, char *name, size_t name_size)
 {
     size_t n, vlen;
