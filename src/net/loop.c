@@ -480,8 +480,9 @@ int hearth_loop_run(hearth_loop *loop)
     for (;;) {
         loop->now_ms = hearth_now_ms();
         int timeout = next_timeout(loop);
-        if (timeout != 0 && atomic_load_explicit(&loop->spin_until_ns, memory_order_relaxed) > hearth_now_ns())
-            timeout = 0; /* spinning: poll, do not sleep */
+        const uint_fast64_t spin_until = atomic_load_explicit(&loop->spin_until_ns, memory_order_relaxed);
+        if (timeout != 0 && spin_until && spin_until > hearth_now_ns())
+            timeout = 0; /* spinning: poll, do not sleep (no clock read for a loop that never spun) */
         int n = loop->ops->wait(loop->poller, loop->events, EVENTS_PER_WAIT, timeout);
         loop->now_ms = hearth_now_ms();
         if (n == HEARTH_EAGAIN)
