@@ -19,6 +19,17 @@ typedef struct hearth_hw_info {
     bool neon, dotprod;  /* aarch64 */
 } hearth_hw_info;
 
+/* A spin-wait's pause between polls: the CPU's hint where it has one (x86
+ * pause, aarch64 yield), nothing elsewhere. */
+static inline void hearth_hw_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* Detected once, then cached; thread-safe. The HEARTH_CPU_DISABLE environment
  * variable (comma list such as "avx512f,avx2") masks features, for testing the
  * fallbacks on a machine that has them. */

@@ -104,9 +104,7 @@ static bool spin_until_changed(_Atomic uint32_t *word, uint32_t seen)
         if (atomic_load_explicit(word, memory_order_acquire) != seen)
             return true;
         if (i < SPIN_PAUSES) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
+            hearth_hw_pause();
             if (i & 255)
                 continue;
         } else {

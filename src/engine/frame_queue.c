@@ -47,6 +47,7 @@
 #include "frame_queue.h"
 
 #include "base/clock.h"
+#include "base/hw.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -103,16 +104,6 @@ void hearth_frame_queue_opts_default(hearth_frame_queue_opts *o)
     o->keepalive = true;
     o->keepalive_period_ns = 200000;
     o->keepalive_stop_ns = 1000000000ull;
-}
-
-/* A spin-wait's pause between polls (the CPU's hint where it has one). */
-static inline void spin_pause(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
 }
 
 static struct timespec abs_ts(uint64_t ns)
@@ -424,7 +415,7 @@ static void *sched_main(void *arg)
             const uint_fast64_t seen = atomic_load(&q->n_submitted);
             pthread_mutex_unlock(&q->lock);
             while (atomic_load_explicit(&q->n_submitted, memory_order_relaxed) == seen && hearth_now_ns() < end)
-                spin_pause();
+                hearth_hw_pause();
             pthread_mutex_lock(&q->lock);
             q->last_done_ns = 0; /* one window a frame */
             continue;
