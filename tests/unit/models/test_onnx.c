@@ -10,6 +10,7 @@
  * offset at fault. Last, the planner over files the loader accepts but no
  * graph can run (each found by tests/fuzz/fuzz_onnx.c as a crash first). */
 #include "harness.h"
+#include "onnx_shared.h"
 
 #include "models/onnx.h"
 #include "models/onnx.pb-c.h"
@@ -205,17 +206,6 @@ static void packed_fails(built *b, int code, const char *needle1, const char *ne
 
 /* ---- the real models ---- */
 
-static hearth_onnx *open_shared(const char *rel)
-{
-    char path[1024];
-    if (!hearth_test_shared_path(path, sizeof path, rel))
-        return NULL;
-    hearth_err err = {0};
-    hearth_onnx *m = hearth_onnx_open(path, &err);
-    CHECK_MSG(m != NULL, "%s", err.msg);
-    return m;
-}
-
 static int count_op(const hearth_onnx *m, const char *op)
 {
     int n = 0;
@@ -235,7 +225,7 @@ static void check_value(const hearth_onnx_value *v, const char *name, int ndim, 
 
 static void test_mnist(void)
 {
-    hearth_onnx *m = open_shared("vision/mnist-8/mnist-8.onnx");
+    hearth_onnx *m = onnx_open_shared("vision/mnist-8/mnist-8.onnx");
     if (!m)
         return;
     CHECK_EQ_INT(m->ir_version, 3);
@@ -309,7 +299,7 @@ static void check_ultraface_io(const hearth_onnx *m)
 
 static void test_rfb320(void)
 {
-    hearth_onnx *m = open_shared("vision/ultraface-rfb-320/version-RFB-320.onnx");
+    hearth_onnx *m = onnx_open_shared("vision/ultraface-rfb-320/version-RFB-320.onnx");
     if (!m)
         return;
     CHECK_EQ_INT(m->ir_version, 4);
@@ -357,7 +347,7 @@ static void test_rfb320(void)
 
 static void test_rfb320_simplified(void)
 {
-    hearth_onnx *m = open_shared("vision/ultraface-rfb-320/version-RFB-320_simplified.onnx");
+    hearth_onnx *m = onnx_open_shared("vision/ultraface-rfb-320/version-RFB-320_simplified.onnx");
     if (!m)
         return;
     CHECK_EQ_INT(m->ir_version, 4);
@@ -378,7 +368,7 @@ static void test_rfb320_simplified(void)
 
 static void test_slim320_simplified(void)
 {
-    hearth_onnx *m = open_shared("vision/ultraface-rfb-320/version-slim-320_simplified.onnx");
+    hearth_onnx *m = onnx_open_shared("vision/ultraface-rfb-320/version-slim-320_simplified.onnx");
     if (!m)
         return;
     CHECK_EQ_INT(m->opset, 9);
@@ -391,7 +381,7 @@ static void test_slim320_simplified(void)
 
 static void test_yunet(void)
 {
-    hearth_onnx *m = open_shared("vision/yunet-2026may/face_detection_yunet_2026may.onnx");
+    hearth_onnx *m = onnx_open_shared("vision/yunet-2026may/face_detection_yunet_2026may.onnx");
     if (!m)
         return;
     CHECK_EQ_INT(m->ir_version, 6);

@@ -13,23 +13,13 @@
  * orders of its edges): each value's bytes, tagged by its writer, still
  * carry its tag when any step reads it and when the walk ends (outputs). */
 #include "harness.h"
+#include "onnx_shared.h"
 
 #include "models/onnx.h"
 #include "models/onnx_plan.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static hearth_onnx *open_shared(const char *rel)
-{
-    char path[1024];
-    if (!hearth_test_shared_path(path, sizeof path, rel))
-        return NULL;
-    hearth_err err = {0};
-    hearth_onnx *m = hearth_onnx_open(path, &err);
-    CHECK_MSG(m != NULL, "%s: %s", rel, err.msg);
-    return m;
-}
 
 static const char *g_model = ""; /* the model being checked, for messages */
 
@@ -200,7 +190,7 @@ static int simulate(const hearth_plan *p, const plan_lanes *l, const int *pred, 
  * planning failure). */
 static int check_model(const char *rel, const char *shapes, int lanes, int *chain_out)
 {
-    hearth_onnx *m = open_shared(rel);
+    hearth_onnx *m = onnx_open_shared(rel);
     if (!m)
         return 0;
     g_model = rel;
