@@ -475,9 +475,7 @@ static void infer(hearth_request *req, hearth_api *api, hearth_frame_entry *e, c
         /* the I/O thread polls through the frame's expected run and spin_ns
          * past it: the answer, and a closed loop's next request, are taken
          * without its wake-up (the frame thread spins likewise after it) */
-        hearth_frame_queue_stats qs;
-        hearth_frame_queue_get_stats(e->queue, &qs);
-        hearth_reply_spin(api->server, r->reply, qs.run_ns_expected + e->spin_ns);
+        hearth_reply_spin(api->server, r->reply, hearth_frame_queue_expected_ns(e->queue) + e->spin_ns);
     }
     if (hearth_frame_queue_submit(e->queue, &r->job) != 0) {
         snprintf(msg, sizeof msg, "model '%s': too many frames are waiting: retry later", name);

@@ -598,6 +598,14 @@ int hearth_frame_queue_submit(hearth_frame_queue *q, hearth_frame_job *job)
     return 0;
 }
 
+uint64_t hearth_frame_queue_expected_ns(hearth_frame_queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    uint64_t ns = q->expected_ns;
+    pthread_mutex_unlock(&q->lock);
+    return ns;
+}
+
 void hearth_frame_queue_get_stats(hearth_frame_queue *q, hearth_frame_queue_stats *out)
 {
     pthread_mutex_lock(&q->lock);

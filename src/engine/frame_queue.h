@@ -133,6 +133,9 @@ void hearth_frame_queue_free(hearth_frame_queue *q);
  * HEARTH_ELIMIT when the queue is full (done is not called). The job must
  * stay valid until its done callback has run. */
 int hearth_frame_queue_submit(hearth_frame_queue *q, hearth_frame_job *job);
+/* The run time the deadline check assumes now (stats' run_ns_expected),
+ * without copying the rest of the stats. Any thread. */
+uint64_t hearth_frame_queue_expected_ns(hearth_frame_queue *q);
 void hearth_frame_queue_get_stats(hearth_frame_queue *q, hearth_frame_queue_stats *out);
 
 #endif

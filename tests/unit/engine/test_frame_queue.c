@@ -178,6 +178,7 @@ static void test_order(void)
     hearth_frame_queue_get_stats(q, &st);
     CHECK_EQ_INT(st.frames, N);
     CHECK_EQ_INT(st.queued, 0);
+    CHECK(st.run_ns_expected > 0 && hearth_frame_queue_expected_ns(q) == st.run_ns_expected);
     uint64_t sum = 0;
     for (int b = 0; b <= HEARTH_FRAME_HIST_N; b++)
         sum += st.hist[b];
