@@ -493,8 +493,10 @@ static void infer(hearth_request *req, hearth_api *api, hearth_frame_entry *e, c
  * parse of a 0.9 MB RFB-320 frame (HEARTH_OIP_SINK=0 against the sink,
  * `--log-level debug`'s per-frame line, 2-core EPYC, p50 of ~1,300
  * frames, two rounds): 85.4 and 99.0 us against 16.1 and 13.0 (stop 42;
- * 73 us on the H100 host at stop 35). HEARTH_OIP_SINK=0: never (read
- * once). */
+ * 73 us on the H100 host at stop 35). Where the model spins
+ * (--frame-spin-us on a GPU) the I/O thread polls while the tensor comes
+ * too, not only from the frame's submit on. HEARTH_OIP_SINK=0: never;
+ * HEARTH_OIP_SINK_SPIN=0: no polling for the body (both read once). */
 static void sink_give(void *user)
 {
     sink_set *u = user;
@@ -504,10 +506,11 @@ static void sink_give(void *user)
 
 static bool infer_sink(const hearth_request *req, void *ctx, hearth_body_sink *sink)
 {
-    static int on = -1;
+    static int on = -1, spin = -1;
     if (on < 0) {
-        const char *v = getenv("HEARTH_OIP_SINK");
+        const char *v = getenv("HEARTH_OIP_SINK"), *w = getenv("HEARTH_OIP_SINK_SPIN");
         on = !(v && strcmp(v, "0") == 0);
+        spin = !(w && strcmp(w, "0") == 0);
     }
     hearth_api *api = ctx;
     if (!on || !atomic_load(&api->ready))
@@ -534,7 +537,8 @@ static bool infer_sink(const hearth_request *req, void *ctx, hearth_body_sink *s
         free(u);
         return false;
     }
-    *sink = (hearth_body_sink){.keep = json, .dst = dst[0], .release = sink_give, .user = u};
+    *sink = (hearth_body_sink){
+        .keep = json, .dst = dst[0], .release = sink_give, .user = u, .spin_ns = spin ? e->spin_ns : 0};
     return true;
 }
 

@@ -636,6 +636,8 @@ static void maybe_sink(hearth_conn *c)
         c->in.len -= take;
         c->in.data[c->in.len] = 0;
     }
+    if (sk.spin_ns && c->sink_got < c->sink_len)
+        hearth_loop_spin(c->io->loop, sk.spin_ns);
 }
 
 void hearth_conn_process(hearth_conn *c)
@@ -742,6 +744,8 @@ static void on_readable(hearth_conn *c)
             int rx = recv_some(c, (char *)c->sink.dst + c->sink_got, c->sink_len - c->sink_got, &c->sink_got);
             if (rx == RX_GONE)
                 return;
+            if (c->sink.spin_ns && c->sink_got < c->sink_len)
+                hearth_loop_spin(c->io->loop, c->sink.spin_ns); /* the next piece is near */
             if (rx == RX_DONE)
                 break;
             continue;

@@ -394,6 +394,52 @@ static void test_binary_sink(void)
     CHECK_MSG(sets_all_back(), "%d input sets taken, %d given back", atomic_load(&g_takes), atomic_load(&g_gives));
 }
 
+static double process_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* CPU the process burns over 40 ms while model's frame waits for its last
+ * 9 tensor bytes; then the frame is finished and answered. */
+static double cpu_mid_tensor(const char *model)
+{
+    char body[512], extra[128], head[512], path[64];
+    size_t len;
+    const float x[4] = {2, -3, 0.5f, 8};
+    resp r;
+    binary_frame(body, &len, x, extra, sizeof extra);
+    snprintf(path, sizeof path, "/v2/models/%s/infer", model);
+    int fd = dial();
+    CHECK(fd >= 0);
+    int hn = snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %zu\r\n%s\r\n",
+                      path, len, extra);
+    CHECK(write(fd, head, (size_t)hn) == hn);
+    CHECK(write(fd, body, len - 9) == (ssize_t)(len - 9));
+    usleep(5000); /* the loop has taken the pieces */
+    double c0 = process_cpu_ms();
+    usleep(40000);
+    double cpu = process_cpu_ms() - c0;
+    CHECK(write(fd, body + len - 9, 9) == 9);
+    read_resp(fd, &r);
+    CHECK_MSG(r.status == 200, "%s", r.body);
+    check_binary_answer(r.body, r.len, x);
+    free(r.body);
+    return cpu;
+}
+
+/* A model that spins (hearth_frame_entry.spin_ns, a GPU's --frame-spin-us)
+ * has its I/O thread poll while a binary frame's tensor comes, up to
+ * spin_ns past each piece: "spinner" (spin_ns 200 ms) burns the wait, fake
+ * (0) sleeps through it. */
+static void test_sink_spin(void)
+{
+    double slept = cpu_mid_tensor("fake"), spun = cpu_mid_tensor("spinner");
+    CHECK_MSG(slept < 8.0 && spun > 12.0, "CPU over a 40 ms pause mid-tensor: %.1f ms without spin, %.1f with", slept, spun);
+    CHECK_MSG(sets_all_back(), "%d input sets taken, %d given back", atomic_load(&g_takes), atomic_load(&g_gives));
+}
+
 static void test_errors(void)
 {
     resp r;
@@ -541,7 +587,11 @@ int main(void)
     g_api.server = g_srv;
     atomic_store(&g_api.ready, 1);
     hearth_frame_entry e = {&info, (hearth_frame_model *)&g_fake, g_q, 0};
-    if (hearth_api_register_oip(&g_api, g_srv) != 0 || hearth_api_oip_add_model(&g_api, &e) != 0) {
+    /* the same model again, its I/O thread polling while a tensor comes (test_sink_spin) */
+    static hearth_api_model info_spin = {"spinner", "vision", "fake.onnx", false, 0};
+    hearth_frame_entry es = {&info_spin, (hearth_frame_model *)&g_fake, g_q, 0, 200 * 1000000ull};
+    if (hearth_api_register_oip(&g_api, g_srv) != 0 || hearth_api_oip_add_model(&g_api, &e) != 0 ||
+        hearth_api_oip_add_model(&g_api, &es) != 0) {
         printf("not ok - setup: routes\n");
         return 1;
     }
@@ -557,6 +607,7 @@ int main(void)
     RUN(test_health_and_metadata);
     RUN(test_infer_json_and_binary);
     RUN(test_binary_sink);
+    RUN(test_sink_spin);
     RUN(test_errors);
     RUN(test_sequences);
     RUN(test_cancel_and_queue_full);
