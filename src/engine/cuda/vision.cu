@@ -178,21 +178,31 @@ static cu_lanes *lanes_of(cu_ctx *c)
     return (cu_lanes *)c->vis;
 }
 
+/* The lanes, where a lane or mark whose slot is still empty (missing) is
+ * about to be made: 0 with *l set, or why not: nothing is made while a
+ * graph is recorded, and the lanes themselves may fail to allocate. */
+static int lanes_for(cu_ctx *c, bool missing, cu_lanes **l)
+{
+    *l = lanes_of(c);
+    if (!*l || missing)
+        return c->recording ? HEARTH_EUNSUPPORTED : *l ? 0 : HEARTH_ENOMEM;
+    return 0;
+}
+
 static int vis_lane_use(hearth_stream *st, int lane)
 {
     if (lane < 0 || lane >= HEARTH_VIS_LANES)
         return HEARTH_EINVAL;
     VIS_CTX(st);
-    cu_lanes *l = lanes_of(c);
-    if (!l)
-        return lane == 0 ? 0 : c->recording ? HEARTH_EUNSUPPORTED : HEARTH_ENOMEM;
-    if (!l->s[lane]) {
-        if (c->recording)
-            return HEARTH_EUNSUPPORTED;
-        if (cu_fail("cudaStreamCreateWithFlags (a frame lane)",
-                    cudaStreamCreateWithFlags(&l->s[lane], cudaStreamNonBlocking)))
-            return HEARTH_EDEVICE;
-    }
+    cu_lanes *l = (cu_lanes *)c->vis;
+    if (!l && lane == 0)
+        return 0; /* the context's own stream, lanes or not */
+    int rc = lanes_for(c, !l || !l->s[lane], &l);
+    if (rc)
+        return rc;
+    if (!l->s[lane] && cu_fail("cudaStreamCreateWithFlags (a frame lane)",
+                               cudaStreamCreateWithFlags(&l->s[lane], cudaStreamNonBlocking)))
+        return HEARTH_EDEVICE;
     c->s = l->s[lane];
     return 0;
 }
@@ -202,16 +212,13 @@ static int vis_lane_mark(hearth_stream *st, int mark)
     if (mark < 0 || mark >= HEARTH_VIS_MARKS)
         return HEARTH_EINVAL;
     VIS_CTX(st);
-    cu_lanes *l = lanes_of(c);
-    if (!l)
-        return c->recording ? HEARTH_EUNSUPPORTED : HEARTH_ENOMEM;
-    if (!l->ev[mark]) {
-        if (c->recording)
-            return HEARTH_EUNSUPPORTED;
-        if (cu_fail("cudaEventCreateWithFlags (a frame mark)",
-                    cudaEventCreateWithFlags(&l->ev[mark], cudaEventDisableTiming)))
-            return HEARTH_EDEVICE;
-    }
+    cu_lanes *l = (cu_lanes *)c->vis;
+    int rc = lanes_for(c, !l || !l->ev[mark], &l);
+    if (rc)
+        return rc;
+    if (!l->ev[mark] && cu_fail("cudaEventCreateWithFlags (a frame mark)",
+                                cudaEventCreateWithFlags(&l->ev[mark], cudaEventDisableTiming)))
+        return HEARTH_EDEVICE;
     return cu_fail("cudaEventRecord (a frame mark)", cudaEventRecord(l->ev[mark], c->s));
 }
 
