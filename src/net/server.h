@@ -194,7 +194,8 @@ typedef struct hearth_body_sink {
     void *user;
     /* while the tail comes, the loop polls rather than sleeping (net/loop.h's
      * hearth_loop_spin) up to spin_ns past each piece: a 0.9 MB frame comes
-     * over loopback in a dozen pieces, each a wake-up otherwise; 0 sleeps */
+     * over loopback in segments of up to 64 KiB, each a wake-up otherwise;
+     * 0 sleeps */
     uint64_t spin_ns;
 } hearth_body_sink;
 typedef bool (*hearth_body_sink_fn)(const hearth_request *req, void *ctx, hearth_body_sink *sink);
