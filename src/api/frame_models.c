@@ -105,7 +105,7 @@ int hearth_api_add_frame(hearth_api *api, const char *name, const char *path, he
     hearth_frame_entry *e = &st->frame_models[st->n_frame];
     *e = (hearth_frame_entry){.info = info, .model = m, .queue = q,
                               .deadline_ns = c->deadline_ms > 0 ? (uint64_t)(c->deadline_ms * 1e6) : 0,
-                              .spin_ns = spin_ns};
+                              .spin_ns = spin_ns, .seq_idle_ns = qo.seq_idle_ns};
     int rc = hearth_api_oip_add_model(api, e);
     if (rc) {
         hearth_frame_queue_free(q);

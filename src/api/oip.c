@@ -1,7 +1,9 @@
 /* oip.c: the Open Inference Protocol (KServe v2 REST, as NVIDIA Triton
  * serves it) over hearth's frame models: health, server and model metadata,
  * readiness and infer, with the binary tensor data extension, sequences and
- * deadlines; and the frame models' /metrics.
+ * deadlines; Triton's model configuration and statistics extensions
+ * (/config, /stats: oip_json.c, oip_stats.c); and the frame models'
+ * /metrics.
  *
  * Infer follows embed.c's path: the handler (on the loop thread, or on a
  * handler thread when more than 16 KiB of the body is parsed: a frame as
@@ -50,6 +52,7 @@
 #include "oip_json.h"
 #include "oip_models.h"
 #include "oip_parse.h"
+#include "oip_stats.h"
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -74,6 +77,7 @@
 
 static hearth_api *g_api;
 static hearth_frame_entry g_frames[HEARTH_API_MAX_MODELS];
+static hearth_oip_stats g_stats[HEARTH_API_MAX_MODELS]; /* g_frames[i]'s */
 static _Atomic int g_n_frames;
 
 int hearth_api_oip_add_model(hearth_api *api, const hearth_frame_entry *e)
@@ -85,6 +89,7 @@ int hearth_api_oip_add_model(hearth_api *api, const hearth_frame_entry *e)
         return HEARTH_ELIMIT;
     g_api = api;
     g_frames[n] = *e;
+    memset(&g_stats[n], 0, sizeof g_stats[n]);
     atomic_store_explicit(&g_n_frames, n + 1, memory_order_release);
     return 0;
 }
@@ -191,7 +196,7 @@ static void server_metadata(hearth_request *req, void *ctx)
 
 /* ---- /v2/models/{...} ---- */
 
-enum { ACT_METADATA, ACT_READY, ACT_INFER };
+enum { ACT_METADATA, ACT_READY, ACT_INFER, ACT_CONFIG, ACT_STATS };
 
 static bool ends_with(const char *s, size_t n, const char *tail)
 {
@@ -199,7 +204,7 @@ static bool ends_with(const char *s, size_t n, const char *tail)
     return n >= t && memcmp(s + n - t, tail, t) == 0;
 }
 
-/* Splits "{m}[/versions/{v}][/ready|/infer]" into the model (decoded into
+/* Splits "{m}[/versions/{v}][/ready|/infer|/config|/stats]" into the model (decoded into
  * name), the action and any version (NULL: none); the entry, or NULL when
  * no frame model has that name. *np: the path's tail's length
  * (hearth_request_rest), shortened to the name's bytes. */
@@ -213,6 +218,12 @@ static hearth_frame_entry *find_model(const char *rest, size_t *np, hearth_api *
         n -= 6;
     } else if (ends_with(rest, n, "/infer")) {
         *action = ACT_INFER;
+        n -= 6;
+    } else if (ends_with(rest, n, "/config")) {
+        *action = ACT_CONFIG;
+        n -= 7;
+    } else if (ends_with(rest, n, "/stats")) {
+        *action = ACT_STATS;
         n -= 6;
     }
     *version = NULL;
@@ -252,6 +263,30 @@ static hearth_frame_entry *model_of(hearth_request *req, hearth_api *api, int *a
     return e;
 }
 
+/* GET /v2/models/stats, or /v2/models/{m}/stats when e: Triton's
+ * {"model_stats": [...]} of every frame model, or of e's. */
+static void stats_get(hearth_request *req, const hearth_frame_entry *e)
+{
+    hearth_buf b;
+    hearth_buf_init(&b, (size_t)1 << 20);
+    int rc = hearth_buf_appends(&b, "{\"model_stats\":[");
+    for (int i = 0, k = 0; i < atomic_load_explicit(&g_n_frames, memory_order_acquire) && !rc; i++) {
+        if (e && e != &g_frames[i])
+            continue;
+        if (k++)
+            rc = hearth_buf_append(&b, ",", 1);
+        if (!rc)
+            rc = hearth_oip_format_stats(&b, g_frames[i].info->name, &g_stats[i]);
+    }
+    if (!rc)
+        rc = hearth_buf_appends(&b, "]}");
+    if (rc == 0)
+        respond_text(req, 200, "application/json", b.data);
+    else
+        respond_err(req, 500, "the statistics did not fit in 1 MiB");
+    hearth_buf_deinit(&b);
+}
+
 static void model_get(hearth_request *req, void *ctx)
 {
     hearth_api *api = ctx;
@@ -259,6 +294,12 @@ static void model_get(hearth_request *req, void *ctx)
     int action;
     if (!ready_or_respond(req, api))
         return;
+    size_t n;
+    const char *rest = hearth_request_rest(req, &n);
+    if (n == 5 && memcmp(rest, "stats", 5) == 0 && !hearth_api_find_frame(api, "stats")) {
+        stats_get(req, NULL); /* every model's, as Triton answers GET /v2/models/stats */
+        return;
+    }
     hearth_frame_entry *e = model_of(req, api, &action, name, sizeof name);
     if (!e)
         return;
@@ -271,12 +312,20 @@ static void model_get(hearth_request *req, void *ctx)
         respond_err(req, 405, "infer is a POST");
         return;
     }
+    if (action == ACT_STATS) {
+        stats_get(req, e);
+        return;
+    }
     hearth_buf b;
     hearth_buf_init(&b, (size_t)1 << 20);
-    if (hearth_oip_format_model(hearth_frame_model_info(e->model), name, &b) == 0)
+    const hearth_frame_info *info = hearth_frame_model_info(e->model);
+    int rc = action == ACT_CONFIG ? hearth_oip_format_config(info, name, e->seq_idle_ns / 1000u, &b)
+                                  : hearth_oip_format_model(info, name, &b);
+    if (rc == 0)
         respond_text(req, 200, "application/json", b.data);
     else
-        respond_err(req, 500, "model '%s': its metadata did not fit in 1 MiB", name);
+        respond_err(req, 500, "model '%s': its %s did not fit in 1 MiB", name,
+                    action == ACT_CONFIG ? "configuration" : "metadata");
     hearth_buf_deinit(&b);
 }
 
@@ -293,6 +342,7 @@ typedef struct oip_req {
     uint64_t t_handler, t_parsed; /* hearth_now_ns at the handler's start and once the body was parsed */
     hearth_oip_request parsed;   /* inputs */
     hearth_frame_model *model;
+    hearth_oip_stats *stats;     /* its model's (g_stats) */
     int in_set;                  /* the model's input set the inputs were parsed into, or -1 */
     void *out[HEARTH_FRAME_MAX_IO];
 } oip_req;
@@ -353,6 +403,7 @@ static void on_done(hearth_frame_job *job, int status, const char *msg)
         else
             snprintf(text, sizeof text, "model '%s': %s", r->name, msg ? msg : "the frame failed");
         reply_err(r->server, r->reply, http_status(status), text);
+        hearth_oip_stats_fail(r->stats, hearth_now_ns() - r->t_handler);
         req_unref(r);
         return;
     }
@@ -375,12 +426,13 @@ static void on_done(hearth_frame_job *job, int status, const char *msg)
         hearth_reply_send(r->server, r->reply, &res);
     }
     hearth_buf_deinit(&b);
+    uint64_t t_sent = hearth_now_ns();
+    hearth_oip_stats_ok(r->stats, r->t_handler, r->t_parsed, job->start_ns, job->end_ns, t_sent);
     /* Where a served frame's time goes, at --log-level debug: the handler's
      * parse (with the input copy), the wait in the queue (the scheduler's
      * wake-up included), the run (upload, walk, download), the hand-back to
      * this callback, and the answer's formatting and posting to the loop. */
     if (hearth_log_get_level() <= HEARTH_LOG_DEBUG) {
-        uint64_t t_sent = hearth_now_ns();
         HLOG_DEBUG("frame %s: parse %.1f us, queue %.1f, run %.1f, done %.1f, answer %.1f",
                    r->name, (double)(r->t_parsed - r->t_handler) / 1e3, (double)(job->start_ns - r->t_parsed) / 1e3,
                    (double)(job->end_ns - job->start_ns) / 1e3, (double)(t_done - job->end_ns) / 1e3,
@@ -404,6 +456,7 @@ static void infer(hearth_request *req, hearth_api *api, hearth_frame_entry *e, c
     }
     r->t_handler = t_handler;
     r->model = e->model;
+    r->stats = &g_stats[e - g_frames];
     r->in_set = -1;
     r->info = hearth_frame_model_info(e->model);
     snprintf(r->name, sizeof r->name, "%s", name);
@@ -480,6 +533,7 @@ static void infer(hearth_request *req, hearth_api *api, hearth_frame_entry *e, c
     if (hearth_frame_queue_submit(e->queue, &r->job) != 0) {
         snprintf(msg, sizeof msg, "model '%s': too many frames are waiting: retry later", name);
         reply_err(r->server, r->reply, 429, msg);
+        hearth_oip_stats_fail(r->stats, hearth_now_ns() - r->t_handler);
         req_unref(r); /* the queue's reference: it never took the job */
     }
 }

@@ -18,8 +18,10 @@
 #include "models/onnx.h"
 #include "net/server.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int shape_json(hearth_buf *b, const int64_t *dims, int ndim)
@@ -223,12 +225,71 @@ int hearth_oip_format_model(const hearth_frame_info *m, const char *name, hearth
     return rc ? rc : hearth_buf_append(b, "}", 1);
 }
 
+/* Triton's data_type names: "TYPE_" and the datatype, BYTES as TYPE_STRING */
+static int config_io_list(hearth_buf *b, const hearth_frame_io *ios, int n)
+{
+    int rc = hearth_buf_append(b, "[", 1);
+    for (int i = 0; i < n && !rc; i++) {
+        const char *dt = hearth_oip_datatype(ios[i].dtype);
+        rc = hearth_buf_appends(b, i ? ",{\"name\":" : "{\"name\":");
+        if (!rc)
+            rc = hearth_json_quote(b, ios[i].name, strlen(ios[i].name));
+        if (!rc)
+            rc = hearth_buf_printf(b, ",\"data_type\":\"TYPE_%s\",\"format\":\"FORMAT_NONE\",\"dims\":",
+                                   dt && strcmp(dt, "BYTES") != 0 ? dt : "STRING");
+        if (!rc)
+            rc = shape_json(b, ios[i].dims, ios[i].ndim);
+        if (!rc)
+            rc = hearth_buf_appends(b, ",\"is_shape_tensor\":false}");
+    }
+    return rc ? rc : hearth_buf_append(b, "]", 1);
+}
+
+int hearth_oip_format_config(const hearth_frame_info *m, const char *name, uint64_t seq_idle_us, hearth_buf *b)
+{
+    const char *platform = m->platform ? m->platform : "onnxruntime_onnx";
+    const char *dev = m->device ? m->device : "cpu";
+    const bool gpu = strncmp(dev, "cuda", 4) == 0;
+    int rc = hearth_buf_appends(b, "{\"name\":");
+    if (!rc)
+        rc = hearth_json_quote(b, name, strlen(name));
+    if (!rc)
+        rc = hearth_buf_appends(b, ",\"platform\":");
+    if (!rc)
+        rc = hearth_json_quote(b, platform, strlen(platform));
+    /* shapes are whole (the model's batch dimension fixed, frames never
+     * batched together): max_batch_size 0, as Triton has it for such models */
+    if (!rc)
+        rc = hearth_buf_appends(b, ",\"backend\":\"hearth\",\"version_policy\":{\"latest\":{\"num_versions\":1}},"
+                                   "\"max_batch_size\":0,\"input\":");
+    if (!rc)
+        rc = config_io_list(b, m->inputs, m->n_inputs);
+    if (!rc)
+        rc = hearth_buf_appends(b, ",\"output\":");
+    if (!rc)
+        rc = config_io_list(b, m->outputs, m->n_outputs);
+    /* a model with state takes Triton's sequence flags; its state inputs and
+     * outputs are the server's (Triton's implicit state), not the client's */
+    if (!rc && m->n_slots > 0)
+        rc = hearth_buf_printf(b, ",\"sequence_batching\":{\"max_sequence_idle_microseconds\":%llu}",
+                               (unsigned long long)seq_idle_us);
+    if (!rc)
+        rc = hearth_buf_appends(b, ",\"instance_group\":[{\"name\":");
+    if (!rc)
+        rc = hearth_json_quote(b, name, strlen(name));
+    if (!rc)
+        rc = hearth_buf_printf(b, ",\"kind\":\"%s\",\"count\":1", gpu ? "KIND_GPU" : "KIND_CPU");
+    if (!rc && gpu)
+        rc = hearth_buf_printf(b, ",\"gpus\":[%d]", dev[4] == ':' ? atoi(dev + 5) : 0);
+    return rc ? rc : hearth_buf_appends(b, "}]}");
+}
+
 int hearth_oip_format_server(hearth_buf *b, const char *version)
 {
     int rc = hearth_buf_appends(b, "{\"name\":\"hearth\",\"version\":");
     if (!rc)
         rc = hearth_json_quote(b, version, strlen(version));
-    return rc ? rc : hearth_buf_appends(b, ",\"extensions\":[\"binary_tensor_data\",\"sequence\",\"parameters\",\"system_shared_memory\"]}");
+    return rc ? rc : hearth_buf_appends(b, ",\"extensions\":[\"binary_tensor_data\",\"sequence\",\"parameters\",\"system_shared_memory\",\"model_configuration\",\"statistics\"]}");
 }
 
 int hearth_oip_format_error(hearth_buf *b, const char *msg)

@@ -27,6 +27,14 @@ int hearth_oip_format_infer(const hearth_frame_info *m, const char *name, const 
 /* GET /v2/models/{m}: {"name", "versions": ["1"], "platform", "inputs": [...],
  * "outputs": [...]} each {"name", "datatype", "shape"}. */
 int hearth_oip_format_model(const hearth_frame_info *m, const char *name, hearth_buf *b);
+/* GET /v2/models/{m}/config: Triton's model configuration as JSON
+ * (tritonclient's get_model_config, perf_analyzer): {"name", "platform",
+ * "backend": "hearth", "version_policy", "max_batch_size": 0, "input" and
+ * "output": [{"name", "data_type": "TYPE_FP32".., "format", "dims"}],
+ * "sequence_batching": {"max_sequence_idle_microseconds"} for a model
+ * with state, "instance_group": [{"kind": KIND_GPU with "gpus" | KIND_CPU,
+ * "count": 1}]}. */
+int hearth_oip_format_config(const hearth_frame_info *m, const char *name, uint64_t seq_idle_us, hearth_buf *b);
 /* GET /v2: {"name": "hearth", "version", "extensions": [...]}. */
 int hearth_oip_format_server(hearth_buf *b, const char *version);
 /* Triton's error body {"error": msg}. */

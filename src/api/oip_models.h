@@ -25,6 +25,7 @@ typedef struct hearth_frame_entry {
     uint64_t deadline_ns;        /* --deadline-ms default, 0 none */
     uint64_t spin_ns;            /* --frame-spin-us on a GPU, else 0: the I/O thread polls through a frame and
                                     this long after its expected end (oip.c) */
+    uint64_t seq_idle_ns;        /* --sequence-timeout-ms: an idle sequence expires (its /config says it) */
 } hearth_frame_entry;
 #endif
 

@@ -12,3 +12,10 @@ uint64_t hearth_now_ns(void)
 }
 
 int64_t hearth_unix_time(void) { return (int64_t)time(NULL); }
+
+int64_t hearth_unix_time_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}

@@ -2,10 +2,11 @@
 HTTP, driven by tritonclient[http], the client people point at such servers,
 on a real ONNX model (../shared/vision/mnist-8) checked against
 onnxruntime's golden output: health, server and model metadata, readiness,
-infer with JSON and binary tensors in both directions, the outputs filter,
-every malformed request and its 400 naming the tensor, unknown models and
-versions (404), deadlines (504, counted in /metrics), concurrent clients that
-must not mix their answers, and sequence parameters.
+Triton's model configuration and statistics, infer with JSON and binary
+tensors in both directions, the outputs filter, every malformed request
+and its 400 naming the tensor, unknown models and versions (404),
+deadlines (504, counted in /metrics), concurrent clients that must not mix
+their answers, and sequence parameters.
 
 The stateful tests (sequences whose state the model carries between frames:
 start, continue, end, unknown, expired, restart, interleaved) serve the
@@ -151,6 +152,47 @@ def test_health_and_metadata():
     for path in ("/v2/health/live", "/v2/health/ready", "/v2/models/%s/ready" % MODEL):
         st, _, _ = request(srv().port, "GET", path)
         assert st == 200, path
+
+
+def test_model_config_and_statistics():
+    """Triton's model configuration and statistics extensions, as
+    tritonclient (and perf_analyzer) read them: the config names the
+    tensors with Triton's data types and full dims (max_batch_size 0); the
+    statistics count each frame answered once, with the phase times inside
+    the whole, and a frame answered late as a failure."""
+    c = client()
+    cfg = c.get_model_config(MODEL)
+    assert cfg["name"] == MODEL and cfg["max_batch_size"] == 0 and cfg["platform"], cfg
+    assert cfg["input"] == [{"name": IN_NAME, "data_type": "TYPE_FP32", "format": "FORMAT_NONE", "dims": IN_SHAPE,
+                             "is_shape_tensor": False}], cfg
+    assert [(o["name"], o["data_type"], o["dims"]) for o in cfg["output"]] == [(OUT_NAME, "TYPE_FP32", OUT_SHAPE)], cfg
+    assert cfg["instance_group"][0]["kind"] == "KIND_CPU" and "sequence_batching" not in cfg, cfg
+    assert c.get_model_config(MODEL, "1") == cfg
+    expect_error(lambda: c.get_model_config("no-such-model"), 404, "no-such-model")
+    assert {"model_configuration", "statistics"} <= set(c.get_server_metadata()["extensions"])
+
+    def stats():
+        st = c.get_inference_statistics(MODEL)["model_stats"]
+        assert len(st) == 1 and st[0]["name"] == MODEL and st[0]["version"] == "1", st
+        return st[0]
+    before, t0 = stats(), time.time()
+    for _ in range(5):
+        infer(golden_input())
+    late = expect_error(lambda: infer(golden_input(), timeout=1), 504, "deadline")
+    after = stats()
+    ok = after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"]
+    assert ok == 5 and after["inference_count"] - before["inference_count"] == 5, (before, after)
+    assert after["execution_count"] == after["inference_count"], after
+    assert after["inference_stats"]["fail"]["count"] - before["inference_stats"]["fail"]["count"] == 1, (late, after)
+    whole = after["inference_stats"]["success"]["ns"] - before["inference_stats"]["success"]["ns"]
+    parts = sum(after["inference_stats"][k]["ns"] - before["inference_stats"][k]["ns"]
+                for k in ("queue", "compute_input", "compute_infer", "compute_output"))
+    assert 0 < parts <= whole, (parts, whole)
+    assert after["inference_stats"]["compute_infer"]["ns"] > before["inference_stats"]["compute_infer"]["ns"]
+    assert abs(after["last_inference"] / 1000 - t0) < 60, after["last_inference"]
+    assert after["batch_stats"][0]["batch_size"] == 1, after
+    every = c.get_inference_statistics()["model_stats"]  # GET /v2/models/stats: every model
+    assert [m["name"] for m in every] == [MODEL], every
 
 
 def test_infer_json_and_binary_match_the_golden():
@@ -438,6 +480,18 @@ def state_server():
     return Server("--model", STATE_MODEL, "--log-level", "warn", *STATE_ARGS, timeout=60)
 
 
+def test_state_model_config():
+    """A model with state says so in its config: Triton's sequence batching
+    with the server's idle limit; its state tensors are not the client's."""
+    with state_server() as s:
+        c, name = client(s), state_name()
+        cfg = c.get_model_config(name)
+        idle = cfg["sequence_batching"]["max_sequence_idle_microseconds"]
+        assert 0 < idle <= 300000, cfg  # HEARTH_STATE_ARGS: 300 ms or less
+        m = c.get_model_metadata(name)
+        assert [i["name"] for i in cfg["input"]] == [i["name"] for i in m["inputs"]], (cfg, m)
+
+
 def state_io(c, name):
     m = c.get_model_metadata(name)
     i, o = m["inputs"][0], m["outputs"][0]
@@ -504,11 +558,12 @@ def test_state_expiry():
 
 
 if __name__ == "__main__":
-    tests = [test_health_and_metadata, test_infer_json_and_binary_match_the_golden, test_wire_format,
+    tests = [test_health_and_metadata, test_model_config_and_statistics, test_infer_json_and_binary_match_the_golden,
+             test_wire_format,
              test_bad_requests_name_the_tensor, test_deadlines, test_concurrent_clients_get_their_own_answers,
              test_sequence_parameters_on_a_stateless_model, test_system_shared_memory,
              test_binary_frames_stay_on_the_loop]
-    tests += [test_state_sequences, test_state_expiry]
+    tests += [test_state_sequences, test_state_expiry, test_state_model_config]
     try:
         run(tests)
     finally:
