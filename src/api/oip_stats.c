@@ -55,6 +55,15 @@ static int duration(hearth_buf *b, const char *key, uint64_t count, uint64_t ns,
                              (unsigned long long)ns);
 }
 
+/* ,"compute_input":..,"compute_infer":..,"compute_output":.. of n frames */
+static int computes(hearth_buf *b, uint64_t n, uint64_t in, uint64_t infer, uint64_t out)
+{
+    int rc = duration(b, "compute_input", n, in, true);
+    if (!rc)
+        rc = duration(b, "compute_infer", n, infer, true);
+    return rc ? rc : duration(b, "compute_output", n, out, true);
+}
+
 int hearth_oip_format_stats(hearth_buf *b, const char *name, const hearth_oip_stats *s)
 {
     const uint64_t n = get(&s->ok), in = get(&s->input_ns), inf = get(&s->infer_ns), out = get(&s->output_ns);
@@ -72,11 +81,7 @@ int hearth_oip_format_stats(hearth_buf *b, const char *name, const hearth_oip_st
     if (!rc)
         rc = duration(b, "queue", n, get(&s->queue_ns), true);
     if (!rc)
-        rc = duration(b, "compute_input", n, in, true);
-    if (!rc)
-        rc = duration(b, "compute_infer", n, inf, true);
-    if (!rc)
-        rc = duration(b, "compute_output", n, out, true);
+        rc = computes(b, n, in, inf, out);
     if (!rc)
         rc = duration(b, "cache_hit", 0, 0, true);
     if (!rc)
@@ -86,11 +91,7 @@ int hearth_oip_format_stats(hearth_buf *b, const char *name, const hearth_oip_st
     if (!rc && n) {
         rc = hearth_buf_appends(b, "{\"batch_size\":1");
         if (!rc)
-            rc = duration(b, "compute_input", n, in, true);
-        if (!rc)
-            rc = duration(b, "compute_infer", n, inf, true);
-        if (!rc)
-            rc = duration(b, "compute_output", n, out, true);
+            rc = computes(b, n, in, inf, out);
         if (!rc)
             rc = hearth_buf_appends(b, "}");
     }
