@@ -164,13 +164,12 @@ int hearth_oip_format_infer(const hearth_frame_info *m, const char *name, const 
             rc = hearth_buf_append(b, ",", 1);
         if (!rc)
             rc = io_head(b, io);
-        if (!rc && r->out_at[k]) { /* written into a shared memory region (oip.c), as Triton answers it */
-            const char *rg = hearth_oip_shm_name(r->out_region[k]);
-            rc = hearth_buf_appends(b, ",\"parameters\":{\"shared_memory_region\":");
-            if (!rc)
-                rc = hearth_json_quote(b, rg, strlen(rg));
-            if (!rc)
-                rc = hearth_buf_printf(b, ",\"shared_memory_byte_size\":%llu}}", (unsigned long long)r->out_size[k]);
+        if (!rc && r->out_at[k]) {
+            /* written into a shared memory region (oip.c): name, datatype and
+             * shape only, as Triton answers it; Triton's C++ client (and
+             * perf_analyzer) reads an output with "parameters" as binary and
+             * fails where binary_data_size is missing */
+            rc = hearth_buf_append(b, "}", 1);
         } else if (!rc && r->out_binary[k])
             rc = hearth_buf_printf(b, ",\"parameters\":{\"binary_data_size\":%zu}}", io_bytes(io));
         else if (!rc) {

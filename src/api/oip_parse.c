@@ -412,8 +412,9 @@ static int parse_outputs(const hearth_frame_info *m, const char *name, const cJS
         char what[160];
         snprintf(what, sizeof what, "output '%s'", m->outputs[j].name);
         int k2 = r->n_out;
-        int st = shm_param(params, what, m->outputs[j].bytes, false, r, &r->out_at[k2], &r->out_region[k2],
-                           &r->out_size[k2], msg, n);
+        hearth_oip_shm *reg; /* the answer names neither, as Triton's (oip_json.c) */
+        uint64_t given;
+        int st = shm_param(params, what, m->outputs[j].bytes, false, r, &r->out_at[k2], &reg, &given, msg, n);
         if (st)
             return st;
         r->out[r->n_out] = j;

@@ -29,13 +29,11 @@ typedef struct hearth_oip_request {
     bool out_binary[HEARTH_FRAME_MAX_IO]; /* answered as raw bytes after the JSON header */
     /* The system shared memory extension (oip_shm.h): an input read from a
      * region is in[i] == dst[i] inside it; an output k written into one goes
-     * to out_at[k] (out_region[k] its region, out_size[k] the bytes given).
-     * Each region named holds a reference until hearth_oip_request_free. */
+     * to out_at[k]. Each region named holds a reference until
+     * hearth_oip_request_free. */
     struct hearth_oip_shm *shm[2 * HEARTH_FRAME_MAX_IO];
     int n_shm;
-    struct hearth_oip_shm *out_region[HEARTH_FRAME_MAX_IO];
     char *out_at[HEARTH_FRAME_MAX_IO];
-    uint64_t out_size[HEARTH_FRAME_MAX_IO];
 } hearth_oip_request;
 
 /* Reads body[0..len) (borrowed) as an infer request for model m, named name

@@ -406,8 +406,9 @@ def test_system_shared_memory():
 
         r = shm_infer()
         o = r.get_output(OUT_NAME)  # the data went to the region, not the body
-        assert "data" not in o and o["parameters"]["shared_memory_region"] == "frame-out", o
-        assert int(o["parameters"]["shared_memory_byte_size"]) == out_bytes, o
+        # name, datatype and shape only, as Triton answers it (perf_analyzer
+        # fails on "parameters" without binary_data_size: test_perf_analyzer.py)
+        assert o == {"name": OUT_NAME, "datatype": "FP32", "shape": OUT_SHAPE}, o
         got = shm.get_contents_as_numpy(h_out, np.float32, OUT_SHAPE)
         in_body = infer(x).as_numpy(OUT_NAME)
         assert np.array_equal(got, in_body), (got, in_body)  # the same bytes in, the same walk: bit-equal
