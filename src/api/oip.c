@@ -414,7 +414,8 @@ static void on_done(hearth_frame_job *job, int status, const char *msg)
     hearth_buf b;
     hearth_buf_init(&b, OIP_RESPONSE_MAX);
     size_t json_len = 0;
-    if (hearth_oip_format_infer(r->info, r->name, &r->parsed, r->out, &b, &json_len) != 0) {
+    const bool fits = hearth_oip_format_infer(r->info, r->name, &r->parsed, r->out, &b, &json_len) == 0;
+    if (!fits) {
         reply_err(r->server, r->reply, 500, "the response did not fit in memory");
     } else if (json_len == b.len) {
         hearth_response res = {200, "application/json", NULL, b.data, b.len};
@@ -427,7 +428,10 @@ static void on_done(hearth_frame_job *job, int status, const char *msg)
     }
     hearth_buf_deinit(&b);
     uint64_t t_sent = hearth_now_ns();
-    hearth_oip_stats_ok(r->stats, r->t_handler, r->t_parsed, job->start_ns, job->end_ns, t_sent);
+    if (fits)
+        hearth_oip_stats_ok(r->stats, r->t_handler, r->t_parsed, job->start_ns, job->end_ns, t_sent);
+    else
+        hearth_oip_stats_fail(r->stats, t_sent - r->t_handler);
     /* Where a served frame's time goes, at --log-level debug: the handler's
      * parse (with the input copy), the wait in the queue (the scheduler's
      * wake-up included), the run (upload, walk, download), the hand-back to
