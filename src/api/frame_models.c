@@ -78,6 +78,10 @@ int hearth_api_add_frame(hearth_api *api, const char *name, const char *path, he
     hearth_frame_model *m = hearth_frame_model_open(path, &fo, err);
     if (!m)
         return err ? err->code : HEARTH_EINVAL;
+    if (hearth_frame_model_warm_up(m, err) != 0) { /* before the first request, which would pay for it */
+        hearth_frame_model_close(m);
+        return err ? err->code : HEARTH_EDEVICE;
+    }
     /* a device without a keep-alive (the CPU) gets none: no wake-ups between frames */
     hearth_frame_runner r = {.model = m, .n_slots = hearth_frame_model_info(m)->n_slots, .run = frame_run,
                              .keepalive = hearth_frame_model_info(m)->keepalive ? frame_keepalive : NULL};

@@ -68,6 +68,12 @@ const hearth_frame_info *hearth_frame_model_info(const hearth_frame_model *m);
  * zeros. One thread at a time. 0 or a negative status with err set. */
 int hearth_frame_model_run(hearth_frame_model *m, int slot, bool reset, const void *const *in, void *const *out,
                            hearth_err *err);
+/* Runs the frames whose first-time costs a served frame should not pay (a
+ * GPU's graph recordings, for every sequence slot of a model with state)
+ * on zero inputs; a server calls it once after open, before the first
+ * request. The states stay as a sequence's start finds them. 0, or a run's
+ * error. */
+int hearth_frame_model_warm_up(hearth_frame_model *m, hearth_err *err);
 /* A set of input buffers the model keeps, for a caller to fill before it
  * runs the frame (a GPU's are pinned: hearth_frame_model_run uploads from
  * them with no staging copy; the CPU's it reads in place): in[i] gets

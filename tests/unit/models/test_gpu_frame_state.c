@@ -12,7 +12,8 @@
  * with the pair h=h_next. The state is proven to matter (a frame run with its
  * state reset differs from the same frame in sequence), and frame 0 is
  * checked against this file's own scalar evaluation (1e-5 abs: f32 both, only
- * the order of the 3x3x2 + 4 sums differs). */
+ * the order of the 3x3x2 + 4 sums differs). A model warmed up as a server
+ * warms it (hearth_frame_model_warm_up) answers the sequence bit for bit. */
 #include "harness.h"
 
 #include "engine/dev.h"
@@ -267,6 +268,18 @@ static void check_device(const char *device, const char *path)
         dmax = fmaxf(dmax, fabsf(fresh[c] - plain[CH + c]));
     CHECK_MSG(dmax > 1e-3f, "%s: frame 1 from a zero state equals frame 1 in sequence (%g): no state carried", device,
               dmax);
+
+    /* a model warmed up as a server warms it (every slot's graphs on a GPU)
+     * answers the same sequence bit for bit, in a slot the warm-up used */
+    hearth_frame_model *warm = hearth_frame_model_open(path, &o, &err);
+    CHECK_MSG(warm != NULL, "%s: %s", device, err.msg);
+    if (warm) {
+        int rc = hearth_frame_model_warm_up(warm, &err);
+        CHECK_MSG(rc == 0, "%s: warm-up: %s", device, err.msg);
+        if (rc == 0 && run_sequence(warm, false, again) == 0)
+            CHECK_MSG(memcmp(plain, again, sizeof plain) == 0, "%s: outputs differ after the warm-up", device);
+        hearth_frame_model_close(warm);
+    }
 out:
     hearth_frame_model_close(fm);
 }
