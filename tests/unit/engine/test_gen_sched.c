@@ -1053,6 +1053,23 @@ static void runs_of_steps_take_their_draws_as_steps(void)
  * config's decode_steps twice (a device records them whole, keyed by
  * length), and leaves every cache empty; then a greedy request's text is
  * its steps' as ever. */
+/* After a warm-up: every slot's cache empty, then a greedy request of n
+ * tokens answers the text it would have without one; frees s. */
+static void empty_then_greedy(hearth_gen_sched *s, const fake *f, int n)
+{
+    for (int i = 0; i < SLOTS; i++)
+        CHECK_EQ_INT((int)f->len[i], 0);
+    int32_t prompt[5] = {7, 3, 9, 4, 12};
+    treq t;
+    make(&t, prompt, 5, n);
+    CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, NULL), 0);
+    wait_done(&t);
+    char want[32];
+    expected_text(prompt, 5, n, want);
+    CHECK_EQ_STR(t.text, want);
+    hearth_gen_sched_free(s);
+}
+
 static void warm_up_runs_the_run_lengths(void)
 {
     fake f = {0};
@@ -1069,17 +1086,7 @@ static void warm_up_runs_the_run_lengths(void)
     CHECK_EQ_INT(atomic_load(&f.runs), 2 * 3);    /* lengths 2, 3, 4, twice each */
     CHECK_EQ_INT(atomic_load(&f.run_passes), 2 * (2 + 3 + 4));
     CHECK_EQ_INT(atomic_load(&f.longest_run), 4);
-    for (int i = 0; i < SLOTS; i++)
-        CHECK_EQ_INT((int)f.len[i], 0);
-    int32_t prompt[5] = {7, 3, 9, 4, 12};
-    treq t;
-    make(&t, prompt, 5, 9);
-    CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, NULL), 0);
-    wait_done(&t);
-    char want[32];
-    expected_text(prompt, 5, 9, want);
-    CHECK_EQ_STR(t.text, want);
-    hearth_gen_sched_free(s);
+    empty_then_greedy(s, &f, 9);
 }
 
 static void warm_up_runs_the_step_shapes(void)
@@ -1094,17 +1101,7 @@ static void warm_up_runs_the_step_shapes(void)
         const bool warm = k == 0;
         CHECK_EQ_INT(atomic_load(&f.forwards), warm ? 1 + 2 * 3 : 0); /* read once new has returned */
         CHECK_EQ_INT(atomic_load(&f.max_rows), warm ? 16 : 0);
-        for (int i = 0; i < SLOTS; i++)
-            CHECK_EQ_INT((int)f.len[i], 0);
-        int32_t prompt[5] = {7, 3, 9, 4, 12};
-        treq t;
-        make(&t, prompt, 5, 6);
-        CHECK_EQ_INT(hearth_gen_sched_submit(s, &t.req, NULL), 0);
-        wait_done(&t);
-        char want[16];
-        expected_text(prompt, 5, 6, want);
-        CHECK_EQ_STR(t.text, want);
-        hearth_gen_sched_free(s);
+        empty_then_greedy(s, &f, 6);
     }
 }
 
