@@ -169,6 +169,10 @@ def test_model_config_and_statistics():
     assert cfg["instance_group"][0]["kind"] == "KIND_CPU" and "sequence_batching" not in cfg, cfg
     assert c.get_model_config(MODEL, "1") == cfg
     expect_error(lambda: c.get_model_config("no-such-model"), 404, "no-such-model")
+    expect_error(lambda: c.get_model_config(MODEL, "2"), 404, "version '2'")
+    expect_error(lambda: c.get_inference_statistics("no-such-model"), 404, "no-such-model")
+    st, _, _ = request(srv().port, "POST", "/v2/models/%s/config" % MODEL, body=b"{}")
+    assert st == 405, st
     assert {"model_configuration", "statistics"} <= set(c.get_server_metadata()["extensions"])
 
     def stats():
