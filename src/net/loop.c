@@ -99,6 +99,8 @@ const char *hearth_loop_poller_name(const hearth_loop *loop) { return loop->ops-
 
 uint64_t hearth_loop_now_ms(const hearth_loop *loop) { return loop->now_ms; }
 
+void hearth_loop_update_time(hearth_loop *loop) { loop->now_ms = hearth_now_ms(); }
+
 static int set_nonblock_cloexec(int fd)
 {
     int fl = fcntl(fd, F_GETFL);

@@ -84,5 +84,9 @@ int hearth_loop_run(hearth_loop *loop);
 void hearth_loop_stop(hearth_loop *loop);
 /* Monotonic milliseconds, cached at the start of each iteration. */
 uint64_t hearth_loop_now_ms(const hearth_loop *loop);
+/* Reads the clock into that cache: for a thread that arms timers before
+ * hearth_loop_run after waiting on its own (their delays count from the
+ * cache, which is otherwise as old as the loop's creation). */
+void hearth_loop_update_time(hearth_loop *loop);
 
 #endif

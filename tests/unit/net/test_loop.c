@@ -330,6 +330,32 @@ static void timers_fire_in_due_order(void)
     hearth_loop_free(l);
 }
 
+/* A timer armed after the arming thread waited on its own counts from
+ * the time hearth_loop_update_time read, not the cache of the loop's
+ * creation (the bench's connects before its schedule: stop 44's runs
+ * ended a second early after a second of handshakes). Without the update
+ * the timer below would be due before the wait ended and fire at once. */
+static void update_time_moves_the_timers_base(void)
+{
+    hearth_loop *l = new_loop();
+    if (!l)
+        return;
+    memset(&g_fired, 0, sizeof g_fired);
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 60 * 1000000L};
+    nanosleep(&ts, NULL);
+    hearth_loop_update_time(l);
+    uint64_t t0 = hearth_now_ms();
+    struct tmr m = {.id = 0};
+    hearth_timer_init(&m.t, tmr_cb, &m);
+    hearth_loop_timer_start(l, &m.t, 40);
+    g_fired.stop_at = 1;
+    CHECK(!run_for(l, 3000));
+    uint64_t elapsed = hearth_now_ms() - t0;
+    CHECK_EQ_INT(g_fired.n, 1);
+    CHECK_MSG(elapsed + 1 >= 40, "fired %llu ms after it was armed for 40", (unsigned long long)elapsed);
+    hearth_loop_free(l);
+}
+
 static void timer_stop_cancels_and_restart_moves(void)
 {
     hearth_loop *l = new_loop();
@@ -824,6 +850,7 @@ static const struct case_def cases[] = {
     {"stale_event_is_dropped", stale_event_is_dropped, 0},
     {"timers_fire_in_due_order", timers_fire_in_due_order, 0},
     {"timer_stop_cancels_and_restart_moves", timer_stop_cancels_and_restart_moves, 0},
+    {"update_time_moves_the_timers_base", update_time_moves_the_timers_base, 0},
     {"many_random_timers_fire_sorted", many_random_timers_fire_sorted, 0},
     {"zero_delay_timer_does_not_starve_io", zero_delay_timer_does_not_starve_io, 0},
     {"wake_coalesces_and_loses_none", wake_coalesces_and_loses_none, 1},
