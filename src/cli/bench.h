@@ -136,9 +136,11 @@ int bench_workload_build(bench_cfg *cfg, const char *path, const char *host, con
 char *bench_workload_prompt(int tokens, unsigned variant);
 
 /* Runs one thread's share of the load (bench_conn.c): conns connections,
- * n requests (or until end_ns), writing its figures to st. start_ns is the
- * shared start; the warm-up ends at start_ns + warmup. Returns 0, negative
- * when the thread could not run at all (err says why). */
+ * n requests (or until end_ns), writing its figures to st. The thread opens
+ * its connections first, sets connected, and waits for go: the main thread
+ * then writes the shared start_ns (the warm-up ends at count_from_ns) and
+ * sets go, so no connect falls inside the measured schedule. Returns 0,
+ * negative when the thread could not run at all (err says why). */
 typedef struct bench_thread_arg {
     const bench_cfg *cfg;
     int index, conns;
@@ -151,6 +153,7 @@ typedef struct bench_thread_arg {
     /* read by the main thread for the progress line while the run goes on */
     _Atomic uint64_t done_ok, done_err;
     _Atomic int finished;
+    _Atomic int connected, go; /* the start handshake above */
 } bench_thread_arg;
 void *bench_thread_main(void *arg);
 

@@ -2,9 +2,10 @@
  * with their shares of the connections, the rate and --n, shows a progress
  * line while they run when stderr is a terminal, and merges their figures.
  *
- * All threads share one start time a few milliseconds ahead, so that the
- * open loop's schedules line up and the first request is not late because a
- * thread was slow to start. */
+ * All threads share one start time, set once every thread has its
+ * connections open (bench.h's start handshake) and a millisecond ahead, so
+ * that the open loop's schedules line up and the first request is not late
+ * because a thread was slow to start or to connect. */
 #include "bench.h"
 #include "bench_report.h"
 
@@ -52,10 +53,6 @@ int bench_run(const bench_cfg *cfg, bench_stats *total, double *seconds)
         status = -1;
         goto done;
     }
-    /* a moment for the threads to start, so the schedule's first request is not late */
-    uint64_t start = hearth_now_ns() + 5000000;
-    uint64_t count_from = start + (uint64_t)(cfg->warmup_s * 1e9);
-    uint64_t end = count_from + (uint64_t)(cfg->duration_s * 1e9);
     for (int i = 0; i < threads; i++) {
         bench_thread_arg *a = &targs[i];
         bench_stats_init(&tstats[i]);
@@ -64,9 +61,6 @@ int bench_run(const bench_cfg *cfg, bench_stats *total, double *seconds)
         a->conns = cfg->concurrency / threads + (i < cfg->concurrency % threads);
         a->rate = cfg->rate / threads;
         a->n = cfg->n ? cfg->n / threads + (i < cfg->n % threads) : 0;
-        a->start_ns = start;
-        a->count_from_ns = count_from;
-        a->end_ns = end;
         a->stats = &tstats[i];
         if (cfg->n && !a->n) {
             atomic_store(&a->finished, 1); /* more threads than requests: nothing to do */
@@ -76,6 +70,20 @@ int bench_run(const bench_cfg *cfg, bench_stats *total, double *seconds)
             break;
         }
         started = i + 1;
+    }
+    for (int i = 0; i < started; i++) {
+        while (!(cfg->n && !targs[i].n) && !atomic_load(&targs[i].connected) && !atomic_load(&targs[i].finished))
+            usleep(50);
+    }
+    /* a moment for the threads to see go, so the schedule's first request is not late */
+    uint64_t start = hearth_now_ns() + 1000000;
+    uint64_t count_from = start + (uint64_t)(cfg->warmup_s * 1e9);
+    uint64_t end = count_from + (uint64_t)(cfg->duration_s * 1e9);
+    for (int i = 0; i < threads; i++) {
+        targs[i].start_ns = start;
+        targs[i].count_from_ns = count_from;
+        targs[i].end_ns = end;
+        atomic_store(&targs[i].go, 1);
     }
     if (isatty(2))
         progress(targs, started, start, count_from);

@@ -51,6 +51,9 @@ class OipServer(socketserver.ThreadingTCPServer):
     (JSON header, frame bytes or the JSON data list)."""
     daemon_threads = True
     allow_reuse_address = True
+    # the bench opens its connections (64 by default in an open loop) before
+    # it starts: socketserver's backlog of 5 drops the rest's handshakes for 1 s
+    request_queue_size = 128
 
     def __init__(self, delay=lambda i: 0.0, vision=True, answer_json=False, bad_answer=False, serial=False,
                  refuse_shm=False):
