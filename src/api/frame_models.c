@@ -33,6 +33,11 @@ static int frame_keepalive(void *model)
     return hearth_frame_model_keepalive(model);
 }
 
+static int frame_warm_up(void *model, hearth_err *err)
+{
+    return hearth_frame_model_warm_up(model, err);
+}
+
 bool hearth_api_is_frame_path(const char *path)
 {
     size_t n = strlen(path);
@@ -78,13 +83,11 @@ int hearth_api_add_frame(hearth_api *api, const char *name, const char *path, he
     hearth_frame_model *m = hearth_frame_model_open(path, &fo, err);
     if (!m)
         return err ? err->code : HEARTH_EINVAL;
-    if (hearth_frame_model_warm_up(m, err) != 0) { /* before the first request, which would pay for it */
-        hearth_frame_model_close(m);
-        return err ? err->code : HEARTH_EDEVICE;
-    }
-    /* a device without a keep-alive (the CPU) gets none: no wake-ups between frames */
+    /* a device without a keep-alive (the CPU) gets none: no wake-ups between frames;
+     * the warm-up runs on the queue's thread, before the first request, which would pay for it */
     hearth_frame_runner r = {.model = m, .n_slots = hearth_frame_model_info(m)->n_slots, .run = frame_run,
-                             .keepalive = hearth_frame_model_info(m)->keepalive ? frame_keepalive : NULL};
+                             .keepalive = hearth_frame_model_info(m)->keepalive ? frame_keepalive : NULL,
+                             .warm_up = frame_warm_up};
     hearth_frame_queue_opts qo;
     hearth_frame_queue_opts_default(&qo);
     qo.max_jobs = c->max_concurrent > 0 ? c->max_concurrent : qo.max_jobs;

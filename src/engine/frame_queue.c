@@ -79,6 +79,10 @@ struct hearth_frame_queue {
     pthread_mutex_t lock;
     pthread_cond_t wake;       /* the scheduler: a job came, or stop */
     pthread_cond_t timer_wake; /* the timer: a job came, or stop */
+    pthread_cond_t warmed_cv;  /* new(): the scheduler's warm-up ended */
+    bool warmed;
+    int warm_rc;
+    hearth_err warm_err;
     pthread_t thread, timer;
     bool thread_started, timer_started, stop;
     hearth_frame_job *head, *tail;
@@ -394,7 +398,13 @@ static bool keepalive_due(const hearth_frame_queue *q, uint64_t now)
 static void *sched_main(void *arg)
 {
     hearth_frame_queue *q = arg;
+    hearth_err werr = {0};
+    const int wrc = q->r.warm_up ? q->r.warm_up(q->r.model, &werr) : 0;
     pthread_mutex_lock(&q->lock);
+    q->warm_rc = wrc;
+    q->warm_err = werr;
+    q->warmed = true;
+    pthread_cond_broadcast(&q->warmed_cv);
     for (;;) {
         uint64_t now = hearth_now_ns();
         uint64_t next_expiry = seq_expire(q, now);
@@ -523,6 +533,7 @@ hearth_frame_queue *hearth_frame_queue_new(const hearth_frame_runner *r, const h
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->wake, &ca);
     pthread_cond_init(&q->timer_wake, &ca);
+    pthread_cond_init(&q->warmed_cv, &ca);
     pthread_condattr_destroy(&ca);
     int e = pthread_create(&q->thread, NULL, sched_main, q);
     q->thread_started = e == 0;
@@ -533,6 +544,19 @@ hearth_frame_queue *hearth_frame_queue_new(const hearth_frame_runner *r, const h
     if (e) {
         hearth_frame_queue_free(q);
         hearth_err_sys(err, e, "frame queue: starting its threads");
+        return NULL;
+    }
+    pthread_mutex_lock(&q->lock);
+    while (!q->warmed)
+        pthread_cond_wait(&q->warmed_cv, &q->lock);
+    const int rc = q->warm_rc;
+    pthread_mutex_unlock(&q->lock);
+    if (rc) {
+        if (err)
+            *err = q->warm_err;
+        if (err && !err->code)
+            hearth_err_set(err, rc, "frame queue: the model's warm-up failed");
+        hearth_frame_queue_free(q);
         return NULL;
     }
     return q;
@@ -557,6 +581,7 @@ void hearth_frame_queue_free(hearth_frame_queue *q)
         job->done(job, HEARTH_ENOTFOUND, "the model was unloaded before the frame ran");
     pthread_cond_destroy(&q->wake);
     pthread_cond_destroy(&q->timer_wake);
+    pthread_cond_destroy(&q->warmed_cv);
     pthread_mutex_destroy(&q->lock);
     free(q->slots);
     free(q);

@@ -50,6 +50,12 @@ typedef struct hearth_frame_runner {
     int (*run)(void *model, int slot, bool reset, const void *const *in, void *const *out, hearth_err *err);
     /* A little device work to keep clocks up (NULL: none). */
     int (*keepalive)(void *model);
+    /* Run once on the scheduler thread before its first frame (NULL:
+     * none): a GPU's stream, memory and recorded graphs belong to the host
+     * thread that made them, so only the thread that will run the frames
+     * can warm them. hearth_frame_queue_new waits for it and fails with
+     * its error. */
+    int (*warm_up)(void *model, hearth_err *err);
 } hearth_frame_runner;
 
 typedef struct hearth_frame_job hearth_frame_job;
@@ -123,8 +129,9 @@ typedef struct hearth_frame_queue_stats {
 typedef struct hearth_frame_queue hearth_frame_queue;
 
 /* Starts the scheduler thread (and the timer thread that answers late
- * frames while another runs). r and o are copied (o NULL: the defaults;
- * max_jobs <= 0: 64). r->n_slots 0..65536. NULL with err set. */
+ * frames while another runs), and returns once the runner's warm_up has run
+ * there. r and o are copied (o NULL: the defaults; max_jobs <= 0: 64).
+ * r->n_slots 0..65536. NULL with err set (the warm-up's error, if it failed). */
 hearth_frame_queue *hearth_frame_queue_new(const hearth_frame_runner *r, const hearth_frame_queue_opts *o,
                                            hearth_err *err);
 /* Stops the thread; jobs still queued get done(HEARTH_ENOTFOUND). NULL: no-op. */

@@ -71,8 +71,9 @@ int hearth_frame_model_run(hearth_frame_model *m, int slot, bool reset, const vo
 /* Runs the frames whose first-time costs a served frame should not pay (a
  * GPU's graph recordings, for every sequence slot of a model with state)
  * on zero inputs; a server calls it once after open, before the first
- * request. The states stay as a sequence's start finds them. 0, or a run's
- * error. */
+ * request, on the thread that will run the frames (a GPU's records are that
+ * thread's). The states stay as a sequence's start finds them. 0, or a
+ * run's error. */
 int hearth_frame_model_warm_up(hearth_frame_model *m, hearth_err *err);
 /* A set of input buffers the model keeps, for a caller to fill before it
  * runs the frame (a GPU's are pinned: hearth_frame_model_run uploads from

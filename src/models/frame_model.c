@@ -609,10 +609,11 @@ done:
  * graph key's first run walks plain (its launches load the kernels, CUDA's
  * lazy module loading) and its second records and instantiates the graph.
  * Served without this, the first two frames after a load took 5.97 and
- * 3.15 ms against ~0.35 (hearth serve's access log, H100, RFB-320, stop 43),
- * and a client's one 10 ms miss in 6,000 frames at 100 Hz came at that
- * start (the second frame queued behind the first). So every key runs
- * twice and replays once:
+ * 3.15 ms against ~0.35 (hearth serve's access log, H100, RFB-320, stop 43).
+ * Those records are the calling thread's (dev_cuda.cu's per-thread
+ * contexts): it must be the thread that runs the frames (the frame queue's
+ * runner warm_up); warmed on the loading thread, the served frames still
+ * took 2.2-3.6 ms first (stop 44). So every key runs twice and replays once:
  * stateless, the one; with state, each slot's two parities and the scratch
  * slot's. Without graphs (the CPU) one frame warms the caches and the
  * buffers. The inputs are zeros; a slot's state is left at its starting

@@ -2,8 +2,9 @@
  * while another frame runs, frames already late, misses), sequences (start,
  * continue, end, unknown, expired, restart, slots full, interleaved
  * sequences keeping their own state), keep-alive while frames flow and its
- * stop, cancellation, the queue bound, and jobs left when the queue is
- * freed. The model is a fake recurrent one: out = in + state; state = out. */
+ * stop, the warm-up on the frames' thread, cancellation, the queue bound,
+ * and jobs left when the queue is freed. The model is a fake recurrent
+ * one: out = in + state; state = out. */
 #include "harness.h"
 
 #include "base/clock.h"
@@ -580,6 +581,59 @@ static void test_queue_full_and_free(void)
     CHECK(c.status == 0 || c.status == HEARTH_ENOTFOUND);
 }
 
+/* The runner's warm_up runs on the thread that then runs every frame and
+ * keep-alive (a GPU's records are the thread's: warmed on the loading
+ * thread, stop 43's served frames still paid for their first two), new()
+ * returns after it, and a failed warm-up fails new() with its message. */
+typedef struct warm_model {
+    fake_model f;
+    pthread_t warm_thread, run_thread;
+    _Atomic int warmed, ran;
+    bool fail;
+} warm_model;
+
+static int warm_up(void *model, hearth_err *err)
+{
+    warm_model *w = model;
+    sleep_ms(30); /* new() must wait this out */
+    w->warm_thread = pthread_self();
+    atomic_store(&w->warmed, 1);
+    return w->fail ? hearth_err_set(err, HEARTH_EDEVICE, "fake: the warm-up failed") : 0;
+}
+
+static int warm_run(void *model, int slot, bool reset, const void *const *in, void *const *out, hearth_err *err)
+{
+    warm_model *w = model;
+    w->run_thread = pthread_self();
+    atomic_store(&w->ran, 1);
+    return fake_run(&w->f, slot, reset, in, out, err);
+}
+
+static void test_warm_up_on_the_frames_thread(void)
+{
+    warm_model w;
+    memset(&w, 0, sizeof w);
+    hearth_frame_runner r = {.model = &w, .n_slots = 0, .run = warm_run, .warm_up = warm_up};
+    hearth_err err = {0};
+    hearth_frame_queue *q = hearth_frame_queue_new(&r, NULL, &err);
+    CHECK_MSG(q != NULL, "%s", err.msg);
+    if (!q)
+        return;
+    CHECK(atomic_load(&w.warmed));
+    CHECK(!pthread_equal(w.warm_thread, pthread_self()));
+    tjob t;
+    tjob_init(&t, 2);
+    CHECK_EQ_INT(frame(q, &t), 0);
+    CHECK_NEAR(t.out[0], 2.0f, 0);
+    CHECK(atomic_load(&w.ran) && pthread_equal(w.run_thread, w.warm_thread));
+    hearth_frame_queue_free(q);
+
+    memset(&w, 0, sizeof w);
+    w.fail = true;
+    CHECK(hearth_frame_queue_new(&r, NULL, &err) == NULL);
+    CHECK_MSG(strstr(err.msg, "warm-up failed") != NULL && err.code == HEARTH_EDEVICE, "%s", err.msg);
+}
+
 static void test_bad_runner(void)
 {
     hearth_err err = {0};
@@ -604,6 +658,7 @@ int main(void)
     RUN(test_spin);
     RUN(test_cancel_and_failure);
     RUN(test_queue_full_and_free);
+    RUN(test_warm_up_on_the_frames_thread);
     RUN(test_bad_runner);
     TEST_EXIT();
 }
