@@ -1,6 +1,7 @@
 /* test_gpu_frames.c: the frame models on the CUDA device (engine/cuda/'s
  * vision ops): every shared vision model against onnxruntime's outputs
- * (tests/frame_golden.h), each frame one graph replay after the second run.
+ * (tests/frame_golden.h), each frame one graph replay after the second run,
+ * and a served model's first frames as fast as the rest (its warm-up).
  *
  * Where there is no CUDA device: with HEARTH_REQUIRE_GPU=1 (`make CUDA=1
  * check-cuda` on the GPU machine) the case fails naming why; else it says
@@ -13,7 +14,12 @@
  * in a different tree than MLAS, and the outputs reach ~10 in magnitude. */
 #include "frame_golden.h"
 
+#include "base/clock.h"
 #include "engine/dev.h"
+#include "engine/frame_queue.h"
+
+#include <stdatomic.h>
+#include <time.h>
 
 static bool gpu_required(void)
 {
@@ -112,9 +118,110 @@ static void cuda_lanes(void)
                "input=1x3x320x320");
 }
 
+/* ---- a served model's first frames ---- */
+
+typedef struct served {
+    hearth_frame_job job;
+    const void *in[1];
+    void *out[HEARTH_FRAME_MAX_IO];
+    _Atomic int done;
+    int status;
+} served;
+
+static void served_done(hearth_frame_job *job, int status, const char *msg)
+{
+    served *s = job->user;
+    s->status = status;
+    if (status)
+        fprintf(stderr, "  frame failed: %s\n", msg ? msg : "?");
+    atomic_store(&s->done, 1);
+}
+
+static int q_run(void *model, int slot, bool reset, const void *const *in, void *const *out, hearth_err *err)
+{
+    return hearth_frame_model_run(model, slot, reset, in, out, err);
+}
+
+static int q_warm_up(void *model, hearth_err *err) { return hearth_frame_model_warm_up(model, err); }
+
+/* Served as hearth serve serves it (a frame queue whose runner warms the
+ * model up on the queue's thread), a model's first frames are replays like
+ * the rest: the stream, arena, staging and graphs a GPU frame uses are the
+ * running thread's (dev_cuda.cu), so a warm-up on any other thread leaves
+ * the first served frame to run plain and allocate, the second to record
+ * (2.0-3.6 ms each in hearth serve's access log on the H100, stop 44, with
+ * ~0.5 ms from the third on; a frame's run itself, upload to download, is
+ * ~0.29 ms: /stats' compute_infer, stop 43). Bound: the slower of the first
+ * two frames' runs under 1 ms, in at least one of three fresh queues (each
+ * a new thread, warmed anew), so one noisy frame cannot fail it. */
+static void cuda_served_first_frames(void)
+{
+    hearth_err e = {0};
+    if (!hearth_dev_find("cuda", &e)) {
+        if (gpu_required())
+            CHECK_MSG(0, "HEARTH_REQUIRE_GPU=1 and no CUDA device: %s", e.msg);
+        else
+            fprintf(stderr, "  skipped: no CUDA device (%s)\n", e.msg[0] ? e.msg : "no message");
+        return;
+    }
+    char mpath[1024], ipath[1024];
+    if (!hearth_test_shared_path(mpath, sizeof mpath, "vision/ultraface-rfb-320/version-RFB-320.onnx") ||
+        !hearth_test_shared_path(ipath, sizeof ipath, "vision/golden/ultraface-rfb-320.in.input.f32"))
+        return;
+    char *in = NULL;
+    size_t in_len = 0;
+    CHECK(hearth_file_read(ipath, 64u << 20, &in, &in_len, &e) == 0);
+    hearth_frame_opts o = {.device = "cuda"};
+    hearth_frame_model *m = in ? hearth_frame_model_open(mpath, &o, &e) : NULL;
+    CHECK_MSG(m != NULL, "%s", e.msg);
+    const hearth_frame_info *fi = m ? hearth_frame_model_info(m) : NULL;
+    void *outs[HEARTH_FRAME_MAX_IO] = {NULL};
+    for (int j = 0; fi && j < fi->n_outputs; j++)
+        outs[j] = malloc(fi->outputs[j].bytes);
+    CHECK(!fi || fi->inputs[0].bytes == in_len);
+    double best = 1e9;
+    for (int round = 0; round < 3 && fi && fi->inputs[0].bytes == in_len; round++) {
+        hearth_frame_runner r = {.model = m, .n_slots = 0, .run = q_run, .warm_up = q_warm_up};
+        hearth_frame_queue *q = hearth_frame_queue_new(&r, NULL, &e);
+        CHECK_MSG(q != NULL, "%s", e.msg);
+        if (!q)
+            break;
+        double ms[6] = {0};
+        for (int f = 0; f < 6; f++) {
+            served s;
+            memset(&s, 0, sizeof s);
+            s.in[0] = in;
+            memcpy(s.out, outs, sizeof s.out);
+            s.job.in = s.in;
+            s.job.out = s.out;
+            s.job.done = served_done;
+            s.job.user = &s;
+            CHECK_EQ_INT(hearth_frame_queue_submit(q, &s.job), 0);
+            for (int w = 0; w < 50000 && !atomic_load(&s.done); w++) {
+                struct timespec d = {0, 100000};
+                nanosleep(&d, NULL);
+            }
+            CHECK(atomic_load(&s.done) && s.status == 0);
+            ms[f] = (double)(s.job.end_ns - s.job.start_ns) / 1e6;
+        }
+        hearth_frame_queue_free(q);
+        double first = ms[0] > ms[1] ? ms[0] : ms[1];
+        fprintf(stderr, "  queue %d: frames' runs %.3f %.3f %.3f %.3f %.3f %.3f ms\n", round, ms[0], ms[1], ms[2], ms[3],
+                ms[4], ms[5]);
+        if (first < best)
+            best = first;
+    }
+    CHECK_MSG(best < 1.0, "the first two served frames' slower run: %.3f ms at best of three queues (bound 1 ms)", best);
+    for (int j = 0; j < HEARTH_FRAME_MAX_IO; j++)
+        free(outs[j]);
+    hearth_frame_model_close(m);
+    free(in);
+}
+
 int main(void)
 {
     RUN(cuda_goldens);
     RUN(cuda_lanes);
+    RUN(cuda_served_first_frames);
     TEST_EXIT();
 }
