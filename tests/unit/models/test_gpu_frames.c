@@ -21,23 +21,25 @@
 #include <stdatomic.h>
 #include <time.h>
 
-static bool gpu_required(void)
+/* A CUDA device to test on: false without one, which fails the case under
+ * HEARTH_REQUIRE_GPU=1 and else says "skipped". */
+static bool have_cuda(void)
 {
+    hearth_err e = {0};
+    if (hearth_dev_find("cuda", &e))
+        return true;
     const char *r = getenv("HEARTH_REQUIRE_GPU");
-    return r && *r && strcmp(r, "0") != 0;
+    if (r && *r && strcmp(r, "0") != 0)
+        CHECK_MSG(0, "HEARTH_REQUIRE_GPU=1 and no CUDA device: %s", e.msg);
+    else
+        fprintf(stderr, "  skipped: no CUDA device (%s)\n", e.msg[0] ? e.msg : "no message");
+    return false;
 }
 
 static void cuda_goldens(void)
 {
-    hearth_err e = {0};
-    hearth_dev *d = hearth_dev_find("cuda", &e);
-    if (!d) {
-        if (gpu_required())
-            CHECK_MSG(d != NULL, "HEARTH_REQUIRE_GPU=1 and no CUDA device: %s", e.msg);
-        else
-            fprintf(stderr, "  skipped: no CUDA device (%s)\n", e.msg[0] ? e.msg : "no message");
+    if (!have_cuda())
         return;
-    }
     CHECK_EQ_INT(frame_golden_check("cuda", NULL, 2e-4, 1e-4), 5);
 }
 
@@ -105,14 +107,8 @@ static void lanes_same(const char *rel, const char *input_rel, const char *shape
 
 static void cuda_lanes(void)
 {
-    hearth_err e = {0};
-    if (!hearth_dev_find("cuda", &e)) {
-        if (gpu_required())
-            CHECK_MSG(0, "HEARTH_REQUIRE_GPU=1 and no CUDA device: %s", e.msg);
-        else
-            fprintf(stderr, "  skipped: no CUDA device (%s)\n", e.msg[0] ? e.msg : "no message");
+    if (!have_cuda())
         return;
-    }
     lanes_same("vision/ultraface-rfb-320/version-RFB-320.onnx", "vision/golden/ultraface-rfb-320.in.input.f32", NULL);
     lanes_same("vision/yunet-2026may/face_detection_yunet_2026may.onnx", "vision/golden/yunet-320x320.in.input.f32",
                "input=1x3x320x320");
@@ -156,14 +152,9 @@ static int q_warm_up(void *model, hearth_err *err) { return hearth_frame_model_w
  * a new thread, warmed anew), so one noisy frame cannot fail it. */
 static void cuda_served_first_frames(void)
 {
-    hearth_err e = {0};
-    if (!hearth_dev_find("cuda", &e)) {
-        if (gpu_required())
-            CHECK_MSG(0, "HEARTH_REQUIRE_GPU=1 and no CUDA device: %s", e.msg);
-        else
-            fprintf(stderr, "  skipped: no CUDA device (%s)\n", e.msg[0] ? e.msg : "no message");
+    if (!have_cuda())
         return;
-    }
+    hearth_err e = {0};
     char mpath[1024], ipath[1024];
     if (!hearth_test_shared_path(mpath, sizeof mpath, "vision/ultraface-rfb-320/version-RFB-320.onnx") ||
         !hearth_test_shared_path(ipath, sizeof ipath, "vision/golden/ultraface-rfb-320.in.input.f32"))
