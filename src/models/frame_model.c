@@ -613,7 +613,7 @@ done:
  * Those records are the calling thread's (dev_cuda.cu's per-thread
  * contexts): it must be the thread that runs the frames (the frame queue's
  * runner warm_up); warmed on the loading thread, the served frames still
- * took 2.2-3.6 ms first (stop 44). So every key runs twice and replays once:
+ * took 1.4-3.6 ms each (stop 44). So every key runs twice and replays once:
  * stateless, the one; with state, each slot's two parities and the scratch
  * slot's. Without graphs (the CPU) one frame warms the caches and the
  * buffers. The inputs are zeros; a slot's state is left at its starting

@@ -583,7 +583,7 @@ static void test_queue_full_and_free(void)
 
 /* The runner's warm_up runs on the thread that then runs every frame and
  * keep-alive (a GPU's records are the thread's: warmed on the loading
- * thread, stop 43's served frames still paid for their first two), new()
+ * thread, the served frames still paid for their first two, stop 44), new()
  * returns after it, and a failed warm-up fails new() with its message. */
 typedef struct warm_model {
     fake_model f;

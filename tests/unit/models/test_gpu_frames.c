@@ -145,7 +145,7 @@ static int q_warm_up(void *model, hearth_err *err) { return hearth_frame_model_w
  * the rest: the stream, arena, staging and graphs a GPU frame uses are the
  * running thread's (dev_cuda.cu), so a warm-up on any other thread leaves
  * the first served frame to run plain and allocate, the second to record
- * (2.0-3.6 ms each in hearth serve's access log on the H100, stop 44, with
+ * (1.4-3.6 ms each in hearth serve's access log on the H100, stop 44, with
  * ~0.5 ms from the third on; a frame's run itself, upload to download, is
  * ~0.29 ms: /stats' compute_infer, stop 43). Bound: the slower of the first
  * two frames' runs under 1 ms, in at least one of three fresh queues (each
