@@ -77,6 +77,7 @@ struct hearth_loop {
 
     uint64_t now_ms;
     atomic_uint_fast64_t spin_until_ns; /* hearth_loop_spin: poll without sleeping until then */
+    atomic_uint_fast64_t win_from_ns, win_until_ns; /* hearth_loop_spin_window (until 0: none) */
     hearth_poller_event events[EVENTS_PER_WAIT];
 };
 
@@ -477,14 +478,45 @@ void hearth_loop_spin(hearth_loop *loop, uint64_t ns)
         ;
 }
 
+void hearth_loop_spin_window(hearth_loop *loop, uint64_t from_ns, uint64_t until_ns)
+{
+    /* until first: a wait between the stores sees no window, not a torn one */
+    atomic_store(&loop->win_until_ns, 0);
+    atomic_store(&loop->win_from_ns, from_ns);
+    atomic_store(&loop->win_until_ns, until_ns);
+}
+
+/* The wait's timeout under the spins: 0 inside a spin or a window, and no
+ * longer than the start of a window to come. The wait counts whole
+ * milliseconds, so a window is entered up to 1 ms before its start, never
+ * after. No clock read for a loop that never spun. */
+static int spin_timeout(hearth_loop *loop, int timeout)
+{
+    const uint_fast64_t spin_until = atomic_load_explicit(&loop->spin_until_ns, memory_order_relaxed);
+    uint_fast64_t win_until = atomic_load_explicit(&loop->win_until_ns, memory_order_relaxed);
+    if (timeout == 0 || (!spin_until && !win_until))
+        return timeout;
+    const uint64_t now = hearth_now_ns();
+    if (spin_until > now)
+        return 0;
+    if (!win_until)
+        return timeout;
+    if (win_until <= now) {
+        atomic_compare_exchange_strong(&loop->win_until_ns, &win_until, 0); /* spent: no more clock reads */
+        return timeout;
+    }
+    const uint64_t from = atomic_load(&loop->win_from_ns);
+    if (from < now + 1000000u)
+        return 0;
+    const uint64_t ms = (from - now) / 1000000u;
+    return timeout < 0 || ms < (uint64_t)timeout ? (int)ms : timeout;
+}
+
 int hearth_loop_run(hearth_loop *loop)
 {
     for (;;) {
         loop->now_ms = hearth_now_ms();
-        int timeout = next_timeout(loop);
-        const uint_fast64_t spin_until = atomic_load_explicit(&loop->spin_until_ns, memory_order_relaxed);
-        if (timeout != 0 && spin_until && spin_until > hearth_now_ns())
-            timeout = 0; /* spinning: poll, do not sleep (no clock read for a loop that never spun) */
+        int timeout = spin_timeout(loop, next_timeout(loop));
         int n = loop->ops->wait(loop->poller, loop->events, EVENTS_PER_WAIT, timeout);
         loop->now_ms = hearth_now_ms();
         if (n == HEARTH_EAGAIN)

@@ -78,6 +78,14 @@ void hearth_loop_wake(hearth_loop *loop);
  * sleeping thread's wake-up latency; it burns its thread meanwhile. A
  * later call extends the window, never shortens it. */
 void hearth_loop_spin(hearth_loop *loop, uint64_t ns);
+/* Any thread: the loop polls without sleeping from from_ns until until_ns
+ * (hearth_now_ns's clock), entering the window up to 1 ms early (its waits
+ * count milliseconds), and sleeps as before outside it: for something
+ * expected at a known time (a paced client's next frame), so it meets no
+ * sleeping thread, at the cost of the window's polling rather than the
+ * whole gap's. One window at a time: a call replaces the one before.
+ * Takes effect at the loop's next wait (a loop asleep is not woken). */
+void hearth_loop_spin_window(hearth_loop *loop, uint64_t from_ns, uint64_t until_ns);
 /* Runs until hearth_loop_stop. Returns 0, or negative if the poller failed. */
 int hearth_loop_run(hearth_loop *loop);
 /* Any thread: makes hearth_loop_run return after the current iteration. */

@@ -183,6 +183,12 @@ void hearth_reply_spin(hearth_server *s, hearth_reply h, uint64_t ns)
         hearth_loop_spin(s->io[h.slot].loop, ns);
 }
 
+void hearth_reply_spin_window(hearth_server *s, hearth_reply h, uint64_t from_ns, uint64_t until_ns)
+{
+    if (h.slot >= 0 && h.slot < s->cfg.threads && until_ns > from_ns)
+        hearth_loop_spin_window(s->io[h.slot].loop, from_ns, until_ns);
+}
+
 int hearth_reply_error(hearth_server *s, hearth_reply h, int status, const char *type, const char *message)
 {
     hearth_buf body;

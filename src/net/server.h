@@ -133,6 +133,10 @@ int hearth_reply_send(hearth_server *s, hearth_reply h, const hearth_response *r
  * deferred answer due within them, and the client's next request, are
  * taken without that thread's wake-up. For latency-bound work (frames). */
 void hearth_reply_spin(hearth_server *s, hearth_reply h, uint64_t ns);
+/* Any thread: that I/O thread polls from from_ns until until_ns
+ * (hearth_loop_spin_window): the window where a paced client's next
+ * request is expected. */
+void hearth_reply_spin_window(hearth_server *s, hearth_reply h, uint64_t from_ns, uint64_t until_ns);
 /* A complete JSON error response, shaped as hearth_respond_error's. */
 int hearth_reply_error(hearth_server *s, hearth_reply h, int status, const char *type, const char *message);
 /* A streamed response: headers now (chunked transfer coding), then chunks, then end.

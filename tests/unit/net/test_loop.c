@@ -843,6 +843,38 @@ static void spin_polls_then_sleeps(void)
     hearth_loop_free(l);
 }
 
+/* hearth_loop_spin_window: the loop sleeps before the window (entering it
+ * at most 1 ms early), polls through it and sleeps after it. Bounds as
+ * spin_polls_then_sleeps': ~0 ms of CPU asleep, most of the 20 ms window
+ * polling. */
+static void spin_window_polls_only_inside(void)
+{
+    hearth_loop *l = new_loop();
+    if (!l)
+        return;
+    const uint64_t t0 = hearth_now_ns();
+    hearth_loop_spin_window(l, t0 + 30 * 1000000ull, t0 + 50 * 1000000ull);
+    double c0 = thread_cpu_ms();
+    CHECK(run_for(l, 25));
+    double before = thread_cpu_ms() - c0;
+    c0 = thread_cpu_ms();
+    CHECK(run_for(l, 35));
+    double inside = thread_cpu_ms() - c0;
+    c0 = thread_cpu_ms();
+    CHECK(run_for(l, 30));
+    double after = thread_cpu_ms() - c0;
+    CHECK_MSG(before < 8.0 && inside > 8.0 && after < 8.0,
+              "CPU: %.1f ms in the 25 ms before a 20 ms window, %.1f ms across it, %.1f ms in the 30 ms after",
+              before, inside, after);
+    /* a later window replaces the first; one already past polls not at all */
+    hearth_loop_spin_window(l, t0, t0 + 1000000ull);
+    c0 = thread_cpu_ms();
+    CHECK(run_for(l, 30));
+    double past = thread_cpu_ms() - c0;
+    CHECK_MSG(past < 8.0, "CPU: %.1f ms in 30 ms with only a past window", past);
+    hearth_loop_free(l);
+}
+
 static const struct case_def cases[] = {
     {"readable_and_writable_dispatch", readable_and_writable_dispatch, 0},
     {"mod_fd_changes_interest", mod_fd_changes_interest, 0},
@@ -857,6 +889,7 @@ static const struct case_def cases[] = {
     {"wake_ping_pong_loses_none", wake_ping_pong_loses_none, 1},
     {"stop_from_another_thread", stop_from_another_thread, 1},
     {"spin_polls_then_sleeps", spin_polls_then_sleeps, 1},
+    {"spin_window_polls_only_inside", spin_window_polls_only_inside, 0},
     {"eintr_is_retried", eintr_is_retried, 0},
     {"no_ready_fd_starves", no_ready_fd_starves, 0},
     {"thousands_of_fds", thousands_of_fds, 0},
