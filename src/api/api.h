@@ -76,6 +76,9 @@ typedef struct hearth_api_config {
     bool keepalive;              /* --keepalive: keep a GPU's clocks up between frames (on) */
     int frame_spin_us;           /* --frame-spin-us: frame models on a GPU: the frame thread and the I/O thread
                                     poll this long around a frame instead of sleeping (1000; 0: sleep) */
+    int frame_lead_us;           /* --frame-lead-us: frame models on a GPU: a paced stream's next frame is met
+                                    by both threads polling this long either side of its expected arrival
+                                    (frame_queue.h's Cadence; 500; 0: they sleep until it comes) */
 } hearth_api_config;
 
 typedef struct hearth_api {

@@ -98,6 +98,7 @@ int hearth_api_add_frame(hearth_api *api, const char *name, const char *path, he
      * beside the compute threads for nothing */
     const uint64_t spin_ns = r.keepalive && c->frame_spin_us > 0 ? (uint64_t)c->frame_spin_us * 1000u : 0;
     qo.spin_ns = spin_ns;
+    qo.lead_ns = spin_ns && c->frame_lead_us > 0 ? (uint64_t)c->frame_lead_us * 1000u : 0;
     hearth_frame_queue *q = hearth_frame_queue_new(&r, &qo, err);
     if (!q) {
         hearth_frame_model_close(m);

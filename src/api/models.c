@@ -45,6 +45,7 @@ void hearth_api_config_default(hearth_api_config *cfg)
     cfg->seq_timeout_ms = 5000;
     cfg->keepalive = true;
     cfg->frame_spin_us = 1000;
+    cfg->frame_lead_us = 500;
     hearth_sampler_params_default(&cfg->sampling);
 }
 

@@ -534,12 +534,18 @@ static void infer(hearth_request *req, hearth_api *api, hearth_frame_entry *e, c
          * without its wake-up (the frame thread spins likewise after it) */
         hearth_reply_spin(api->server, r->reply, hearth_frame_queue_expected_ns(e->queue) + e->spin_ns);
     }
+    hearth_server *server = r->server;
+    const hearth_reply reply = r->reply; /* r may be gone once submitted and answered */
     if (hearth_frame_queue_submit(e->queue, &r->job) != 0) {
         snprintf(msg, sizeof msg, "model '%s': too many frames are waiting: retry later", name);
         reply_err(r->server, r->reply, 429, msg);
         hearth_oip_stats_fail(r->stats, hearth_now_ns() - r->t_handler);
         req_unref(r); /* the queue's reference: it never took the job */
+        return;
     }
+    uint64_t from, until;
+    if (e->spin_ns && hearth_frame_queue_window(e->queue, &from, &until))
+        hearth_reply_spin_window(server, reply, from, until); /* a paced client's next frame (frame_queue.h's Cadence) */
 }
 
 /* A binary frame's tensor bytes received straight into an input set the
@@ -663,7 +669,8 @@ int hearth_api_oip_metrics(hearth_api *api, hearth_buf *out)
         return 0;
     int rc = hearth_buf_appends(out, "# TYPE hearth_frames_total counter\n# TYPE hearth_frame_misses_total counter\n"
                                      "# TYPE hearth_frame_late_total counter\n# TYPE hearth_frame_failed_total counter\n"
-                                     "# TYPE hearth_frame_sequences_live gauge\n# TYPE hearth_frame_latency_seconds histogram\n");
+                                     "# TYPE hearth_frame_sequences_live gauge\n# TYPE hearth_frame_latency_seconds histogram\n"
+                                     "# TYPE hearth_frame_paced_windows_total counter\n# TYPE hearth_frame_paced_hits_total counter\n");
     for (int i = 0; i < n && !rc; i++) {
         hearth_frame_queue_stats q;
         hearth_frame_queue_get_stats(g_frames[i].queue, &q);
@@ -671,9 +678,11 @@ int hearth_api_oip_metrics(hearth_api *api, hearth_buf *out)
         rc = hearth_buf_printf(out,
                                "hearth_frames_total{model=\"%s\"} %llu\nhearth_frame_misses_total{model=\"%s\"} %llu\n"
                                "hearth_frame_late_total{model=\"%s\"} %llu\nhearth_frame_failed_total{model=\"%s\"} %llu\n"
-                               "hearth_frame_sequences_live{model=\"%s\"} %d\n",
+                               "hearth_frame_sequences_live{model=\"%s\"} %d\n"
+                               "hearth_frame_paced_windows_total{model=\"%s\"} %llu\nhearth_frame_paced_hits_total{model=\"%s\"} %llu\n",
                                m, (unsigned long long)q.frames, m, (unsigned long long)q.misses, m, (unsigned long long)q.late, m,
-                               (unsigned long long)q.failed, m, q.seq_live);
+                               (unsigned long long)q.failed, m, q.seq_live, m, (unsigned long long)q.paced_windows, m,
+                               (unsigned long long)q.paced_hits);
         uint64_t cum = 0;
         for (int b = 0; b < HEARTH_FRAME_HIST_N && !rc; b++) {
             cum += q.hist[b];

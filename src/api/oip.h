@@ -12,8 +12,10 @@
 
 /* Appends the frame models' Prometheus metrics to out: per model
  * hearth_frames_total, hearth_frame_misses_total, hearth_frame_late_total,
- * hearth_frame_failed_total, hearth_frame_sequences_live and the
- * hearth_frame_latency_seconds histogram (submit to end of run). Nothing
+ * hearth_frame_failed_total, hearth_frame_sequences_live, the
+ * hearth_frame_latency_seconds histogram (submit to end of run), and
+ * hearth_frame_paced_windows_total / _hits_total (frame_queue.h's Cadence:
+ * windows the frame thread polled through, frames met in them). Nothing
  * when no frame model is served. 0, or out's HEARTH_ELIMIT/ENOMEM. */
 int hearth_api_oip_metrics(hearth_api *api, hearth_buf *out);
 /* Answers req with status and Triton's error body {"error": msg} (oip.c;

@@ -263,6 +263,7 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
         {"deadline-ms", 0, OPT_FLOAT, &deadline_ms, "MS", "frame models: a frame's deadline when its request sets no timeout (none); a frame that cannot make it is answered late at once"},
         {"frame-threads", 0, OPT_INT, &api.cfg.frame_threads, "N", "frame models: CPU threads their frames run on (0: --threads)"},
         {"frame-spin-us", 0, OPT_INT, &api.cfg.frame_spin_us, "US", "frame models on a GPU: around each frame (and while its bytes arrive) the frame thread and the connection's thread poll this long instead of sleeping, so the answer and a client's next frame meet no thread's wake-up (1000; 0: sleep)"},
+        {"frame-lead-us", 0, OPT_INT, &api.cfg.frame_lead_us, "US", "frame models on a GPU: when frames come at a steady rate, the frame thread and the connection's thread poll from this long (plus the gaps' jitter) before the next frame is due until as long after, instead of sleeping through its arrival (500; 0: sleep)"},
         {"keepalive", 0, OPT_BOOL, &api.cfg.keepalive, NULL, "frame models on a GPU: a tiny kernel between frames keeps its clocks up, stopping 1 s after the last frame (on; --no-keepalive)"},
         {"gpu-layers", 0, OPT_INT, &gpu_layers, "N", "accepted; with --device cuda every layer is on the GPU, else a note says it is ignored", .dash_name = "ngl"},
         {"n-gpu-layers", 0, OPT_INT, &gpu_layers, "N", "the same as --gpu-layers"},
@@ -348,6 +349,10 @@ int hearth_cmd_serve(int argc, char **argv, char **full_argv)
     }
     if (api.cfg.frame_spin_us < 0 || api.cfg.frame_spin_us > 100000) {
         fprintf(stderr, "hearth serve: --frame-spin-us must be 0 to 100000 (%d given)\n", api.cfg.frame_spin_us);
+        return 2;
+    }
+    if (api.cfg.frame_lead_us < 0 || api.cfg.frame_lead_us > 100000) {
+        fprintf(stderr, "hearth serve: --frame-lead-us must be 0 to 100000 (%d given)\n", api.cfg.frame_lead_us);
         return 2;
     }
     api.cfg.deadline_ms = deadline_ms;

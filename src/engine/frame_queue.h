@@ -16,6 +16,14 @@
  * a sequence that is not live is refused (HEARTH_FRAME_NO_SEQUENCE) with a
  * message saying whether it expired, ended, or was never started.
  *
+ * Cadence: frames from a paced client (a camera) come at a steady gap.
+ * When the last CADENCE_N gaps agree (within an eighth of the gap, or
+ * 250 us), the queue expects the next frame one gap after the last, and,
+ * with lead_ns set, its scheduler polls through a window of lead_ns plus
+ * the gaps' spread either side of that time instead of sleeping through
+ * it, so the frame meets no sleeping thread; the submitter may open the
+ * same window on its own thread (hearth_frame_queue_window).
+ *
  * Keep-alive: while frames arrive, the idle scheduler calls the runner's
  * keepalive every keepalive_period_ns so a GPU does not clock down between
  * frames; it stops keepalive_stop_ns after the last frame.
@@ -101,6 +109,8 @@ typedef struct hearth_frame_queue_opts {
     uint64_t keepalive_stop_ns;    /* stop this long after the last frame (0: 1 s) */
     uint64_t spin_ns;              /* after a frame, poll for the next this long before sleeping (0: sleep at
                                       once): a frame that comes within it starts without a thread's wake-up */
+    uint64_t lead_ns;              /* a paced stream's window (Cadence above): its half-width beyond the gaps'
+                                      spread (0: none; the scheduler sleeps between frames) */
 } hearth_frame_queue_opts;
 
 void hearth_frame_queue_opts_default(hearth_frame_queue_opts *o);
@@ -117,6 +127,8 @@ typedef struct hearth_frame_queue_stats {
     uint64_t seq_started, seq_ended, seq_expired;
     int seq_live, queued;
     uint64_t keepalives;
+    uint64_t paced_windows;        /* cadence windows the scheduler polled through */
+    uint64_t paced_hits;           /* frames that came while it polled in one */
     uint64_t hist[HEARTH_FRAME_HIST_N + 1]; /* submit-to-end latency of frames run (misses included),
                                              * one count per bucket (not cumulative: /metrics sums
                                              * them); hist[i] counts latencies <= hearth_frame_hist_ms[i]
@@ -143,6 +155,10 @@ int hearth_frame_queue_submit(hearth_frame_queue *q, hearth_frame_job *job);
 /* The run time the deadline check assumes now (stats' run_ns_expected),
  * without copying the rest of the stats. Any thread. */
 uint64_t hearth_frame_queue_expected_ns(hearth_frame_queue *q);
+/* The window where the next frame of a paced stream is expected (Cadence
+ * above): true with *from_ns, *until_ns set (hearth_now_ns's clock), false
+ * while the arrivals show no steady gap or lead_ns is 0. Any thread. */
+bool hearth_frame_queue_window(hearth_frame_queue *q, uint64_t *from_ns, uint64_t *until_ns);
 void hearth_frame_queue_get_stats(hearth_frame_queue *q, hearth_frame_queue_stats *out);
 
 #endif

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "engine/frame_queue.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -520,6 +521,84 @@ static void test_spin(void)
     hearth_frame_queue_free(q);
 }
 
+/* Submits n frames gap_ms[i % n_gaps] apart on an absolute schedule (no drift from the waits). */
+static void paced_frames(hearth_frame_queue *q, int n, const int *gap_ms, int n_gaps, bool *windows)
+{
+    uint64_t at = hearth_now_ns();
+    for (int i = 0; i < n; i++) {
+        struct timespec ts = {(time_t)(at / 1000000000u), (long)(at % 1000000000u)};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+            ;
+        tjob t;
+        tjob_init(&t, 1);
+        CHECK_EQ_INT(frame(q, &t), 0);
+        uint64_t from, until;
+        windows[i] = hearth_frame_queue_window(q, &from, &until);
+        if (windows[i]) { /* the next frame is expected one gap after this one's submit */
+            const uint64_t mid = t.job.submit_ns + (uint64_t)gap_ms[0] * 1000000u;
+            CHECK_MSG(from < mid && until > mid && until - from < 2 * mid - 2 * t.job.submit_ns,
+                      "frame %d: window %.2f..%.2f ms after its submit, a %d ms gap", i,
+                      (double)(from - t.job.submit_ns) / 1e6, (double)(until - t.job.submit_ns) / 1e6, gap_ms[0]);
+        }
+        at += (uint64_t)gap_ms[i % n_gaps] * 1000000u;
+    }
+}
+
+/* lead_ns (Cadence): frames at a steady gap open a window around the next
+ * one's expected arrival, where the scheduler polls and meets it; frames at
+ * uneven gaps, or with lead_ns 0, open none. Paced here at 20 ms with a 2 ms
+ * lead; CI's shared cores may make a wait late now and then, so a few of the
+ * windows may miss their frame. */
+static void test_paced_window(void)
+{
+    fake_model m;
+    hearth_frame_queue_opts o;
+    hearth_frame_queue_opts_default(&o);
+    o.keepalive = false;
+    o.lead_ns = 2 * 1000000ull;
+    enum { N = 14 };
+    bool win[N];
+    const int steady[] = {20};
+    hearth_frame_queue_stats st;
+    int n_win = 0;
+    for (int attempt = 0; attempt < 3; attempt++) { /* best of three: a busy CI machine delays waits */
+        hearth_frame_queue *q = mk(&m, 0, &o);
+        paced_frames(q, N, steady, 1, win);
+        hearth_frame_queue_get_stats(q, &st);
+        hearth_frame_queue_free(q);
+        CHECK_MSG(!win[0] && !win[1] && !win[2], "a window before three gaps were seen");
+        n_win = 0;
+        for (int i = 0; i < N; i++)
+            n_win += win[i];
+        if (n_win >= N - 6 && st.paced_windows >= 6 && st.paced_hits >= 6)
+            break;
+    }
+    CHECK_MSG(n_win >= N - 6, "%d windows in %d frames 20 ms apart", n_win, N);
+    CHECK_MSG(st.paced_windows >= 6 && st.paced_hits >= 6 && st.paced_hits <= st.paced_windows,
+              "the scheduler polled %llu windows and met %llu frames in them (10 expected)",
+              (unsigned long long)st.paced_windows, (unsigned long long)st.paced_hits);
+
+    /* uneven gaps: no window, no polling */
+    hearth_frame_queue *q = mk(&m, 0, &o);
+    const int uneven[] = {5, 30, 12, 45, 8};
+    paced_frames(q, 10, uneven, 5, win);
+    for (int i = 0; i < 10; i++)
+        CHECK_MSG(!win[i], "frame %d of uneven gaps opened a window", i);
+    hearth_frame_queue_get_stats(q, &st);
+    CHECK_EQ_INT(st.paced_windows, 0);
+    hearth_frame_queue_free(q);
+
+    /* lead_ns 0: none either */
+    o.lead_ns = 0;
+    q = mk(&m, 0, &o);
+    paced_frames(q, 6, steady, 1, win);
+    for (int i = 0; i < 6; i++)
+        CHECK(!win[i]);
+    hearth_frame_queue_get_stats(q, &st);
+    CHECK_EQ_INT(st.paced_windows, 0);
+    hearth_frame_queue_free(q);
+}
+
 static void test_cancel_and_failure(void)
 {
     fake_model m;
@@ -656,6 +735,7 @@ int main(void)
     RUN(test_late_start_starts_nothing);
     RUN(test_keepalive);
     RUN(test_spin);
+    RUN(test_paced_window);
     RUN(test_cancel_and_failure);
     RUN(test_queue_full_and_free);
     RUN(test_warm_up_on_the_frames_thread);
