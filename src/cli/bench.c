@@ -230,7 +230,7 @@ int hearth_cmd_bench(int argc, char **argv)
     int sentences = 1, prompt_tokens = 0;
     float rate = 0, duration = 0, warmup = 0, deadline_ms = 0;
     uint64_t n = 0;
-    bool stream = true, send_deadline = false, shm = false;
+    bool stream = true, send_deadline = false, shm = false, poll = false;
     const opt opts[] = {
         {"api", 0, OPT_STR, &api_name, "health|completion|chat|embeddings|tei|raw|infer", "what to send (health)",
          true},
@@ -239,6 +239,9 @@ int hearth_cmd_bench(int argc, char **argv)
         {"rate", 'r', OPT_FLOAT, &rate, "R", "open loop: R requests/s on a schedule, latency from the scheduled time",
          true},
         {"arrivals", 0, OPT_STR, &arrivals, "fixed|poisson", "open loop: the schedule's spacing", true},
+        {"poll", 0, OPT_BOOL, &poll, NULL, "the client's threads poll their sockets and the clock instead of sleeping, "
+                                           "so their own wake-ups (tens to hundreds of us from a deep idle state) "
+                                           "stay out of the latencies; a core per --threads", true},
         {"duration", 'd', OPT_FLOAT, &duration, "S", "seconds counted, after the warm-up (10 unless --n)", true},
         {"n", 'n', OPT_U64, &n, "N", "requests counted (instead of --duration)", true},
         {"warmup", 0, OPT_FLOAT, &warmup, "S", "seconds run first and not counted (0)", true},
@@ -349,6 +352,7 @@ int hearth_cmd_bench(int argc, char **argv)
     cfg.api = (enum bench_api)api;
     cfg.rate = rate;
     cfg.poisson = !strcmp(arrivals, "poisson");
+    cfg.poll = poll;
     cfg.concurrency = concurrency ? concurrency : rate > 0 ? 64 : 1;
     if (cfg.concurrency < threads)
         cfg.concurrency = threads;

@@ -44,6 +44,7 @@ typedef struct bench_cfg {
     int threads;
     double rate;           /* requests/s over all threads; 0: closed loop */
     bool poisson;
+    bool poll;             /* the threads poll, never sleep (--poll) */
     double duration_s;     /* counted time, after the warm-up; 0 with n */
     double warmup_s;
     int64_t n;             /* requests to count; 0 with duration */

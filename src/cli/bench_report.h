@@ -12,7 +12,7 @@ typedef struct bench_run_info {
     double seconds;                 /* the counted window */
     int concurrency, threads;
     double rate;
-    bool poisson, stream;
+    bool poisson, stream, poll;
     double deadline_ms;
     const char *sizes;              /* "sentences", "prompt" or NULL: which sizes the workload had */
     int sentences, prompt_tokens, max_tokens;

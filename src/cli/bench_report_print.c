@@ -40,7 +40,7 @@ void bench_report_summary(FILE *f, const bench_run_info *in, const bench_stats *
             in->concurrency, in->threads);
     if (in->rate > 0)
         fprintf(f, ", %.1f req/s %s", in->rate, in->poisson ? "poisson" : "fixed");
-    fprintf(f, ", %.2f s counted\n", in->seconds);
+    fprintf(f, "%s, %.2f s counted\n", in->poll ? ", polling" : "", in->seconds);
     double secs = in->seconds > 0 ? in->seconds : 1;
     fprintf(f, "  requests %llu, %.1f req/s, %.2f MB/s, errors %llu", (unsigned long long)s->requests,
             (double)s->requests / secs, (double)s->bytes / secs / 1e6, (unsigned long long)s->errors);
@@ -86,9 +86,9 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_st
     fprintf(f, "{\"url\": ");
     bench_json_string(f, in->url);
     fprintf(f, ", \"api\": \"%s\", \"mode\": \"%s\", \"concurrency\": %d, \"threads\": %d, "
-               "\"rate\": %.3f, \"arrivals\": \"%s\", \"seconds\": %.4f,\n",
+               "\"rate\": %.3f, \"arrivals\": \"%s\", \"poll\": %s, \"seconds\": %.4f,\n",
             in->api, in->mode, in->concurrency, in->threads, in->rate, in->poisson ? "poisson" : "fixed",
-            in->seconds);
+            in->poll ? "true" : "false", in->seconds);
     /* the workload's sizes, as asked: a reader compares runs of one size */
     if (in->sizes && !strcmp(in->sizes, "sentences"))
         fprintf(f, " \"sentences\": %d,\n", in->sentences);

@@ -110,7 +110,7 @@ void bench_run_info_fill(bench_run_info *info, const bench_cfg *cfg, const char 
 {
     *info = (bench_run_info){.url = url, .api = bench_api_name(cfg->api), .mode = cfg->rate > 0 ? "open" : "closed",
                              .seconds = seconds, .concurrency = cfg->concurrency, .threads = cfg->threads,
-                             .rate = cfg->rate, .poisson = cfg->poisson, .stream = cfg->stream,
+                             .rate = cfg->rate, .poisson = cfg->poisson, .poll = cfg->poll, .stream = cfg->stream,
                              .deadline_ms = cfg->deadline_ms, .sentences = cfg->sentences,
                              .prompt_tokens = cfg->prompt_tokens, .max_tokens = cfg->max_tokens};
     if (cfg->api == BENCH_EMBEDDINGS || cfg->api == BENCH_TEI)
