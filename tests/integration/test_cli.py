@@ -39,6 +39,8 @@ def test_bad_flags_are_refused():
                          (["serve", "--decode-steps", "17"], "--decode-steps must be 1..16"),
                          (["serve", "--frame-spin-us", "100001"], "--frame-spin-us must be 0 to 100000"),
                          (["serve", "--frame-spin-us", "-1"], "--frame-spin-us must be 0 to 100000"),
+                         (["serve", "--frame-lead-us", "100001"], "--frame-lead-us must be 0 to 100000"),
+                         (["serve", "--frame-lead-us", "-1"], "--frame-lead-us must be 0 to 100000"),
                          (["serve", "--cache-type", "q4_0"], "--cache-type q4_0: want f16 or f32"),
                          (["serve", "--max-client-batch", "0"], "--max-client-batch"),
                          (["serve", "--embed-engines", "-1"], "--embed-engines"),

@@ -17,12 +17,15 @@
 #include "api/oip.h"
 #include "api/oip_models.h"
 #include "base/buf.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "engine/frame_queue.h"
 #include "models/onnx.h"
 #include "net/server.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -111,7 +114,7 @@ static int fake_run(void *model, int slot, bool reset, const void *const *in, vo
 
 static hearth_server *g_srv;
 static hearth_api g_api;
-static hearth_frame_queue *g_q;
+static hearth_frame_queue *g_q, *g_qp; /* g_qp: lead_ns set (test_paced_window) */
 static int g_port;
 
 static void *serve_main(void *arg)
@@ -440,6 +443,101 @@ static void test_sink_spin(void)
     CHECK_MSG(sets_all_back(), "%d input sets taken, %d given back", atomic_load(&g_takes), atomic_load(&g_gives));
 }
 
+static void sleep_until(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/* Each thread's time on a CPU (ns), from /proc/self/task/TID/schedstat:
+ * up to max threads, their ids in tid. Returns how many were read. */
+static int thread_cpu_ns(int *tid, uint64_t *ns, int max)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; d && n < max && (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[128];
+        snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+        FILE *f = fopen(path, "r");
+        unsigned long long v;
+        if (f && fscanf(f, "%llu", &v) == 1) {
+            tid[n] = atoi(e->d_name);
+            ns[n++] = v;
+        }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Frames to model 30 ms apart until the queue has a window for the next
+ * (4 to 10 of them); then how many of the process's threads spent at
+ * least a fifth of that window (from 1 ms before it: the I/O thread's
+ * waits enter it up to 1 ms early) on a CPU: 1 where only the frame
+ * thread polls it, 2 where the connection's thread does too. Threads are
+ * counted, not CPU summed, so a busy machine sharing its cores among the
+ * pollers cannot hide one. -1: no window came. */
+static int threads_polling_window(const char *model)
+{
+    char b[256], path[64];
+    snprintf(b, sizeof b, "{\"inputs\":[%s]}", FRAME_X);
+    snprintf(path, sizeof path, "/v2/models/%s/infer", model);
+    uint64_t at = hearth_now_ns(), from = 0, until = 0;
+    for (int i = 0; i < 10; i++) {
+        if (i)
+            at += 30 * 1000000ull;
+        sleep_until(at);
+        resp r;
+        post_json(path, b, &r);
+        CHECK_MSG(r.status == 200, "%s", r.body);
+        free(r.body);
+        if (i >= 3 && hearth_frame_queue_window(g_qp, &from, &until))
+            break;
+        until = 0;
+    }
+    if (!until)
+        return -1;
+    from -= 1000000u;
+    enum { MAXT = 256 };
+    int tid0[MAXT], tid1[MAXT];
+    uint64_t ns0[MAXT], ns1[MAXT];
+    sleep_until(from);
+    int n0 = thread_cpu_ns(tid0, ns0, MAXT);
+    sleep_until(until);
+    int n1 = thread_cpu_ns(tid1, ns1, MAXT), busy = 0;
+    for (int i = 0; i < n1; i++)
+        for (int j = 0; j < n0; j++)
+            if (tid1[i] == tid0[j] && ns1[i] - ns0[j] >= (until - from) / 5)
+                busy++;
+    return busy;
+}
+
+/* A paced client's next frame (frame_queue.h's Cadence): where the entry
+ * spins (a GPU's model) the connection's I/O thread polls through the
+ * window where the next frame is due, beside the frame thread; where it
+ * does not (a CPU's), only the frame thread does. Both entries share a
+ * queue with lead_ns 5 ms, so the difference is the I/O thread's window.
+ * Best of three: CI's shared cores can starve a polling thread. */
+static void test_paced_window(void)
+{
+    int io = 0, frame_only = 0;
+    usleep(300000); /* test_sink_spin's connection left its I/O thread polling for 200 ms */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        io = threads_polling_window("paced");
+        frame_only = threads_polling_window("paced-cpu");
+        if (io == 2 && frame_only == 1)
+            break;
+    }
+    CHECK_MSG(io == 2 && frame_only == 1,
+              "threads polling a paced frame's window: %d with the I/O thread's window (2 wanted), %d without "
+              "(1 wanted; -1: no window came)", io, frame_only);
+}
+
 static void test_errors(void)
 {
     resp r;
@@ -557,7 +655,8 @@ static void test_metrics(void)
 static void free_queue_at_exit(hearth_server *s, void *ctx)
 {
     hearth_frame_queue_free(g_q);
-    g_q = NULL;
+    hearth_frame_queue_free(g_qp);
+    g_q = g_qp = NULL;
 }
 
 int main(void)
@@ -575,10 +674,13 @@ int main(void)
     o.max_jobs = 1;
     hearth_err err = {0};
     g_q = hearth_frame_queue_new(&run, &o, &err);
+    o.keepalive = false;
+    o.lead_ns = 5 * 1000000ull;
+    g_qp = g_q ? hearth_frame_queue_new(&run, &o, &err) : NULL;
     hearth_server_config cfg;
     hearth_server_config_default(&cfg);
     cfg.port = 0;
-    g_srv = g_q ? hearth_server_new(&cfg, &err) : NULL;
+    g_srv = g_qp ? hearth_server_new(&cfg, &err) : NULL;
     if (!g_srv) {
         printf("not ok - setup: %s\n", err.msg);
         return 1;
@@ -590,8 +692,14 @@ int main(void)
     /* the same model again, its I/O thread polling while a tensor comes (test_sink_spin) */
     static hearth_api_model info_spin = {"spinner", "vision", "fake.onnx", false, 0};
     hearth_frame_entry es = {&info_spin, (hearth_frame_model *)&g_fake, g_q, 0, 200 * 1000000ull};
+    /* a model whose queue learns a paced client's gap, spinning (a GPU's) and not (test_paced_window) */
+    static hearth_api_model info_paced = {"paced", "vision", "fake.onnx", false, 0};
+    static hearth_api_model info_paced_cpu = {"paced-cpu", "vision", "fake.onnx", false, 0};
+    hearth_frame_entry ep = {&info_paced, (hearth_frame_model *)&g_fake, g_qp, 0, 1000000ull};
+    hearth_frame_entry epc = {&info_paced_cpu, (hearth_frame_model *)&g_fake, g_qp, 0, 0};
     if (hearth_api_register_oip(&g_api, g_srv) != 0 || hearth_api_oip_add_model(&g_api, &e) != 0 ||
-        hearth_api_oip_add_model(&g_api, &es) != 0) {
+        hearth_api_oip_add_model(&g_api, &es) != 0 || hearth_api_oip_add_model(&g_api, &ep) != 0 ||
+        hearth_api_oip_add_model(&g_api, &epc) != 0) {
         printf("not ok - setup: routes\n");
         return 1;
     }
@@ -608,6 +716,7 @@ int main(void)
     RUN(test_infer_json_and_binary);
     RUN(test_binary_sink);
     RUN(test_sink_spin);
+    RUN(test_paced_window);
     RUN(test_errors);
     RUN(test_sequences);
     RUN(test_cancel_and_queue_full);
