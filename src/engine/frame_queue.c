@@ -438,6 +438,25 @@ static bool keepalive_due(const hearth_frame_queue *q, uint64_t now)
     return q->o.keepalive && q->r.keepalive && q->last_arrival_ns && now - q->last_arrival_ns < q->o.keepalive_stop_ns;
 }
 
+/* Polls, with the lock released, until a frame is submitted or end passes
+ * (the after-frame spin, a paced window): a frame that comes meanwhile
+ * starts without waiting for this thread to be woken (a futex wake-up's
+ * tail). Called and returns under the lock. True when a frame came (or
+ * free() ended it: it bumps n_submitted). */
+static bool poll_for_frame(hearth_frame_queue *q, uint64_t end)
+{
+    const uint_fast64_t seen = atomic_load(&q->n_submitted);
+    pthread_mutex_unlock(&q->lock);
+    bool came;
+    while (!(came = atomic_load_explicit(&q->n_submitted, memory_order_relaxed) != seen) && hearth_now_ns() < end)
+        hearth_hw_pause();
+    pthread_mutex_lock(&q->lock);
+    return came;
+}
+
+/* A paced window is set and the scheduler has not polled it yet. Under the lock. */
+static bool window_pending(const hearth_frame_queue *q) { return q->win_until && q->win_spent != q->win_until; }
+
 static void *sched_main(void *arg)
 {
     hearth_frame_queue *q = arg;
@@ -460,36 +479,23 @@ static void *sched_main(void *arg)
             q->last_done_ns = hearth_now_ns();
             continue;
         }
-        /* idle right after a frame: poll for the next without the lock for
-         * o.spin_ns, so a closed loop's next frame starts without waiting
-         * for this thread to be woken (a futex wake-up's tail) */
+        /* idle right after a frame: poll for the next for o.spin_ns (a closed loop's next frame) */
         if (q->o.spin_ns && q->last_done_ns && now - q->last_done_ns < q->o.spin_ns) {
-            const uint64_t end = q->last_done_ns + q->o.spin_ns;
-            const uint_fast64_t seen = atomic_load(&q->n_submitted);
-            pthread_mutex_unlock(&q->lock);
-            while (atomic_load_explicit(&q->n_submitted, memory_order_relaxed) == seen && hearth_now_ns() < end)
-                hearth_hw_pause();
-            pthread_mutex_lock(&q->lock);
+            poll_for_frame(q, q->last_done_ns + q->o.spin_ns);
             q->last_done_ns = 0; /* one window a frame */
             continue;
         }
         /* a paced stream's next frame is due: poll through its window */
-        if (q->win_until && q->win_spent != q->win_until && now < q->win_until && now + 50000u >= q->win_from) {
-            const uint64_t end = q->win_until;
-            const uint_fast64_t seen = atomic_load(&q->n_submitted);
-            q->win_spent = end;
-            pthread_mutex_unlock(&q->lock);
-            bool hit = false;
-            while (!(hit = atomic_load_explicit(&q->n_submitted, memory_order_relaxed) != seen) && hearth_now_ns() < end)
-                hearth_hw_pause();
-            pthread_mutex_lock(&q->lock);
+        if (window_pending(q) && now < q->win_until && now + 50000u >= q->win_from) {
+            q->win_spent = q->win_until;
+            const bool came = poll_for_frame(q, q->win_until);
             q->st.paced_windows++;
-            q->st.paced_hits += hit && !q->stop;
+            q->st.paced_hits += came && !q->stop;
             continue;
         }
         /* idle: keep-alive, then sleep until the next tick, expiry, window or job */
         uint64_t wake_at = next_expiry;
-        if (q->win_until && q->win_spent != q->win_until && now < q->win_from && (!wake_at || q->win_from < wake_at))
+        if (window_pending(q) && now < q->win_from && (!wake_at || q->win_from < wake_at))
             wake_at = q->win_from - 50000u; /* a timed wait's own slack (50 us) */
         if (keepalive_due(q, now)) {
             if (now - q->last_keepalive_ns >= q->o.keepalive_period_ns) {
