@@ -71,8 +71,8 @@ int bench_run(const bench_cfg *cfg, bench_stats *total, double *seconds)
         }
         started = i + 1;
     }
-    for (int i = 0; i < started; i++) {
-        while (!(cfg->n && !targs[i].n) && !atomic_load(&targs[i].connected) && !atomic_load(&targs[i].finished))
+    for (int i = 0; i < started; i++) { /* a thread with nothing to do was marked finished above */
+        while (!atomic_load(&targs[i].connected) && !atomic_load(&targs[i].finished))
             usleep(50);
     }
     /* a moment for the threads to see go, so the schedule's first request is not late */
